@@ -1,0 +1,45 @@
+"""One long table per kind across all cells and repetitions."""
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+from dbsweep.collect import SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
+
+
+def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path]) -> None:
+    """rep_dirs each hold run.json, summary.json, samples.csv and system.csv."""
+    keys = axes + ["rep"]
+    summary_cols = keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS
+    with _gz(out["summary"], summary_cols) as summary, \
+            _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
+            _gz(out["system"], keys + SYSTEM_COLUMNS) as system:
+        tools, hosts = {}, {}
+        for rep_dir in rep_dirs:
+            record = json.loads((rep_dir / "run.json").read_text())
+            ident = {a: record["cell"][a] for a in axes} | {"rep": record["rep"]}
+            summary.writerow(ident | json.loads((rep_dir / "summary.json").read_text()))
+            for name, writer in (("samples.csv", samples), ("system.csv", system)):
+                with open(rep_dir / name, newline="") as f:
+                    for row in csv.DictReader(f):
+                        writer.writerow(ident | row)
+            tools |= record["tools"]
+            hosts[record["host"]["hostname"]] = record["host"]
+    host = next(iter(hosts.values()), {})
+    provenance = {
+        "study": study, "host": ", ".join(hosts), "cpu": host.get("cpu"), "kernel": host.get("kernel"),
+        "memory_gb": host.get("memory_gb"), "tools": tools, "hosts": list(hosts.values()),
+    }
+    out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
+
+
+@contextmanager
+def _gz(path: Path, columns: list[str]):
+    """A DictWriter over a gzipped CSV with a header."""
+    with gzip.open(path, "wt", newline="") as f:
+        writer = csv.DictWriter(f, columns, extrasaction="ignore")
+        writer.writeheader()
+        yield writer

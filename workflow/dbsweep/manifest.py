@@ -1,0 +1,48 @@
+"""Provenance: host facts, checksums, and JSON written so it is never seen half-done."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+
+
+def now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def host() -> dict:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor())
+    mem_kb = next(int(line.split()[1]) for line in Path("/proc/meminfo").read_text().splitlines()
+                  if line.startswith("MemTotal:"))
+    return {
+        "hostname": socket.gethostname(),
+        "kernel": platform.release(),
+        "kernel_version": platform.version(),
+        "cpu": cpu,
+        "cpus": os.cpu_count(),
+        "memory_gb": round(mem_kb / 2**20, 1),
+    }
+
+
+def checksums(folder: Path) -> dict[str, str]:
+    """sha256 of every file below folder, by relative path."""
+    out = {}
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        out[str(path.relative_to(folder))] = digest.hexdigest()
+    return out
+
+
+def write_json(path: Path, data: dict) -> None:
+    """Write data as JSON through a temporary file and a rename."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    os.replace(tmp, path)

@@ -1,0 +1,101 @@
+"""Axes, include/exclude rules, cells and their paths."""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+from dbsweep.errors import ConfigError
+
+# Built-in axes in the fixed order they take in a cell path; user axes follow in config order.
+BUILTIN_AXES = ("engine", "version", "storage", "memory", "filesystem", "threads", "workload")
+_SAFE = ":+-.,=@_"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix: axis name -> value, in axis order."""
+
+    items: tuple[tuple[str, object], ...]
+
+    def __getitem__(self, axis: str):
+        return dict(self.items)[axis]
+
+    def as_dict(self) -> dict:
+        return dict(self.items)
+
+    @property
+    def path(self) -> str:
+        """`filesystem~ext4/threads~4/workload~randread`: readable, and parsed back by parse_path."""
+        return "/".join(f"{axis}~{quote(str(value), safe=_SAFE)}" for axis, value in self.items)
+
+
+def parse_path(path: str) -> dict[str, str]:
+    """The axis values of a cell path, as strings."""
+    out = {}
+    for part in path.strip("/").split("/"):
+        axis, sep, value = part.partition("~")
+        if not sep:
+            raise ValueError(f"not a cell path segment: {part!r}")
+        out[axis] = unquote(value)
+    return out
+
+
+def axis_order(axes: dict) -> list[str]:
+    builtin = [a for a in BUILTIN_AXES if a in axes]
+    return builtin + [a for a in axes if a not in BUILTIN_AXES]
+
+
+def _values(rule: dict, axis: str, where: str) -> list:
+    value = rule[axis]
+    values = value if isinstance(value, list) else [value]
+    for v in values:
+        if isinstance(v, (dict, list)):
+            raise ConfigError(f"{where}.{axis}: {v!r} is not a single value")
+    return values
+
+
+def _check_rule(rule: dict, order: list[str], where: str) -> None:
+    for axis in rule:
+        if axis not in order:
+            raise ConfigError(f"{where}.{axis}: unknown axis (axes are {', '.join(order)})")
+
+
+def _same(a, b) -> bool:
+    return str(a) == str(b)
+
+
+def _matches(cell: dict, rule: dict, where: str) -> bool:
+    return all(any(_same(cell[a], v) for v in _values(rule, a, where)) for a in rule)
+
+
+def expand(axes: dict, exclude: list[dict], include: list[dict]) -> list[Cell]:
+    """Cells of the cartesian product of `axes`, less `exclude`, plus `include`, in a stable order."""
+    order = axis_order(axes)
+    for axis in order:
+        seen = set()
+        for value in axes[axis]:
+            if str(value) in seen:
+                raise ConfigError(f"axes.{axis}: {value!r} appears twice")
+            seen.add(str(value))
+    for i, rule in enumerate(exclude):
+        _check_rule(rule, order, f"exclude[{i}]")
+    for i, rule in enumerate(include):
+        _check_rule(rule, order, f"include[{i}]")
+
+    cells: dict[tuple, Cell] = {}
+    for combo in itertools.product(*(axes[a] for a in order)):
+        cell = dict(zip(order, combo))
+        if not any(_matches(cell, rule, f"exclude[{i}]") for i, rule in enumerate(exclude)):
+            cells.setdefault(_key(cell, order), Cell(tuple(cell.items())))
+    for i, rule in enumerate(include):
+        where = f"include[{i}]"
+        choices = [_values(rule, a, where) if a in rule else axes[a] for a in order]
+        for combo in itertools.product(*choices):
+            cell = dict(zip(order, combo))
+            cells.setdefault(_key(cell, order), Cell(tuple(cell.items())))
+    return list(cells.values())
+
+
+def _key(cell: dict, order: list[str]) -> tuple:
+    return tuple(str(cell[a]) for a in order)

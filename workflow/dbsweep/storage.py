@@ -1,0 +1,238 @@
+"""Filesystems for a run: sparse loop images, mkfs, mount, and always release.
+
+Everything set up is recorded in an `active` folder while it exists, so a run
+killed with SIGKILL is cleaned by the next run on the same host (sweep_stale).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+LOOP_TYPES = ("ext4", "xfs", "btrfs")
+_FORCE = {"ext4": "-F", "xfs": "-f", "btrfs": "-f"}
+
+
+@dataclass
+class Mounted:
+    """A filesystem ready for a run."""
+
+    path: Path
+    devices: list[str] = field(default_factory=list)  # block device names for iostat, e.g. ["loop3"]
+    facts: dict = field(default_factory=dict)  # for the manifest
+    commands: list[list[str]] = field(default_factory=list)
+
+
+def sh(argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """Run argv; on failure raise with the command's own message."""
+    done = subprocess.run(argv, capture_output=True, text=True, **kw)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(argv)} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
+    return done
+
+
+def device_in_use(device: str) -> bool:
+    """True when the device or any of its partitions is mounted or used as swap."""
+    out = sh(["lsblk", "-nrpo", "MOUNTPOINT", device]).stdout
+    return any(line.strip() for line in out.splitlines())
+
+
+def mount_facts(target: Path) -> dict:
+    """Source, type and options of the mount at target, as the kernel reports them."""
+    target = str(Path(target).resolve())
+    for line in Path("/proc/self/mounts").read_text().splitlines():
+        source, point, fstype, options, *_ = line.split()
+        if point == target:
+            return {"source": source, "fstype": fstype, "mount_options": options}
+    return {}
+
+
+@contextmanager
+def _registered(active: Path, record: dict):
+    """Record what is set up in `active` while the body runs."""
+    active.mkdir(parents=True, exist_ok=True)
+    entry = active / f"{uuid.uuid4().hex}.json"
+    entry.write_text(json.dumps(record | {"host": socket.gethostname(), "pid": os.getpid()}))
+    try:
+        yield
+    finally:
+        entry.unlink(missing_ok=True)
+
+
+@contextmanager
+def loop_device(image: Path, active: Path):
+    """Attach image to a loop device with direct IO, so the host page cache does not hide the device."""
+    dev = sh(["losetup", "--direct-io=on", "--find", "--show", str(image)]).stdout.strip()
+    try:
+        with _registered(active, {"loop": dev, "image": str(image.resolve())}):
+            yield dev
+    finally:
+        detach(dev)
+
+
+def detach(dev: str) -> None:
+    for _ in range(10):
+        if subprocess.run(["losetup", "-d", dev], capture_output=True).returncode == 0:
+            return
+        time.sleep(0.3)
+    raise RuntimeError(f"could not detach {dev}")
+
+
+@contextmanager
+def mounted(source: str, target: Path, fstype: str, options: list[str], active: Path):
+    target.mkdir(parents=True, exist_ok=True)
+    argv = ["mount", "-t", fstype] + (["-o", ",".join(options)] if options else []) + [source, str(target)]
+    sh(argv)
+    try:
+        with _registered(active, {"mount": str(target.resolve())}):
+            yield argv
+    finally:
+        unmount(target)
+
+
+def unmount(target: Path) -> None:
+    for _ in range(10):
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode == 0:
+            return
+        if not mount_facts(target):
+            return
+        time.sleep(0.3)
+    sh(["umount", "--lazy", str(target)])
+
+
+def mkfs(fstype: str, device: str, options: list[str]) -> list[str]:
+    argv = [f"mkfs.{fstype}", _FORCE[fstype], *options, device]
+    sh(argv)
+    return argv
+
+
+def sparse_file(path: Path, size: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    sh(["truncate", "--size", size, str(path)])
+
+
+@contextmanager
+def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = None):
+    """A mounted filesystem of `spec` under scratch, restored from `image` when given.
+
+    Unmounted, detached and removed on exit, whatever happened in the body.
+    """
+    kind = spec["type"]
+    scratch.mkdir(parents=True, exist_ok=True)
+    mnt = scratch / "mnt"
+    with ExitStack() as stack:
+        if kind == "dir":
+            path = Path(spec["path"]) / f"dbsweep-{uuid.uuid4().hex[:8]}"
+            path.mkdir()
+            stack.callback(shutil.rmtree, path, True)
+            facts = {"type": "dir", "path": spec["path"]} | mount_facts_for(path)
+            source = facts.get("source", "")
+            yield Mounted(path, [Path(source).name] if source.startswith("/dev/") else [], facts)
+            return
+        if kind == "tmpfs":
+            argv = stack.enter_context(mounted("tmpfs", mnt, "tmpfs", [f"size={spec['size']}", *spec["mount_options"]], active))
+            yield Mounted(mnt, [], {"type": "tmpfs"} | mount_facts(mnt), [argv])
+            return
+        commands = []
+        if spec.get("device"):
+            dev = spec["device"]
+            commands.append(mkfs(kind, dev, spec["mkfs_options"]))
+            facts = {"device": dev}
+        else:
+            img = scratch / "fs.img"
+            if image is not None:
+                commands.append(["cp", "--sparse=always", "--reflink=auto", str(image), str(img)])
+                sh(commands[-1])
+            else:
+                sparse_file(img, spec["size"])
+            stack.callback(img.unlink, missing_ok=True)
+            dev = stack.enter_context(loop_device(img, active))
+            if image is None:
+                commands.append(mkfs(kind, dev, spec["mkfs_options"]))
+            facts = {"loop": dev, "loop_direct_io": _loop_dio(dev), "image_size": spec["size"],
+                     "restored_from": str(image) if image else None}
+        commands.append(stack.enter_context(mounted(dev, mnt, kind, spec["mount_options"], active)))
+        facts |= {"type": kind, "mkfs_options": spec["mkfs_options"]} | mount_facts(mnt)
+        yield Mounted(mnt, [Path(dev).name], facts, commands)
+
+
+def mount_facts_for(path: Path) -> dict:
+    out = sh(["findmnt", "-nvo", "SOURCE,FSTYPE,OPTIONS", "--target", str(path)]).stdout.split()
+    return dict(zip(("source", "fstype", "mount_options"), out))
+
+
+def _loop_dio(dev: str) -> bool:
+    flag = Path(f"/sys/block/{Path(dev).name}/loop/dio")
+    return flag.exists() and flag.read_text().strip() == "1"
+
+
+def prepare_image(spec: dict, image: Path, commands: list[list[str]], active: Path, log) -> list[list[str]]:
+    """Make `image`: a sparse file, mkfs, mount, run `commands` inside, unmount; appears only when complete."""
+    tmp = image.with_name(f".{image.name}.{os.getpid()}.tmp")
+    scratch = image.with_name(f".{image.name}.{os.getpid()}.mnt")
+    done = []
+    try:
+        sparse_file(tmp, spec["size"])
+        with loop_device(tmp, active) as dev:
+            done.append(mkfs(spec["type"], dev, spec["mkfs_options"]))
+            with mounted(dev, scratch, spec["type"], spec["mount_options"], active) as argv:
+                done.append(argv)
+                for argv in commands:
+                    log.write(f"$ {' '.join(argv)}\n")
+                    log.flush()
+                    subprocess.run(argv, cwd=scratch, stdout=log, stderr=subprocess.STDOUT, check=True)
+                    done.append(argv)
+        os.replace(tmp, image)
+    finally:
+        tmp.unlink(missing_ok=True)
+        if scratch.exists():
+            scratch.rmdir()
+    return done
+
+
+def sweep_stale(active: Path) -> list[str]:
+    """Release what runs on this host that died without cleaning up left behind; returns what was released."""
+    released = []
+    if not active.is_dir():
+        return released
+    host = socket.gethostname()
+    stale = []
+    for entry in sorted(active.glob("*.json")):
+        try:
+            record = json.loads(entry.read_text())
+        except (OSError, ValueError):
+            continue
+        if record.get("host") == host and not _alive(record.get("pid", 0)):
+            stale.append((entry, record))
+    # Mounts first: a loop device is detached only once nothing is mounted from it.
+    for entry, record in sorted(stale, key=lambda e: "mount" not in e[1]):
+        if "mount" in record and mount_facts(Path(record["mount"])):
+            unmount(Path(record["mount"]))
+            released.append(record["mount"])
+        if "loop" in record and _loop_backs(record["loop"], record["image"]):
+            detach(record["loop"])
+            released.append(record["loop"])
+        entry.unlink(missing_ok=True)
+    return released
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _loop_backs(dev: str, image: str) -> bool:
+    backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
+    return backing.exists() and backing.read_text().strip().removesuffix(" (deleted)") == image

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what dbsweep needs and is missing: Debian packages (workflow/envs/debian.txt)
+# and a pinned Python venv in .venv (workflow/envs/python.txt). Safe to run again.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+envs=workflow/envs
+
+mapfile -t wanted < <(grep -v '^\s*#' "$envs/debian.txt" | grep -v '^\s*$')
+missing=()
+for pkg in "${wanted[@]}"; do
+  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+done
+if ((${#missing[@]})); then
+  if [[ $(id -u) != 0 ]]; then
+    echo "dbsweep needs Debian packages; as root run: apt-get update && apt-get install -y ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "installing: ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=.venv/installed-$(sha256sum "$envs/python.txt" | cut -c1-16)
+if [[ ! -e $stamp ]]; then
+  rm -rf .venv
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r "$envs/python.txt"
+  touch "$stamp"
+fi

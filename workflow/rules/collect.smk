@@ -1,0 +1,14 @@
+# collect: tidy per-second samples, system metrics and a summary from one repetition's raw output.
+
+
+rule collect:
+    input:
+        f"{RUNS}/{{cell}}/rep~{{rep}}/run.json",
+    output:
+        samples=f"{RUNS}/{{cell}}/rep~{{rep}}/samples.csv",
+        system=f"{RUNS}/{{cell}}/rep~{{rep}}/system.csv",
+        summary=f"{RUNS}/{{cell}}/rep~{{rep}}/summary.json",
+    log:
+        f"results/logs/collect/{{cell}}/rep~{{rep}}.log",
+    script:
+        "../scripts/collect.py"

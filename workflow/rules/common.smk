@@ -1,0 +1,54 @@
+# The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, workflow.basedir)
+from dbsweep.config import load
+from dbsweep.errors import ConfigError
+
+try:
+    STUDY = load(config)
+except ConfigError as error:
+    sys.exit(f"dbsweep: config error: {error}")
+
+CELLS = {cell.path: cell for cell in STUDY.cells}
+REPS = range(1, STUDY.repetitions + 1)
+RUNS = "results/runs"
+IMAGES = {}
+for _cell in STUDY.cells:
+    _image = STUDY.image(_cell)
+    if _image:
+        IMAGES.setdefault(_image, _cell)
+
+
+wildcard_constraints:
+    cell=r"[^/~]+~.+",
+    rep=r"\d+",
+
+
+def rep_dirs():
+    return [f"{RUNS}/{path}/rep~{rep}" for path in CELLS for rep in REPS]
+
+
+def recipe(wildcards):
+    return STUDY.recipe(CELLS[wildcards.cell])
+
+
+def cell_values(wildcards):
+    return CELLS[wildcards.cell].as_dict()
+
+
+def image_of(wildcards):
+    image = STUDY.image(CELLS[wildcards.cell])
+    return [ancient(image)] if image else []
+
+
+def image_recipe(wildcards):
+    return STUDY.recipe(IMAGES[f"resources/images/{wildcards.image}.img"])
+
+
+def final_targets():
+    return [
+        *rules.tables.output,
+        *rules.plots.output,
+    ]

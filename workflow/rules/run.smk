@@ -1,0 +1,17 @@
+# run: one measured repetition of one cell. Its params are exactly what shapes the cell.
+
+
+rule run:
+    input:
+        image_of,
+    output:
+        f"{RUNS}/{{cell}}/rep~{{rep}}/run.json",
+    params:
+        cell=cell_values,
+        recipe=recipe,
+    log:
+        f"results/logs/run/{{cell}}/rep~{{rep}}.log",
+    resources:
+        measure=1,
+    script:
+        "../scripts/run.py"

@@ -1,0 +1,9 @@
+"""Entry point of rule collect: tidy files from one repetition's raw output."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from dbsweep.collect import collect  # noqa: E402
+
+out = snakemake.output
+collect(Path(snakemake.input[0]), Path(out.samples), Path(out.system), Path(out.summary))

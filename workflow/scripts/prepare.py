@@ -1,0 +1,11 @@
+"""Entry point of rule prepare: a filesystem image holding a workload's prepared file set."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from dbsweep import storage, workloads  # noqa: E402
+
+recipe = snakemake.params.recipe
+commands = workloads.module(recipe["tool"]).prepare(recipe["options"])
+with open(snakemake.log[0], "w") as log:
+    storage.prepare_image(recipe["filesystem"], Path(snakemake.output[0]), commands, Path("results/.active"), log)

@@ -1,0 +1,11 @@
+"""Entry point of rule run: measure one repetition of one cell."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from dbsweep.run import repetition  # noqa: E402
+
+with open(snakemake.log[0], "w") as log:
+    image = Path(snakemake.input[0]) if snakemake.input else None
+    repetition(snakemake.params.cell, int(snakemake.wildcards.rep), snakemake.params.recipe,
+               Path(snakemake.output[0]), image, Path("results/.active"), log)
