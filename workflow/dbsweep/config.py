@@ -63,13 +63,19 @@ class Study:
 
     def image(self, cell: Cell) -> str | None:
         """The prepared image a cell restores from, or None when its files are prepared in the run."""
+        spec = self.image_spec(cell)
+        if spec is None:
+            return None
+        digest = hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:12]
+        return f"resources/images/{cell['filesystem']}/{spec['tool']}-{digest}.img"
+
+    def image_spec(self, cell: Cell) -> dict | None:
+        """What shapes a cell's prepared image: the filesystem, the tool and its dataset options."""
         r = self.recipe(cell)
         fs = r["filesystem"]
         if fs["type"] not in LOOP_TYPES or fs.get("device"):
             return None
-        key = json.dumps({"fs": fs, "tool": r["tool"], "dataset": r["dataset"]}, sort_keys=True)
-        digest = hashlib.sha256(key.encode()).hexdigest()[:12]
-        return f"resources/images/{cell['filesystem']}/{r['tool']}-{digest}.img"
+        return {"filesystem": fs, "tool": r["tool"], "dataset": r["dataset"]}
 
 
 def read(path: str | os.PathLike) -> dict:

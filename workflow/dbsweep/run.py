@@ -39,16 +39,33 @@ def signals_raise():
             signal.signal(sig, h)
 
 
-def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, log=None) -> int:
-    """Run argv in its own process group; the whole group is killed if we are interrupted."""
+def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path) -> int:
+    """Run argv in its own process group; if we are interrupted, the whole group is stopped and reaped."""
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
         try:
             return proc.wait()
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            stop_group(proc)
+
+
+def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM the process group, SIGKILL it after `grace` seconds, and wait until every member is gone
+    (a process in uninterruptible IO dies only when its IO completes, and still holds the mount until then)."""
+    deadline = time.monotonic() + grace
+    sig = signal.SIGTERM
+    while True:
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        proc.poll()
+        time.sleep(0.1)
+        if sig == signal.SIGTERM and time.monotonic() > deadline:
+            sig = signal.SIGKILL
+        if time.monotonic() > deadline + 60:
+            raise RuntimeError(f"process group {proc.pid} ({proc.args[0]}) would not die")
+    proc.wait()
 
 
 def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log) -> dict:

@@ -24,8 +24,8 @@ rule aggregate:
 rule tables:
     input:
         **rules.aggregate.output,
-        script="workflow/scripts/tables.R",
-        common="workflow/scripts/common.R",
+        script=f"{SCRIPTS}/tables.R",
+        common=f"{SCRIPTS}/common.R",
     output:
         cells_csv=report(f"{TABLES}/cells.csv", caption="../report/cells.rst", category="Tables"),
         cells_md=f"{TABLES}/cells.md",
@@ -42,8 +42,8 @@ rule tables:
 rule plots:
     input:
         **rules.aggregate.output,
-        script="workflow/scripts/plots.R",
-        common="workflow/scripts/common.R",
+        script=f"{SCRIPTS}/plots.R",
+        common=f"{SCRIPTS}/common.R",
     output:
         throughput=report(f"{PLOTS}/throughput_vs_threads.png", caption="../report/throughput.rst", category="Plots"),
         latency=report(f"{PLOTS}/latency_vs_threads.png", caption="../report/latency.rst", category="Plots"),

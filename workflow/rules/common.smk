@@ -14,6 +14,7 @@ except ConfigError as error:
 CELLS = {cell.path: cell for cell in STUDY.cells}
 REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
+SCRIPTS = f"{workflow.basedir}/scripts"  # R scripts are inputs: editing one reruns the analysis
 IMAGES = {}
 for _cell in STUDY.cells:
     _image = STUDY.image(_cell)
@@ -43,8 +44,8 @@ def image_of(wildcards):
     return [ancient(image)] if image else []
 
 
-def image_recipe(wildcards):
-    return STUDY.recipe(IMAGES[f"resources/images/{wildcards.image}.img"])
+def image_spec(wildcards):
+    return STUDY.image_spec(IMAGES[f"resources/images/{wildcards.image}.img"])
 
 
 def final_targets():

@@ -5,7 +5,7 @@ rule prepare:
     output:
         "resources/images/{image}.img",
     params:
-        recipe=image_recipe,
+        spec=image_spec,
     log:
         "results/logs/prepare/{image}.log",
     resources:

@@ -1,0 +1,110 @@
+"""Shared helpers: run the real workflow in a temp dir, and check nothing was left behind."""
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Mounts, loop devices and processes that still refer to folder."""
+    folder = str(folder.resolve())
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+              if line.split()[1].startswith(folder)]
+    loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
+             if folder in line]
+    procs = [line for line in subprocess.run(["pgrep", "-af", "fio|sysbench|vmstat|iostat"], capture_output=True,
+                                             text=True).stdout.splitlines() if folder in line or "-d loop" in line]
+    return mounts + loops + procs
+
+
+class Study:
+    """A copy of the workflow and a study config in a temp dir, run with the real snakemake."""
+
+    def __init__(self, root: Path, config: dict):
+        self.root = root
+        shutil.copytree(ROOT / "workflow", root / "workflow", ignore=shutil.ignore_patterns("__pycache__"))
+        self.write(config)
+
+    def write(self, config: dict) -> None:
+        self.config = config
+        (self.root / "study.yaml").write_text(yaml.safe_dump(config))
+
+    def argv(self, *args: str) -> list[str]:
+        return [str(SNAKEMAKE), "-s", str(self.root / "workflow" / "Snakefile"), "-d", str(self.root),
+                "--configfile", str(self.root / "study.yaml"), "-c2", *args]
+
+    def run(self, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+        done = subprocess.run(self.argv(*args), capture_output=True, text=True, cwd=self.root,
+                              env=os.environ | {"LC_ALL": "C.UTF-8"})
+        if check and done.returncode != 0:
+            raise AssertionError(f"snakemake failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+        return done
+
+    def planned(self, rule: str) -> set[str]:
+        """Cell paths of the `rule` jobs a dry run would execute."""
+        out = self.run("-n").stdout
+        return {line.split("=", 1)[1].split(", rep=")[0] for line in _job_lines(out, rule)}
+
+    def job_counts(self) -> dict[str, int]:
+        """Rule -> number of jobs a dry run would execute, from Snakemake's job stats table."""
+        out = self.run("-n").stdout
+        if "Job stats:" not in out:
+            return {}
+        table = out.split("Job stats:", 1)[1].splitlines()[3:]
+        counts = {}
+        for line in table:
+            parts = line.split()
+            if len(parts) != 2 or parts[0] == "total":
+                break
+            counts[parts[0]] = int(parts[1])
+        return counts
+
+    def path(self, *parts: str) -> Path:
+        return self.root.joinpath(*parts)
+
+
+def _job_lines(output: str, rule: str):
+    current = None
+    for line in output.splitlines():
+        stripped = line.strip()
+        if stripped.startswith(("rule ", "localrule ")):
+            current = stripped.split()[1].rstrip(":")
+        elif current == rule and stripped.startswith("wildcards: cell="):
+            yield stripped
+
+
+@pytest.fixture
+def study_factory(tmp_path):
+    made = []
+
+    def make(config: dict) -> Study:
+        made.append(Study(tmp_path, config))
+        return made[-1]
+
+    yield make
+    assert leftovers(tmp_path) == []
+
+
+def tiny_study(**changes) -> dict:
+    """A study of a few seconds per cell: one fio and one sysbench fileio workload on a small ext4."""
+    config = {
+        "study": "tiny",
+        "axes": {"filesystem": ["ext4"], "threads": [1], "workload": ["fio-rr", "sb-rr"]},
+        "filesystems": {"ext4": {"type": "ext4", "size": "256M"}},
+        "workloads": {
+            "fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "16k", "size": "32M", "direct": 1,
+                                                  "ioengine": "psync", "runtime": 3}},
+            "sb-rr": {"tool": "sysbench-fileio", "options": {"file-test-mode": "rndrd", "file-num": 1,
+                                                             "file-total-size": "32M", "file-extra-flags": "direct",
+                                                             "file-block-size": 16384, "time": 3}},
+        },
+    }
+    config.update(changes)
+    return config

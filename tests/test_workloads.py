@@ -1,0 +1,347 @@
+"""Workload adapters against output captured from fio 3.33 and sysbench 1.0.20.
+
+The fixtures under tests/fixtures/ are real runs (see capture.py there); the
+expected numbers below are copied from those files as the tools wrote them.
+"""
+import hashlib
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from dbsweep.errors import ConfigError
+from dbsweep.workloads import fio
+from dbsweep.workloads import sysbench_fileio as sb
+
+FIXTURES = Path(__file__).parent / "fixtures"
+needs_fio = pytest.mark.skipif(shutil.which("fio") is None, reason="fio not installed")
+needs_sysbench = pytest.mark.skipif(shutil.which("sysbench") is None, reason="sysbench not installed")
+
+
+def start(name):
+    return float((FIXTURES / name / "start.txt").read_text())
+
+
+def digests():
+    return {p: hashlib.sha256(p.read_bytes()).hexdigest() for p in FIXTURES.rglob("*") if p.is_file()}
+
+
+# --- fio: config ---------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value", [
+    ("numjobs", 4), ("filename", "/dev/sda"), ("directory", "/tmp"), ("output-format", "terse"),
+    ("output_format", "terse"), ("write_lat_log", "x"), ("log_avg_msec", 500), ("group_reporting", True),
+    ("name", "job"), ("log_unix_epoch", 0),
+])
+def test_fio_check_refuses_keys_the_pipeline_sets(key, value):
+    with pytest.raises(ConfigError) as err:
+        fio.check({"size": "1G", key: value}, "workloads.rr.options")
+    message = str(err.value)
+    assert message.startswith(f"workloads.rr.options.{key}: {value!r}")
+    assert "\n" not in message
+
+
+def test_fio_check_requires_size():
+    with pytest.raises(ConfigError, match=r"^workloads\.rr\.options\.size: missing"):
+        fio.check({"rw": "randread"}, "workloads.rr.options")
+
+
+def test_fio_check_refuses_empty_and_list_values():
+    with pytest.raises(ConfigError, match=r"options\.time_based: None"):
+        fio.check({"size": "1G", "time_based": None}, "workloads.rr.options")
+    with pytest.raises(ConfigError, match=r"options\.bs: \['4k', '8k'\]"):
+        fio.check({"size": "1G", "bs": ["4k", "8k"]}, "workloads.rr.options")
+
+
+def test_fio_check_accepts_ordinary_options():
+    fio.check({"size": "1G", "rw": "randread", "bs": "{bs}", "direct": True, "runtime": 30}, "w")
+
+
+def test_fio_dataset_is_the_size_only():
+    a = fio.dataset({"size": "1G", "rw": "randread", "bs": "4k"})
+    b = fio.dataset({"size": "1G", "rw": "write", "direct": True})
+    assert a == b == {"size": "1G"}
+    assert fio.dataset({"size": "2G"}) != a
+
+
+def test_fio_command():
+    argv = fio.command({"rw": "randread", "size": "64M", "runtime": 3, "direct": True, "end_fsync": False},
+                       4, Path("/r/raw"))
+    assert argv[0] == "fio"
+    for arg in ["--filename=fio.data", "--numjobs=4", "--group_reporting", "--output-format=json",
+                "--output=/r/raw/fio.json", "--write_bw_log=/r/raw/fio", "--write_iops_log=/r/raw/fio",
+                "--write_lat_log=/r/raw/fio", "--log_avg_msec=1000", "--log_unix_epoch=1", "--time_based"]:
+        assert arg in argv
+    # options pass through in order, YAML booleans as 1/0
+    assert argv[-5:] == ["--rw=randread", "--size=64M", "--runtime=3", "--direct=1", "--end_fsync=0"]
+
+
+def test_fio_command_time_based_only_with_runtime():
+    assert "--time_based" not in fio.command({"size": "64M"}, 1, Path("/r"))
+    argv = fio.command({"size": "64M", "runtime": 3, "time_based": 1}, 1, Path("/r"))
+    assert argv.count("--time_based") == 0 and "--time_based=1" in argv
+
+
+@needs_fio
+def test_fio_prepare_writes_one_file_of_size(tmp_path):
+    for argv in fio.prepare({"size": "1M", "rw": "randread"}):
+        subprocess.run(argv, cwd=tmp_path, check=True, capture_output=True)
+    assert [p.name for p in tmp_path.iterdir()] == ["fio.data"]
+    assert (tmp_path / "fio.data").stat().st_size == 2**20
+
+
+# --- fio: output ---------------------------------------------------------------
+
+def test_fio_samples_randread_two_jobs():
+    rows = fio.samples(FIXTURES / "fio_randread", start("fio_randread"))
+    # job 1 logged 2 windows, job 2 three: second 3 lacks job 1 and is dropped
+    assert [r["second"] for r in rows] == [1, 2]
+    assert set(rows[0]) == {"time", "second", "iops", "mibs", "lat_ms", "lat_pct_ms"}
+    assert rows[0]["time"] == pytest.approx(1795312754.616)
+    assert rows[1]["time"] == pytest.approx(1795312755.616)
+    assert rows[0]["iops"] == 43325 + 42476
+    assert rows[1]["iops"] == 43286 + 43130
+    assert rows[0]["mibs"] == pytest.approx((693200 + 679584) / 1024)
+    # lat log rows (ns) weighted by each job's iops
+    assert rows[0]["lat_ms"] == pytest.approx((22555 * 43325 + 23007 * 42476) / (43325 + 42476) / 1e6)
+    assert rows[1]["lat_ms"] == pytest.approx((22726 * 43286 + 22804 * 43130) / (43286 + 43130) / 1e6)
+    assert all(r["lat_pct_ms"] is None for r in rows)
+
+
+def test_fio_samples_sum_reads_and_writes():
+    rows = fio.samples(FIXTURES / "fio_randrw", start("fio_randrw"))
+    assert len(rows) == 2
+    assert rows[0]["iops"] == 21829 + 21790 + 21681 + 21760
+    assert rows[0]["mibs"] == pytest.approx((87316 + 87156 + 86726 + 87043) / 1024)
+    lat = (23150 * 21790 + 21608 * 21829 + 23381 * 21760 + 21617 * 21681) / rows[0]["iops"] / 1e6
+    assert rows[0]["lat_ms"] == pytest.approx(lat)
+    # second 2 of job 2 is stamped 1 ms later than job 1's: same second
+    assert rows[1]["iops"] == 21971 + 21716 + 21751 + 21970
+
+
+def test_fio_samples_stalled_seconds_are_zero_and_late_lat_rows_find_their_second():
+    rows = fio.samples(FIXTURES / "fio_stall", start("fio_stall"))
+    assert [r["iops"] for r in rows] == [400, 0, 400, 0, 400]
+    assert [r["mibs"] for r in rows] == [1600 / 1024, 0, 1600 / 1024, 0, 1600 / 1024]
+    # the lat rows of second 1 were written at the next I/O, 2 s later
+    assert rows[0]["lat_ms"] == pytest.approx((21939 + 22186) / 2 / 1e6)
+    assert rows[2]["lat_ms"] == pytest.approx((28263 + 45728) / 2 / 1e6)
+    assert rows[4]["lat_ms"] == pytest.approx((46595 + 24485) / 2 / 1e6)
+    assert rows[1]["lat_ms"] is None and rows[3]["lat_ms"] is None
+
+
+def test_fio_samples_refuse_logs_from_before_the_start():
+    with pytest.raises(ValueError, match="before the run start"):
+        fio.samples(FIXTURES / "fio_randread", start("fio_randread") + 10)
+
+
+def test_fio_samples_refuse_rows_off_the_grid(tmp_path):
+    shutil.copytree(FIXTURES / "fio_randread", tmp_path / "raw")
+    log = tmp_path / "raw" / "fio_iops.2.log"
+    log.write_text(log.read_text().replace("1795312755617,", "1795312755317,"))
+    with pytest.raises(ValueError, match="off the 1 s grid"):
+        fio.samples(tmp_path / "raw", start("fio_randread"))
+
+
+def test_fio_summary_randread():
+    s = fio.summary(FIXTURES / "fio_randread")
+    assert s == {
+        "iops": 85984.005332, "read_iops": 85984.005332, "write_iops": 0.0,
+        "mibs": pytest.approx(1408761943 / 2**20), "fsyncs": None,
+        "lat_mean_ms": pytest.approx(0.022813122308), "lat_p95_ms": pytest.approx(0.032384),
+        "lat_p99_ms": pytest.approx(0.040192), "lat_max_ms": pytest.approx(9.235588),
+    }
+
+
+def test_fio_summary_mixed_is_fios_own_combined_figure():
+    s = fio.summary(FIXTURES / "fio_randrw")
+    assert s["read_iops"] == 43285.904698 and s["write_iops"] == 43269.243585
+    assert s["iops"] == 86555.148284
+    assert s["mibs"] == pytest.approx(354529887 / 2**20)
+    # fio's "mixed" mean is the I/O-weighted mean of its read and write means
+    assert s["lat_mean_ms"] == pytest.approx((129901 * 21861.377033 + 129851 * 23387.566934) / 259752 / 1e6)
+    assert s["lat_p95_ms"] == pytest.approx(0.032640)
+    assert s["lat_max_ms"] == pytest.approx(2.962966)
+
+
+def test_fio_killed_run_is_an_error():
+    raw = FIXTURES / "fio_killed"
+    assert (raw / "fio.json").stat().st_size == 0  # fio opens it at start, writes it at the end
+    with pytest.raises(ValueError, match="not a complete fio JSON report"):
+        fio.summary(raw)
+    with pytest.raises(ValueError, match="no rows"):
+        fio.samples(raw, start("fio_killed"))
+
+
+def test_fio_summary_missing_or_cut_json(tmp_path):
+    with pytest.raises(ValueError, match="missing"):
+        fio.summary(tmp_path)
+    text = (FIXTURES / "fio_randread" / "fio.json").read_text()
+    (tmp_path / "fio.json").write_text(text[: len(text) // 2])
+    with pytest.raises(ValueError, match="not a complete"):
+        fio.summary(tmp_path)
+
+
+@needs_fio
+def test_fio_version():
+    assert fio.version().startswith("fio-3.")
+
+
+# --- sysbench fileio: config ---------------------------------------------------
+
+@pytest.mark.parametrize("key, value", [
+    ("threads", 8), ("report-interval", 10), ("report_interval", 10), ("percentile", 99), ("verbosity", 0),
+])
+def test_sysbench_check_refuses_keys_the_pipeline_sets(key, value):
+    with pytest.raises(ConfigError) as err:
+        sb.check({"file-test-mode": "rndrd", key: value}, "workloads.sb.options")
+    assert str(err.value).startswith(f"workloads.sb.options.{key}: {value!r}")
+
+
+def test_sysbench_check_requires_test_mode():
+    with pytest.raises(ConfigError, match=r"^workloads\.sb\.options\.file-test-mode: missing"):
+        sb.check({"file-num": 4}, "workloads.sb.options")
+    sb.check({"file_test_mode": "rndrd"}, "w")  # sysbench takes underscores too
+
+
+def test_sysbench_dataset_uses_sysbench_defaults():
+    implicit = sb.dataset({"file-test-mode": "rndrd"})
+    explicit = sb.dataset({"file-test-mode": "rndwr", "file-num": 128, "file-total-size": "2G",
+                           "file-block-size": 4096, "file-extra-flags": "direct"})
+    assert implicit == explicit == {"file-num": 128, "file-total-size": "2G"}
+    assert sb.dataset({"file-test-mode": "rndrd", "file-num": 1}) != implicit
+
+
+def test_sysbench_command():
+    argv = sb.command({"file-test-mode": "rndrd", "file-fsync-all": True, "file-fsync-end": False, "time": 60},
+                      4, Path("/r/raw"))
+    assert argv == ["sysbench", "fileio", "--threads=4", "--report-interval=1", "--percentile=95",
+                    "--file-test-mode=rndrd", "--file-fsync-all=on", "--file-fsync-end=off", "--time=60", "run"]
+
+
+@needs_sysbench
+def test_sysbench_prepare_writes_the_file_set(tmp_path):
+    for argv in sb.prepare({"file-test-mode": "rndrd", "file-num": 2, "file-total-size": "2M"}):
+        subprocess.run(argv, cwd=tmp_path, check=True, capture_output=True)
+    files = sorted(tmp_path.iterdir())
+    assert [p.name for p in files] == ["test_file.0", "test_file.1"]
+    assert [p.stat().st_size for p in files] == [2**20, 2**20]
+
+
+# --- sysbench fileio: output ---------------------------------------------------
+
+def test_sysbench_samples_rndrd():
+    t0 = start("sysbench_rndrd")
+    rows = sb.samples(FIXTURES / "sysbench_rndrd", t0)
+    # a 3 s run printed only [ 1s ] and [ 2s ]: sysbench's last interval line is not guaranteed
+    assert [r["second"] for r in rows] == [1, 2]
+    assert rows[0] == {"time": t0 + 1, "second": 1, "iops": pytest.approx(1101.21 * 2**20 / 16384),
+                       "mibs": 1101.21, "lat_ms": None, "lat_pct_ms": 0.038}
+    assert rows[1]["mibs"] == 1097.12 and rows[1]["lat_pct_ms"] == 0.037
+
+
+def test_sysbench_samples_rndwr():
+    t0 = start("sysbench_rndwr")
+    rows = sb.samples(FIXTURES / "sysbench_rndwr", t0)
+    assert [r["time"] for r in rows] == [t0 + 1, t0 + 2, t0 + 3]
+    assert [r["mibs"] for r in rows] == [287.18, 306.44, 353.08]
+    assert rows[2]["iops"] == pytest.approx(353.08 * 64)
+    assert [r["lat_pct_ms"] for r in rows] == [0.063, 0.063, 0.043]
+
+
+def test_sysbench_summary_rndrd():
+    assert sb.summary(FIXTURES / "sysbench_rndrd") == {
+        "iops": 72236.84, "read_iops": 72236.84, "write_iops": 0.0, "mibs": 1128.70, "fsyncs": 0.0,
+        "lat_mean_ms": 0.03, "lat_p95_ms": 0.04, "lat_p99_ms": None, "lat_max_ms": 6.35,
+    }
+
+
+def test_sysbench_summary_rndwr():
+    s = sb.summary(FIXTURES / "sysbench_rndwr")
+    assert (s["iops"], s["write_iops"], s["mibs"], s["fsyncs"]) == (20175.31, 20175.31, 315.24, 202.41)
+    assert (s["lat_mean_ms"], s["lat_p95_ms"], s["lat_max_ms"]) == (0.10, 0.06, 10.22)
+
+
+def test_sysbench_killed_run():
+    raw = FIXTURES / "sysbench_killed"
+    # the per-second lines up to the kill are real and parse ...
+    assert [r["mibs"] for r in sb.samples(raw, start("sysbench_killed"))] == [332.00, 289.70]
+    # ... but there is no final report to summarise
+    with pytest.raises(ValueError, match="no final report"):
+        sb.summary(raw)
+
+
+def test_sysbench_summary_checks_the_block_size(tmp_path):
+    text = (FIXTURES / "sysbench_rndrd" / "stdout.txt").read_text()
+    (tmp_path / "stdout.txt").write_text(text.replace("Block size 16KiB", "Block size 4KiB"))
+    with pytest.raises(ValueError, match="block size misread"):
+        sb.summary(tmp_path)
+    (tmp_path / "stdout.txt").write_text(text.replace("Block size 16KiB\n", ""))
+    with pytest.raises(ValueError, match="no 'Block size' line"):
+        sb.samples(tmp_path, 0.0)
+
+
+@pytest.mark.parametrize("line, size", [
+    # header lines sysbench 1.0.20 printed for --file-block-size=16384, 512, 4096, 1048576, 1536, 3000
+    ("Block size 16KiB", 16384), ("Block size 512B", 512), ("Block size 4KiB", 4096),
+    ("Block size 1MiB", 2**20), ("Block size 1.5KiB", 1536), ("Block size 2.9297KiB", 3000),
+])
+def test_sysbench_block_size(line, size):
+    assert sb.block_size(f"x\n{line}\ny\n", Path("stdout.txt")) == size
+
+
+def test_sysbench_block_size_refuses_inexact_values():
+    with pytest.raises(ValueError, match="not an exact number of bytes"):
+        sb.block_size("Block size 1.0005MiB\n", Path("stdout.txt"))
+
+
+def test_sysbench_samples_idle_interval_has_no_latency(tmp_path):
+    text = (FIXTURES / "sysbench_rndwr" / "stdout.txt").read_text()
+    line = "[ 2s ] reads: 0.00 MiB/s writes: 306.44 MiB/s fsyncs: 196.05/s latency (ms,95%): 0.063"
+    assert line in text
+    idle = "[ 2s ] reads: 0.00 MiB/s writes: 0.00 MiB/s fsyncs: 0.00/s latency (ms,95%): 0.000"
+    (tmp_path / "stdout.txt").write_text(text.replace(line, idle))
+    rows = sb.samples(tmp_path, 0.0)
+    assert rows[1]["iops"] == 0 and rows[1]["lat_pct_ms"] is None
+    assert rows[0]["lat_pct_ms"] == 0.063
+
+
+def test_sysbench_samples_refuse_other_lines_and_percentiles(tmp_path):
+    text = (FIXTURES / "sysbench_rndwr" / "stdout.txt").read_text()
+    (tmp_path / "stdout.txt").write_text(text.replace("(ms,95%)", "(ms,99%)"))
+    with pytest.raises(ValueError, match="99th percentile"):
+        sb.samples(tmp_path, 0.0)
+    (tmp_path / "stdout.txt").write_text(text.replace("[ 3s ] reads:", "[ 3s ] reeds:"))
+    with pytest.raises(ValueError, match="not a sysbench fileio interval line"):
+        sb.samples(tmp_path, 0.0)
+
+
+def test_sysbench_missing_stdout(tmp_path):
+    with pytest.raises(ValueError, match="missing"):
+        sb.summary(tmp_path)
+
+
+@needs_sysbench
+def test_sysbench_version():
+    assert sb.version().startswith("sysbench 1.")
+
+
+# --- both ----------------------------------------------------------------------
+
+def test_parsing_leaves_raw_output_untouched():
+    before = digests()
+    for name in ("fio_randread", "fio_randrw", "fio_stall"):
+        fio.samples(FIXTURES / name, start(name))
+        fio.summary(FIXTURES / name)
+    for name in ("sysbench_rndrd", "sysbench_rndwr"):
+        sb.samples(FIXTURES / name, start(name))
+        sb.summary(FIXTURES / name)
+    assert digests() == before
+
+
+@pytest.mark.parametrize("module", [fio, sb])
+def test_module_contract(module):
+    for name in ("TOOL", "check", "dataset", "prepare", "command", "samples", "summary", "version"):
+        assert hasattr(module, name)
+    assert module.TOOL in ("fio", "sysbench-fileio")

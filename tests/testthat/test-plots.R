@@ -1,0 +1,136 @@
+source(script_path("plots.R"), local = TRUE)
+
+PLOT_NAMES <- c("throughput", "latency", "jitter", "boxplot")
+
+plots_output <- function(dir) {
+  as.list(stats::setNames(file.path(dir, paste0(PLOT_NAMES, ".png")), PLOT_NAMES))
+}
+
+# Runs main() on a sweep; returns the output paths.
+render <- function(sweep) {
+  dir <- tempfile("plots")
+  output <- plots_output(dir)
+  main(write_sweep(sweep), output, list(axes = sweep$axes),
+       log = file.path(dir, "plots.log"))
+  output
+}
+
+expect_pngs <- function(output) {
+  for (name in PLOT_NAMES) {
+    path <- output[[name]]
+    expect_true(file.exists(path), label = name)
+    expect_gt(file.size(path), 5000)
+    expect_equal(png_size(path), c(width = 880, height = 550))  # 8 x 5 in at 110 dpi
+  }
+}
+
+test_that("main draws the four plots as 8x5 in PNGs and logs them", {
+  output <- render(make_sweep())
+  expect_pngs(output)
+  log <- readLines(file.path(dirname(output$throughput), "plots.log"))
+  expect_true(any(grepl("^throughput -> ", log)))
+  expect_equal(sink.number(), 0L)
+})
+
+test_that("plots render without a threads axis", {
+  sweep <- make_sweep(list(filesystem = c("ext4", "xfs"), workload = "rndwr",
+                           mode = c("sync", "async")))
+  expect_pngs(render(sweep))
+  tp <- throughput_data(sweep$summary, sweep$axes)
+  expect_equal(unique(tp$threads), 1L)
+})
+
+test_that("plots render with only a threads axis and with many user axes", {
+  expect_pngs(render(make_sweep(list(threads = c(1L, 4L, 16L, 64L, 256L)))))
+  expect_pngs(render(make_sweep(list(
+    filesystem = "ext4", threads = c(1L, 4L), workload = "rndrd",
+    mode = c("sync", "async"), block = c("4k", "16k"), memory = c("5", "10")
+  ), reps = 1L, duration = 5L)))
+})
+
+test_that("throughput is the mean over reps with min and max", {
+  summary <- data.table(filesystem = "ext4", threads = c(1L, 1L, 1L, 4L),
+                        workload = "rndrd", rep = c(1L, 2L, 3L, 1L),
+                        iops = c(100, 200, 600, 1000))
+  tp <- throughput_data(summary, c("filesystem", "threads", "workload"))
+  expect_equal(tp$threads, c(1L, 4L))
+  expect_equal(tp$iops, c(300, 1000))
+  expect_equal(tp$iops_min, c(100, 1000))
+  expect_equal(tp$iops_max, c(600, 1000))
+  expect_equal(tp$reps, c(3L, 1L))
+  expect_equal(as.character(tp$series), c("rndrd", "rndrd"))
+})
+
+test_that("latency data holds avg and p95 per cell, means over reps", {
+  summary <- data.table(threads = c(1L, 1L, 8L), rep = c(1L, 2L, 1L),
+                        lat_mean_ms = c(0.1, 0.3, 1), lat_p95_ms = c(0.2, 0.4, NA))
+  lat <- latency_data(summary, "threads")
+  expect_equal(nrow(lat), 3L)  # the NA p95 is dropped
+  expect_equal(lat[statistic == "avg", lat_ms], c(0.2, 1))
+  expect_equal(lat[statistic == "p95", lat_ms], 0.3)
+})
+
+test_that("series combine the axes other than threads and filesystem", {
+  sweep <- make_sweep(list(filesystem = "ext4", threads = 1L,
+                           workload = c("rndrd", "rndwr"), mode = "sync",
+                           block = c("4k", "16k")), reps = 1L)
+  dt <- with_plot_columns(sweep$summary, sweep$axes)
+  expect_equal(attr(dt, "series_title"), "workload / mode / block")
+  expect_equal(levels(dt$series), c("rndrd / sync / 16k", "rndrd / sync / 4k",
+                                    "rndwr / sync / 16k", "rndwr / sync / 4k"))
+  only_threads <- with_plot_columns(sweep$summary, c("filesystem", "threads"))
+  expect_equal(levels(only_threads$series), "all")
+})
+
+test_that("cell labels name only the axes that vary, filesystem as facet", {
+  sweep <- make_sweep(list(filesystem = c("ext4", "xfs"),
+                           threads = c(1L, 4L, 16L), workload = "rndrd"),
+                      reps = 1L, duration = 3L)
+  dt <- per_cell_data(sweep$samples, sweep$axes)
+  expect_equal(attr(dt, "label_axes"), "threads")
+  expect_true(attr(dt, "facet"))
+  expect_equal(levels(dt$cell), c("1", "4", "16"))  # numeric order, not text
+  expect_equal(constant_subtitle(dt, sweep$axes), "workload = rndrd")
+
+  two <- per_cell_data(sweep$samples[filesystem == "ext4"], sweep$axes)
+  expect_false(attr(two, "facet"))
+  expect_equal(constant_subtitle(two, sweep$axes),
+               "filesystem = ext4, workload = rndrd")
+})
+
+test_that("many cells get one-line labels", {
+  sweep <- make_sweep(list(threads = c(1L, 2L, 4L, 8L, 16L, 32L, 64L),
+                           mode = c("sync", "async")), reps = 1L, duration = 3L)
+  dt <- per_cell_data(sweep$samples, sweep$axes)
+  expect_equal(attr(dt, "cell_sep"), " ")
+  expect_equal(nlevels(dt$cell), 14L)
+  expect_true("64 sync" %in% levels(dt$cell))
+})
+
+test_that("a sweep without IOPS or latency figures still gets its plots", {
+  sweep <- make_sweep(list(threads = c(1L, 4L)), reps = 1L, duration = 3L)
+  sweep$summary[, c("iops", "lat_mean_ms", "lat_p95_ms") := NA_real_]
+  sweep$samples[, iops := NA_real_]
+  expect_pngs(render(sweep))
+})
+
+test_that("the caption names host, CPU, kernel and tool versions", {
+  caption <- caption_text(PROVENANCE)
+  for (part in c("testhost", "Test CPU 9000", "6.1.0-test-amd64", "fio-3.33",
+                 "sysbench 1.0.20", "23.4 GB")) {
+    expect_match(caption, part, fixed = TRUE)
+  }
+  expect_match(caption_text(list()), "host unknown, CPU unknown, kernel unknown",
+               fixed = TRUE)
+})
+
+test_that("the project theme and palette", {
+  expect_equal(theme_dbsweep()$text$size, 11)
+  expect_equal(dbsweep_palette(3), c("#0072B2", "#D55E00", "#009E73"))
+  expect_length(unique(dbsweep_palette(12)), 12)
+  p <- plot_throughput(make_sweep()$summary,
+                       c("filesystem", "threads", "workload", "mode"), "cap")
+  expect_equal(p$labels$x, "threads")
+  expect_equal(p$labels$y, "IOPS")
+  expect_equal(p$labels$caption, "cap")
+})

@@ -1,0 +1,242 @@
+source(script_path("tables.R"), local = TRUE)
+
+# One repetition per row; the columns saturation_table() reads.
+hand_summary <- function() {
+  data.table(
+    filesystem = c("ext4", "ext4", "ext4", "ext4", "ext4", "xfs", "xfs"),
+    threads = c(4L, 1L, 16L, 1L, 4L, 8L, 2L),
+    rep = c(1L, 1L, 1L, 2L, 2L, 1L, 1L),
+    iops = c(20000, 7000, 60000, 7200, 22000, 30000, 12000),
+    lat_mean_ms = c(0.3, 0.1, 1.0, 0.3, 0.5, 1.5, 0.5),
+    lat_p95_ms = c(0.5, 0.2, 2.0, 0.4, 0.7, 3.0, 0.9)
+  )
+}
+
+tables_output <- function(dir) {
+  list(cells_csv = file.path(dir, "cells.csv"),
+       cells_md = file.path(dir, "cells.md"),
+       saturation_csv = file.path(dir, "saturation.csv"),
+       saturation_md = file.path(dir, "saturation.md"))
+}
+
+test_that("saturation is avg latency over the group's smallest thread count", {
+  sat <- saturation_table(hand_summary(), c("filesystem", "threads"))
+  expect_named(sat, c("filesystem", "threads", "iops", "lat_mean_ms",
+                      "lat_p95_ms", "saturation"))
+  expect_equal(sat$filesystem, c("ext4", "ext4", "ext4", "xfs", "xfs"))
+  expect_equal(sat$threads, c(1L, 4L, 16L, 2L, 8L))
+  # means over reps: ext4 1 thread (0.1 + 0.3) / 2 = 0.2, 4 threads 0.4
+  expect_equal(sat$lat_mean_ms, c(0.2, 0.4, 1.0, 0.5, 1.5))
+  expect_equal(sat$iops, c(7100, 21000, 60000, 12000, 30000))
+  expect_equal(sat$lat_p95_ms, c(0.3, 0.6, 2.0, 0.9, 3.0))
+  # xfs has no 1-thread cell: its baseline is 2 threads
+  expect_equal(sat$saturation, c(1, 2, 5, 1, 3))
+})
+
+test_that("saturation without a threads axis counts every cell as 1 thread", {
+  summary <- hand_summary()[, !"threads"]
+  sat <- saturation_table(summary, "filesystem")
+  expect_equal(sat$threads, c(1L, 1L))
+  expect_equal(sat$saturation, c(1, 1))
+  expect_false("threads" %in% names(summary))  # input left alone
+})
+
+test_that("saturation is NA, not Inf, when the baseline latency is missing", {
+  summary <- hand_summary()[filesystem == "xfs"]
+  summary[threads == 2L, lat_mean_ms := NA_real_]
+  sat <- saturation_table(summary, c("filesystem", "threads"))
+  expect_true(all(is.na(sat$saturation)))
+})
+
+test_that("a repetition with too few samples stops, naming the cell", {
+  sweep <- make_sweep(list(filesystem = c("ext4", "xfs"), threads = c(1L, 4L)),
+                      reps = 2L, duration = 10L)
+  axes <- sweep$axes
+  expect_silent(check_sample_counts(sweep$summary, sweep$samples, axes))
+
+  # 8 of 10 seconds is exactly enough
+  eight <- sweep$samples[!(filesystem == "xfs" & threads == 4L & rep == 2L &
+                             second > 8L)]
+  expect_silent(check_sample_counts(sweep$summary, eight, axes))
+
+  seven <- sweep$samples[!(filesystem == "xfs" & threads == 4L & rep == 2L &
+                             second > 7L)]
+  expect_error(check_sample_counts(sweep$summary, seven, axes),
+               "cell filesystem=xfs, threads=4 rep 2: 7 per-second samples",
+               fixed = TRUE)
+
+  # a repetition with no samples at all
+  none <- sweep$samples[!(filesystem == "ext4" & threads == 1L & rep == 1L)]
+  expect_error(check_sample_counts(sweep$summary, none, axes),
+               "filesystem=ext4, threads=1 rep 1: 0 per-second samples",
+               fixed = TRUE)
+
+  # the summary's own count is checked too
+  summary <- copy(sweep$summary)[filesystem == "ext4" & threads == 4L & rep == 1L,
+                                 seconds := 5L]
+  expect_error(check_sample_counts(summary, sweep$samples, axes),
+               "filesystem=ext4, threads=4 rep 1: 5 per-second samples",
+               fixed = TRUE)
+})
+
+test_that("samples that do not match the summary stop", {
+  sweep <- make_sweep(list(filesystem = "ext4", threads = c(1L, 4L)), reps = 1L)
+  axes <- sweep$axes
+  dup <- rbind(sweep$samples, sweep$samples[1])
+  expect_error(check_sample_counts(sweep$summary, dup, axes),
+               "second 1 appears 2 times")
+  orphan <- rbind(sweep$samples, copy(sweep$samples[1])[, rep := 9L])
+  expect_error(check_sample_counts(sweep$summary, orphan, axes),
+               "threads=1 rep 9: per-second samples but no row in summary",
+               fixed = TRUE)
+  zero <- copy(sweep$summary)[, duration_s := 0]
+  expect_error(check_sample_counts(zero, sweep$samples, axes),
+               "duration_s is 0")
+  # no configured duration (fio until `size` is done): nothing to check against
+  no_duration <- copy(sweep$summary)[, duration_s := NA_real_]
+  expect_silent(check_sample_counts(no_duration, sweep$samples[second <= 2L], axes))
+})
+
+test_that("cells_table gives per-second and final statistics per cell", {
+  axes <- c("filesystem", "threads")
+  summary <- data.table(filesystem = "ext4", threads = 4L, rep = 1:2,
+                        lat_mean_ms = c(0.2, 0.4), lat_p95_ms = c(0.5, 0.7),
+                        lat_p99_ms = c(1, NA))
+  samples <- data.table(filesystem = "ext4", threads = 4L,
+                        rep = rep(1:2, each = 5), second = rep(1:5, 2),
+                        iops = as.numeric(1:10), mibs = as.numeric(11:20),
+                        lat_ms = c(1, 2, 3, 4, 5, NA, NA, NA, NA, NA),
+                        lat_pct_ms = c(NA, NA, NA, NA, NA, 6, 7, 8, 9, 10))
+  cells <- cells_table(summary, samples, axes)
+  expect_equal(nrow(cells), 1L)
+  expect_equal(names(cells)[1:4], c("filesystem", "threads", "reps", "seconds"))
+  expect_equal(cells$reps, 2L)
+  expect_equal(cells$seconds, 10L)
+  expect_equal(cells$iops_mean, 5.5)
+  expect_equal(cells$iops_sd, sd(1:10))
+  expect_equal(cells$iops_p95, 9.55)
+  expect_equal(cells$iops_max, 10)
+  expect_equal(cells$mibs_mean, 15.5)
+  # lat_ms where present, lat_pct_ms where lat_ms is NA
+  expect_equal(cells$lat_ms_mean, 5.5)
+  expect_equal(cells$lat_ms_p95, 9.55)
+  expect_equal(cells$lat_ms_max, 10)
+  expect_equal(cells$lat_source, "lat_ms+lat_pct_ms")
+  expect_equal(cells$lat_mean_ms, 0.3)
+  expect_equal(cells$lat_p95_ms, 0.6)
+  expect_equal(cells$lat_p99_ms, 1)
+})
+
+test_that("cells_table keeps NA (not -Inf) when a cell has no latency", {
+  sweep <- make_sweep(list(filesystem = "ext4", threads = 1L), reps = 1L,
+                      duration = 3L)
+  sweep$samples[, lat_pct_ms := NA_real_]
+  cells <- cells_table(sweep$summary, sweep$samples, sweep$axes)
+  expect_true(is.na(cells$lat_ms_mean))
+  expect_true(is.na(cells$lat_ms_max))
+  expect_true(is.na(cells$lat_source))
+})
+
+test_that("write_md_table writes a GitHub pipe table", {
+  path <- tempfile(fileext = ".md")
+  dt <- data.table(filesystem = c("ext4", "xfs"), threads = c(1L, 256L),
+                   iops = c(7113.4, 131559), lat_mean_ms = c(0.14, NA),
+                   note = c("a|b", "c"))
+  write_md_table(dt, path, caption = "host h\ntools t")
+  lines <- readLines(path)
+  expect_equal(lines[1], "| filesystem | threads | iops | lat_mean_ms | note |")
+  expect_equal(lines[2], "| :--- | ---: | ---: | ---: | :--- |")
+  expect_equal(lines[3], "| ext4 | 1 | 7,113 | 0.140 | a\\|b |")
+  expect_equal(lines[4], "| xfs | 256 | 131,559 | NA | c |")
+  expect_true("_host h; tools t_" %in% lines)
+})
+
+test_that("write_md_table with group_by writes one table per group", {
+  path <- tempfile(fileext = ".md")
+  sat <- saturation_table(hand_summary(), c("filesystem", "threads"))
+  write_md_table(sat, path, group_by = "filesystem", preamble = "Intro.")
+  lines <- readLines(path)
+  expect_equal(lines[1], "Intro.")
+  expect_equal(grep("^### ", lines, value = TRUE),
+               c("### filesystem=ext4", "### filesystem=xfs"))
+  header <- "| threads | iops | lat_mean_ms | lat_p95_ms | saturation |"
+  expect_equal(sum(lines == header), 2L)
+  expect_true("| 16 | 60,000 | 1.00 | 2.00 | 5.00 |" %in% lines)
+  expect_equal(length(grep("^\\| [0-9]", lines)), 5L)
+})
+
+test_that("format_number is readable", {
+  expect_equal(format_number(c(0.14, 0.1423, 1.95, 26.25, 99.99, 7113.2,
+                               127841, NA)),
+               c("0.140", "0.142", "1.95", "26.2", "100", "7,113", "127,841",
+                 "NA"))
+  expect_equal(format_number(c(1L, 256L)), c("1", "256"))
+})
+
+test_that("inputs are read with text axes, integer threads, numeric metrics", {
+  sweep <- make_sweep(list(filesystem = "ext4", threads = c(1L, 4L),
+                           memory = c("05", "10")), reps = 1L, duration = 3L)
+  input <- write_sweep(sweep)
+  summary <- read_summary(input$summary, sweep$axes)
+  expect_type(summary$threads, "integer")
+  expect_type(summary$memory, "character")
+  expect_setequal(summary$memory, c("05", "10"))
+  expect_type(summary$fsyncs, "double")  # all NA in the file
+  samples <- read_samples(input$samples, sweep$axes)
+  expect_type(samples$lat_ms, "double")
+  expect_equal(nrow(samples), nrow(sweep$samples))
+  expect_error(read_summary(input$summary, c(sweep$axes, "engine")),
+               "missing column\\(s\\) engine")
+  expect_error(axes_param(list(axes = NULL)), "params\\$axes is empty")
+})
+
+test_that("main writes both tables and logs what it did", {
+  sweep <- make_sweep()
+  input <- write_sweep(sweep)
+  dir <- tempfile("tables")
+  output <- tables_output(dir)
+  log <- file.path(dir, "log", "tables.log")
+  main(input, output, list(axes = sweep$axes), log = log)
+
+  expect_true(all(file.exists(unlist(output))))
+  cells <- fread(output$cells_csv)
+  expect_equal(nrow(cells), 12L)  # 2 filesystems x 3 threads x 2 modes
+  expect_equal(names(cells)[1:6],
+               c("filesystem", "threads", "workload", "mode", "reps", "seconds"))
+  expect_true(all(cells$reps == 2L) && all(cells$seconds == 20L))
+  expect_true(all(c("iops_mean", "iops_sd", "iops_p95", "iops_max",
+                    "mibs_mean", "lat_ms_mean", "lat_ms_sd", "lat_ms_p95",
+                    "lat_ms_max", "lat_mean_ms", "lat_p95_ms",
+                    "lat_p99_ms") %in% names(cells)))
+  cells_md <- readLines(output$cells_md)
+  expect_match(cells_md[1], "^\\| filesystem \\| threads \\| workload \\| mode \\| reps")
+  expect_equal(length(grep("^\\| (ext4|xfs) \\|", cells_md)), 12L)
+  expect_true(any(grepl("host testhost", cells_md)))
+
+  sat <- fread(output$saturation_csv)
+  expect_equal(nrow(sat), 12L)
+  expect_equal(sat[threads == 1L, saturation], rep(1, 4))
+  expect_true(all(sat[threads == 16L, saturation] > 1))
+  sat_md <- readLines(output$saturation_md)
+  expect_equal(sum(grepl("^### ", sat_md)), 4L)
+  expect_true("### filesystem=ext4, workload=rndrd, mode=async" %in% sat_md)
+
+  expect_match(paste(readLines(log), collapse = "\n"),
+               "24 repetitions, 240 per-second samples")
+  expect_equal(sink.number(), 0L)  # the log was closed
+})
+
+test_that("main fails on a short repetition and writes no table", {
+  sweep <- make_sweep(list(filesystem = "xfs", threads = c(1L, 4L)),
+                      reps = 1L, duration = 10L)
+  sweep$samples <- sweep$samples[!(threads == 4L & second > 5L)]
+  input <- write_sweep(sweep)
+  dir <- tempfile("tables")
+  log <- file.path(dir, "tables.log")
+  expect_error(main(input, tables_output(dir), list(axes = sweep$axes),
+                    log = log),
+               "cell filesystem=xfs, threads=4 rep 1: 5 per-second samples",
+               fixed = TRUE)
+  expect_equal(sink.number(), 0L)
+  expect_false(file.exists(file.path(dir, "cells.csv")))
+})

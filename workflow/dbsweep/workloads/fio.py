@@ -1,0 +1,250 @@
+"""fio: one job (numjobs copies) on one shared file, fio.data, in the data directory.
+
+Raw output kept in rawdir: fio.json (the final report) and the per-second logs
+fio_{bw,iops,lat,clat,slat}.<job>.log, one set per numjobs copy.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import subprocess
+from collections import defaultdict
+from pathlib import Path
+
+from dbsweep.errors import ConfigError
+
+TOOL = "fio"
+DATAFILE = "fio.data"
+LOG_PREFIX = "fio"
+NS_PER_MS = 1e6
+
+# Options the pipeline sets itself, or that would change the shape of the files
+# this module parses (log names, log columns' meaning, JSON layout).
+RESERVED = {
+    "name", "filename", "directory", "nrfiles", "filename_format", "opendir",
+    "numjobs", "group_reporting", "output", "output_format", "unified_rw_reporting",
+    "write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log",
+    "log_avg_msec", "log_unix_epoch", "log_max_value", "per_job_logs",
+    "log_compression", "log_store_compressed", "log_alternate_epoch",
+}
+REQUIRED = ("size",)
+
+
+def _key(name) -> str:
+    # fio spells command-line options with dashes (output-format) and job
+    # options with underscores (write_bw_log); catch both spellings.
+    return str(name).replace("-", "_")
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+def check(options: dict, where: str) -> None:
+    for name, value in options.items():
+        if _key(name) in RESERVED:
+            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
+        if value is None or isinstance(value, (list, dict)):
+            raise ConfigError(f"{where}.{name}: {value!r} is not a single value (fio takes --{name}=<value>)")
+    for name in REQUIRED:
+        if name not in options:
+            raise ConfigError(f"{where}.{name}: missing (fio needs the size of {DATAFILE}, e.g. 1G)")
+
+
+def dataset(options: dict) -> dict:
+    return {"size": options["size"]}
+
+
+def prepare(options: dict) -> list[list[str]]:
+    """Write fio.data in full, so the measured run never lays out or extends it."""
+    return [["fio", "--name=prepare", f"--filename={DATAFILE}", f"--size={_value(options['size'])}",
+             "--rw=write", "--bs=1M", "--end_fsync=1", "--output-format=json"]]
+
+
+def command(options: dict, threads: int, rawdir: Path) -> list[str]:
+    rawdir = Path(rawdir)
+    logs = rawdir / LOG_PREFIX
+    argv = [
+        "fio", "--name=dbsweep", f"--filename={DATAFILE}",
+        f"--numjobs={threads}", "--group_reporting",
+        # "both" adds a "mixed" section (reads and writes together) to fio.json,
+        # so the summary of a mixed workload is fio's own figure, not ours.
+        "--unified_rw_reporting=both",
+        "--output-format=json", f"--output={rawdir / 'fio.json'}",
+        f"--write_bw_log={logs}", f"--write_iops_log={logs}", f"--write_lat_log={logs}",
+        "--log_avg_msec=1000", "--log_unix_epoch=1",
+    ]
+    if "runtime" in options and "time_based" not in options:
+        argv.append("--time_based")
+    argv += [f"--{name}={_value(value)}" for name, value in options.items()]
+    return argv
+
+
+def _read_log(path: Path) -> list[tuple[int, int, int]]:
+    """(epoch ms, value, direction) rows of one fio log.
+
+    Columns are: time, value, direction (0 read, 1 write, 2 trim), block size
+    (0 in averaged logs), [offset if log_offset], priority; only the first three
+    are used.
+    """
+    rows = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        if not line.strip():
+            continue
+        fields = [f.strip() for f in line.split(",")]
+        try:
+            rows.append((int(fields[0]), int(fields[1]), int(fields[2])))
+        except (IndexError, ValueError):
+            raise ValueError(f"{path}:{number}: not a fio log line: {line!r}") from None
+    return rows
+
+
+def _logs(rawdir: Path, kind: str) -> dict[str, list[tuple[int, int, int]]]:
+    """Rows of each numjobs copy's log of one kind, keyed by the job number."""
+    return {p.name.split(".")[-2]: _read_log(p) for p in sorted(rawdir.glob(f"{LOG_PREFIX}_{kind}.*.log"))}
+
+
+def samples(rawdir: Path, start: float) -> list[dict]:
+    """Per-second rows summed over all numjobs copies and both directions.
+
+    fio's averaged logs (log_avg_msec=1000) hold, per job and direction, a row
+    at the end of each 1 s window: the IOPS log the rate of completed I/Os, the
+    bw log KiB/s. Seconds are counted from the earliest row (the end of the
+    first window), which assumes some I/O completed in the first second; with
+    ramp_time, the logs start after the ramp. What fio 3.33 does, and how it
+    is handled here:
+    - No bw/iops row for a window without I/O: a second inside the run with no
+      row is a stall, iops and mibs 0.
+    - The bw/iops row of the last window is often lost (the job ends at the
+      window's end, before the sampler runs), for some numjobs copies and not
+      others: trailing seconds without a row from every copy are dropped, so a
+      run of N seconds yields N or N-1 rows. A lost second is not guessed.
+    - The lat log row (mean total latency, ns) is written at the first I/O
+      after its window ended, so after a stall it comes late: each lat row
+      belongs to the latest bw/iops row at or before it (see _match_lat).
+    - Rows off the 1 s grid (fio's sampler late by > 250 ms) make the seconds
+      ambiguous: ValueError rather than a wrong split.
+    """
+    rawdir = Path(rawdir)
+    iops, bw, lat = _logs(rawdir, "iops"), _logs(rawdir, "bw"), _logs(rawdir, "lat")
+    stamps = [t for rows in iops.values() for t, _, _ in rows]
+    if not stamps:
+        raise ValueError(f"{rawdir}: no rows in {LOG_PREFIX}_iops.*.log (fio killed, or ran under 2 s)")
+    first = min(stamps)
+    if first / 1000 < start:
+        raise ValueError(f"{rawdir}: fio log time {first / 1000:.3f} is before the run start {start:.3f}")
+
+    # second -> (job, direction) -> {"iops", "kib", "lat"}
+    cells = defaultdict(lambda: defaultdict(dict))
+    for kind, logs in (("iops", iops), ("kib", bw)):
+        for job, rows in logs.items():
+            for t, value, direction in rows:
+                offset = (t - first) / 1000
+                if abs(offset - round(offset)) > 0.25:
+                    raise ValueError(f"{rawdir}: fio_{kind}.{job}.log row at {t} is off the 1 s grid")
+                cell = cells[round(offset) + 1][(job, direction)]
+                if kind in cell:
+                    raise ValueError(f"{rawdir}: fio_{kind}.{job}.log has two rows in second {round(offset) + 1}")
+                cell[kind] = value
+    for (job, direction), rows in _match_lat(iops, lat).items():
+        for t, value in rows:
+            cells[round((t - first) / 1000) + 1][(job, direction)]["lat"] = value
+
+    last = max(cells)
+    while last > 0 and {job for job, _ in cells[last]} != set(iops):
+        last -= 1  # a copy's final row is missing, the sum would be short
+    if not last:
+        raise ValueError(f"{rawdir}: no second has an iops row from every numjobs copy ({len(iops)})")
+    out = []
+    for second in range(1, last + 1):
+        parts = [c for c in cells[second].values() if c.get("iops")]
+        weight = sum(c["iops"] for c in parts)
+        # mean latency weighted by each job/direction's I/Os in the second;
+        # unknown if any of them has no lat row
+        known = parts and all("lat" in c for c in parts)
+        out.append({
+            "time": first / 1000 + (second - 1),
+            "second": second,
+            "iops": float(weight),
+            "mibs": sum(c.get("kib", 0) for c in cells[second].values()) / 1024,
+            "lat_ms": sum(c["lat"] * c["iops"] for c in parts) / weight / NS_PER_MS if known else None,
+            "lat_pct_ms": None,  # the averaged logs carry no percentiles
+        })
+    return out
+
+
+LAT_SLACK_MS = 100  # a lat row may be stamped a few ms before its iops row
+
+
+def _match_lat(iops: dict, lat: dict) -> dict:
+    """For each (job, direction): [(iops row time, mean latency)].
+
+    A lat row goes to the latest iops row of the same job and direction stamped
+    at most LAT_SLACK_MS after it, if no earlier lat row took that iops row; lat
+    rows left over (the final partial window, whose iops row fio lost) are
+    dropped.
+    """
+    out = defaultdict(list)
+    for job, lat_rows in lat.items():
+        for direction in {d for _, _, d in lat_rows}:
+            times = sorted(t for t, _, d in iops.get(job, []) if d == direction)
+            taken = set()
+            for t, value, d in sorted(lat_rows):
+                if d != direction:
+                    continue
+                i = bisect.bisect_right(times, t + LAT_SLACK_MS) - 1
+                if i >= 0 and times[i] not in taken:
+                    taken.add(times[i])
+                    out[(job, direction)].append((times[i], value))
+    return out
+
+
+def summary(rawdir: Path) -> dict:
+    """fio's own final figures from fio.json (group_reporting: one job entry).
+
+    Latencies: mean and max from lat_ns (submission + completion), p95/p99 from
+    clat_ns.percentile (completion only), because fio computes percentiles for
+    clat by default and not for lat. fio.json is in nanoseconds.
+    """
+    path = Path(rawdir) / "fio.json"
+    if not path.exists():
+        raise ValueError(f"{path}: missing (fio was killed or did not start)")
+    text = path.read_text()
+    try:
+        report = json.loads(text[text.index("{"):])  # fio may print notes before the JSON
+    except ValueError:
+        raise ValueError(f"{path}: not a complete fio JSON report (run killed?)") from None
+    jobs = report.get("jobs", [])
+    if len(jobs) != 1:
+        raise ValueError(f"{path}: {len(jobs)} job entries, expected 1 (group_reporting)")
+    job = jobs[0]
+    if job.get("error"):
+        raise ValueError(f"{path}: fio reported error {job['error']} for job {job.get('jobname')!r}")
+    if "mixed" not in job:
+        raise ValueError(f"{path}: no 'mixed' section (run without --unified_rw_reporting=both)")
+    mixed = job["mixed"]
+    if not mixed["total_ios"]:
+        raise ValueError(f"{path}: fio completed no I/O")
+    pct = mixed["clat_ns"].get("percentile", {})
+
+    def ms(ns):
+        return None if ns is None else ns / NS_PER_MS
+
+    return {
+        "iops": mixed["iops"],
+        "read_iops": job["read"]["iops"],
+        "write_iops": job["write"]["iops"],
+        "mibs": mixed["bw_bytes"] / 2**20,
+        "fsyncs": None,
+        "lat_mean_ms": ms(mixed["lat_ns"]["mean"]),
+        "lat_p95_ms": ms(pct.get("95.000000")),
+        "lat_p99_ms": ms(pct.get("99.000000")),
+        "lat_max_ms": ms(mixed["lat_ns"]["max"]),
+    }
+
+
+def version() -> str:
+    out = subprocess.run(["fio", "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()

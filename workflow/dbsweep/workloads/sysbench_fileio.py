@@ -1,0 +1,166 @@
+"""sysbench fileio: test_file.* in the data directory, run with per-second reports.
+
+Raw output kept in rawdir: stdout.txt (header, one line per second, final
+report) and stderr.txt, both saved by the caller.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+from dbsweep.errors import ConfigError
+
+TOOL = "sysbench-fileio"
+PERCENTILE = 95
+
+# Options the pipeline sets itself, or that would change the stdout this module
+# parses (verbosity hides the interval lines, checkpoints add other ones).
+RESERVED = {"threads", "report-interval", "percentile", "verbosity", "report-checkpoints", "histogram"}
+REQUIRED = ("file-test-mode",)
+# What `prepare` writes, with sysbench's defaults, so that a cell spelling a
+# default out shares its prepared files with one that leaves it implicit.
+DATASET_DEFAULTS = {"file-num": 128, "file-total-size": "2G"}
+
+INTERVAL = re.compile(
+    r"^\[ (?P<t>\d+)s \] reads: (?P<r>[\d.]+) MiB/s writes: (?P<w>[\d.]+) MiB/s "
+    r"fsyncs: (?P<f>[\d.]+)/s latency \(ms,(?P<pct>\d+)%\): (?P<lat>[\d.]+)$")
+BLOCK = re.compile(r"^Block size (?P<n>[\d.]+)(?P<unit>B|KiB|MiB|GiB)$", re.M)
+UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
+
+
+def _key(name) -> str:
+    # sysbench accepts --file_num as well as --file-num
+    return str(name).replace("_", "-")
+
+
+def _value(value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def check(options: dict, where: str) -> None:
+    for name, value in options.items():
+        if _key(name) in RESERVED:
+            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
+        if value is None or isinstance(value, (list, dict)):
+            raise ConfigError(f"{where}.{name}: {value!r} is not a single value (sysbench takes --{name}=<value>)")
+    present = {_key(name) for name in options}
+    for name in REQUIRED:
+        if name not in present:
+            raise ConfigError(f"{where}.{name}: missing (one of seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw)")
+
+
+def dataset(options: dict) -> dict:
+    given = {_key(name): value for name, value in options.items()}
+    return {name: given.get(name, default) for name, default in DATASET_DEFAULTS.items()}
+
+
+def prepare(options: dict) -> list[list[str]]:
+    files = dataset(options)
+    return [["sysbench", "fileio", f"--file-num={_value(files['file-num'])}",
+             f"--file-total-size={_value(files['file-total-size'])}", "prepare"]]
+
+
+def command(options: dict, threads: int, rawdir: Path) -> list[str]:
+    return (["sysbench", "fileio", f"--threads={threads}", "--report-interval=1", f"--percentile={PERCENTILE}"]
+            + [f"--{name}={_value(value)}" for name, value in options.items()]
+            + ["run"])
+
+
+def block_size(stdout: str, path: Path) -> int:
+    """The block size in bytes from the header line, e.g. "Block size 16KiB".
+
+    sysbench rounds it to 4 decimals ("Block size 2.9297KiB" for 3000 bytes),
+    which in KiB is still exact to 0.06 bytes; a value that does not come back
+    to a whole number of bytes (an odd size printed in MiB) is refused.
+    """
+    match = BLOCK.search(stdout)
+    if not match:
+        raise ValueError(f"{path}: no 'Block size' line in the sysbench header")
+    size = float(match["n"]) * UNITS[match["unit"]]
+    if round(size) < 1 or abs(size - round(size)) > 0.06:
+        raise ValueError(f"{path}: {match[0]!r} is not an exact number of bytes")
+    return round(size)
+
+
+def _stdout(rawdir: Path) -> tuple[str, Path]:
+    path = Path(rawdir) / "stdout.txt"
+    if not path.exists():
+        raise ValueError(f"{path}: missing (sysbench did not run)")
+    return path.read_text(), path
+
+
+def samples(rawdir: Path, start: float) -> list[dict]:
+    """One row per interval line; sysbench's times are seconds since `start`.
+
+    The lines give MiB/s, not operations: iops = MiB/s * 2**20 / block size, and
+    fsyncs are not counted. The latency is the interval's 95th percentile over
+    all events (fsyncs included); sysbench prints 0 for an interval without
+    events, which is reported as None.
+    """
+    text, path = _stdout(rawdir)
+    bs = block_size(text, path)
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("[ "):
+            continue
+        match = INTERVAL.match(line)
+        if not match:
+            raise ValueError(f"{path}: not a sysbench fileio interval line: {line!r}")
+        if int(match["pct"]) != PERCENTILE:
+            raise ValueError(f"{path}: interval latency is the {match['pct']}th percentile, expected {PERCENTILE}th")
+        second = int(match["t"])
+        mibs = float(match["r"]) + float(match["w"])
+        idle = mibs == 0 and float(match["f"]) == 0
+        rows.append({
+            "time": start + second,
+            "second": second,
+            "iops": mibs * 2**20 / bs,
+            "mibs": mibs,
+            "lat_ms": None,
+            "lat_pct_ms": None if idle else float(match["lat"]),
+        })
+    seconds = [r["second"] for r in rows]
+    if seconds != sorted(set(seconds)):
+        raise ValueError(f"{path}: interval lines are not in increasing seconds: {seconds}")
+    return rows
+
+
+def _figure(text: str, label: str, path: Path) -> float:
+    match = re.search(rf"^\s+{re.escape(label)}\s+([\d.]+)s?$", text, re.M)
+    if not match:
+        raise ValueError(f"{path}: final report has no {label!r} line")
+    return float(match[1])
+
+
+def summary(rawdir: Path) -> dict:
+    """sysbench's final report. Its latencies are in ms rounded to 2 decimals
+    and include fsyncs; it gives no 99th percentile."""
+    text, path = _stdout(rawdir)
+    if "\nGeneral statistics:" not in text or "\nThreads fairness:" not in text:
+        raise ValueError(f"{path}: no final report (sysbench killed or failed; see stderr.txt)")
+    bs = block_size(text, path)
+    reads, writes = _figure(text, "reads/s:", path), _figure(text, "writes/s:", path)
+    read_mibs, write_mibs = _figure(text, "read, MiB/s:", path), _figure(text, "written, MiB/s:", path)
+    # the operation rates and the MiB/s (2 decimals) must agree through the block size
+    for ops, mibs, what in ((reads, read_mibs, "read"), (writes, write_mibs, "write")):
+        if abs(ops * bs / 2**20 - mibs) > 0.006 + 1e-4 * mibs:
+            raise ValueError(f"{path}: {what} {ops}/s at {bs} B is not {mibs} MiB/s; block size misread?")
+    return {
+        "iops": reads + writes,
+        "read_iops": reads,
+        "write_iops": writes,
+        "mibs": read_mibs + write_mibs,
+        "fsyncs": _figure(text, "fsyncs/s:", path),
+        "lat_mean_ms": _figure(text, "avg:", path),
+        "lat_p95_ms": _figure(text, f"{PERCENTILE}th percentile:", path),
+        "lat_p99_ms": None,
+        "lat_max_ms": _figure(text, "max:", path),
+    }
+
+
+def version() -> str:
+    out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
