@@ -71,16 +71,16 @@ def test_fio_command():
     assert argv[0] == "fio"
     for arg in ["--filename=fio.data", "--numjobs=4", "--group_reporting", "--output-format=json",
                 "--output=/r/raw/fio.json", "--write_bw_log=/r/raw/fio", "--write_iops_log=/r/raw/fio",
-                "--write_lat_log=/r/raw/fio", "--log_avg_msec=1000", "--log_unix_epoch=1", "--time_based"]:
+                "--write_lat_log=/r/raw/fio", "--log_avg_msec=1000", "--log_unix_epoch=1", "--time_based=1"]:
         assert arg in argv
     # options pass through in order, YAML booleans as 1/0
     assert argv[-5:] == ["--rw=randread", "--size=64M", "--runtime=3", "--direct=1", "--end_fsync=0"]
 
 
 def test_fio_command_time_based_only_with_runtime():
-    assert "--time_based" not in fio.command({"size": "64M"}, 1, Path("/r"))
-    argv = fio.command({"size": "64M", "runtime": 3, "time_based": 1}, 1, Path("/r"))
-    assert argv.count("--time_based") == 0 and "--time_based=1" in argv
+    assert not [a for a in fio.command({"size": "64M"}, 1, Path("/r")) if a.startswith("--time_based")]
+    argv = fio.command({"size": "64M", "runtime": 3, "time_based": 0}, 1, Path("/r"))
+    assert [a for a in argv if a.startswith("--time_based")] == ["--time_based=0"]
 
 
 @needs_fio
@@ -91,43 +91,51 @@ def test_fio_prepare_writes_one_file_of_size(tmp_path):
     assert (tmp_path / "fio.data").stat().st_size == 2**20
 
 
+def test_fio_prepare_needs_only_the_dataset():
+    options = {"size": "1G", "rw": "randread", "bs": "4k"}
+    assert fio.prepare(fio.dataset(options)) == fio.prepare(options)
+
+
 # --- fio: output ---------------------------------------------------------------
 
 def test_fio_samples_randread_two_jobs():
     rows = fio.samples(FIXTURES / "fio_randread", start("fio_randread"))
-    # job 1 logged 2 windows, job 2 three: second 3 lacks job 1 and is dropped
+    # job 1 logged 3 windows, job 2 only 2: second 3 would be short of job 2 and is dropped
     assert [r["second"] for r in rows] == [1, 2]
     assert set(rows[0]) == {"time", "second", "iops", "mibs", "lat_ms", "lat_pct_ms"}
-    assert rows[0]["time"] == pytest.approx(1795312754.616)
-    assert rows[1]["time"] == pytest.approx(1795312755.616)
-    assert rows[0]["iops"] == 43325 + 42476
-    assert rows[1]["iops"] == 43286 + 43130
-    assert rows[0]["mibs"] == pytest.approx((693200 + 679584) / 1024)
+    assert rows[0]["time"] == pytest.approx(1795313116.269)
+    assert rows[1]["time"] == pytest.approx(1795313117.269)
+    assert rows[0]["iops"] == 12856 + 18866
+    assert rows[1]["iops"] == 13905 + 26084
+    assert rows[0]["mibs"] == pytest.approx((205696 + 301856) / 1024)
     # lat log rows (ns) weighted by each job's iops
-    assert rows[0]["lat_ms"] == pytest.approx((22555 * 43325 + 23007 * 42476) / (43325 + 42476) / 1e6)
-    assert rows[1]["lat_ms"] == pytest.approx((22726 * 43286 + 22804 * 43130) / (43286 + 43130) / 1e6)
+    assert rows[0]["lat_ms"] == pytest.approx((76012 * 12856 + 51802 * 18866) / (12856 + 18866) / 1e6)
+    assert rows[1]["lat_ms"] == pytest.approx((70988 * 13905 + 37827 * 26084) / (13905 + 26084) / 1e6)
     assert all(r["lat_pct_ms"] is None for r in rows)
 
 
 def test_fio_samples_sum_reads_and_writes():
     rows = fio.samples(FIXTURES / "fio_randrw", start("fio_randrw"))
-    assert len(rows) == 2
-    assert rows[0]["iops"] == 21829 + 21790 + 21681 + 21760
-    assert rows[0]["mibs"] == pytest.approx((87316 + 87156 + 86726 + 87043) / 1024)
-    lat = (23150 * 21790 + 21608 * 21829 + 23381 * 21760 + 21617 * 21681) / rows[0]["iops"] / 1e6
+    assert len(rows) == 3  # this time fio kept the last window of both jobs
+    assert rows[0]["iops"] == 7710 + 7757 + 8814 + 8941
+    assert rows[0]["mibs"] == pytest.approx((30841 + 31028 + 35256 + 35764) / 1024)
+    # job 2's lat rows are stamped 1 ms before its iops rows
+    lat = (62288 * 7710 + 64086 * 7757 + 57627 * 8814 + 51235 * 8941) / rows[0]["iops"] / 1e6
     assert rows[0]["lat_ms"] == pytest.approx(lat)
-    # second 2 of job 2 is stamped 1 ms later than job 1's: same second
-    assert rows[1]["iops"] == 21971 + 21716 + 21751 + 21970
+    # in second 3 job 1's lat rows are stamped 1 ms after its iops rows
+    lat = (56670 * 8189 + 64880 * 8067 + 57853 * 8522 + 58235 * 8448) / (8189 + 8067 + 8522 + 8448) / 1e6
+    assert rows[2]["lat_ms"] == pytest.approx(lat)
 
 
 def test_fio_samples_stalled_seconds_are_zero_and_late_lat_rows_find_their_second():
     rows = fio.samples(FIXTURES / "fio_stall", start("fio_stall"))
+    assert rows[0]["time"] == pytest.approx(1795313099.385)
     assert [r["iops"] for r in rows] == [400, 0, 400, 0, 400]
     assert [r["mibs"] for r in rows] == [1600 / 1024, 0, 1600 / 1024, 0, 1600 / 1024]
-    # the lat rows of second 1 were written at the next I/O, 2 s later
-    assert rows[0]["lat_ms"] == pytest.approx((21939 + 22186) / 2 / 1e6)
-    assert rows[2]["lat_ms"] == pytest.approx((28263 + 45728) / 2 / 1e6)
-    assert rows[4]["lat_ms"] == pytest.approx((46595 + 24485) / 2 / 1e6)
+    # the lat rows of second 1 were written at the next I/O, 1 s after the window
+    assert rows[0]["lat_ms"] == pytest.approx((57212 + 15806) / 2 / 1e6)
+    assert rows[2]["lat_ms"] == pytest.approx((25516 + 26555) / 2 / 1e6)
+    assert rows[4]["lat_ms"] == pytest.approx((24658 + 25118) / 2 / 1e6)
     assert rows[1]["lat_ms"] is None and rows[3]["lat_ms"] is None
 
 
@@ -139,7 +147,7 @@ def test_fio_samples_refuse_logs_from_before_the_start():
 def test_fio_samples_refuse_rows_off_the_grid(tmp_path):
     shutil.copytree(FIXTURES / "fio_randread", tmp_path / "raw")
     log = tmp_path / "raw" / "fio_iops.2.log"
-    log.write_text(log.read_text().replace("1795312755617,", "1795312755317,"))
+    log.write_text(log.read_text().replace("1795313117274,", "1795313116774,"))
     with pytest.raises(ValueError, match="off the 1 s grid"):
         fio.samples(tmp_path / "raw", start("fio_randread"))
 
@@ -147,22 +155,37 @@ def test_fio_samples_refuse_rows_off_the_grid(tmp_path):
 def test_fio_summary_randread():
     s = fio.summary(FIXTURES / "fio_randread")
     assert s == {
-        "iops": 85984.005332, "read_iops": 85984.005332, "write_iops": 0.0,
-        "mibs": pytest.approx(1408761943 / 2**20), "fsyncs": None,
-        "lat_mean_ms": pytest.approx(0.022813122308), "lat_p95_ms": pytest.approx(0.032384),
-        "lat_p99_ms": pytest.approx(0.040192), "lat_max_ms": pytest.approx(9.235588),
+        "iops": 34121.58561, "read_iops": 34121.58561, "write_iops": 0.0,
+        "mibs": pytest.approx(559048058 / 2**20), "fsyncs": None,
+        "lat_mean_ms": pytest.approx(0.057467334873), "lat_p95_ms": pytest.approx(0.103936),
+        "lat_p99_ms": pytest.approx(0.197632), "lat_max_ms": pytest.approx(22.884873),
     }
 
 
 def test_fio_summary_mixed_is_fios_own_combined_figure():
     s = fio.summary(FIXTURES / "fio_randrw")
-    assert s["read_iops"] == 43285.904698 and s["write_iops"] == 43269.243585
-    assert s["iops"] == 86555.148284
-    assert s["mibs"] == pytest.approx(354529887 / 2**20)
+    assert s["read_iops"] == 16083.972009 and s["write_iops"] == 16076.64112
+    assert s["iops"] == 32160.613129
+    assert s["mibs"] == pytest.approx(131729871 / 2**20)
     # fio's "mixed" mean is the I/O-weighted mean of its read and write means
-    assert s["lat_mean_ms"] == pytest.approx((129901 * 21861.377033 + 129851 * 23387.566934) / 259752 / 1e6)
-    assert s["lat_p95_ms"] == pytest.approx(0.032640)
-    assert s["lat_max_ms"] == pytest.approx(2.962966)
+    assert s["lat_mean_ms"] == pytest.approx((48268 * 60411.132883 + 48246 * 61357.252125) / 96514 / 1e6)
+    assert s["lat_p95_ms"] == pytest.approx(0.097792)
+    assert s["lat_max_ms"] == pytest.approx(32.461611)
+
+
+def test_fio_terminated_run_is_an_error(tmp_path):
+    raw = FIXTURES / "fio_terminated"
+    # SIGTERM after 2.5 s of runtime=30: fio still writes a whole JSON report, after a note
+    assert (raw / "fio.json").read_text().startswith("\nfio: terminating on signal 15\n{")
+    with pytest.raises(ValueError, match="stopped by signal 15"):
+        fio.summary(raw)
+    # without the note, the short runtime gives it away
+    text = (raw / "fio.json").read_text()
+    (tmp_path / "fio.json").write_text(text[text.index("{"):])
+    with pytest.raises(ValueError, match="ran 2207 ms of a time_based runtime of 30"):
+        fio.summary(tmp_path)
+    # the seconds it did log are real
+    assert [r["iops"] for r in fio.samples(raw, start("fio_terminated"))] == [15138 + 13654, 16391 + 17795]
 
 
 def test_fio_killed_run_is_an_error():
@@ -250,6 +273,19 @@ def test_sysbench_samples_rndwr():
     assert [r["lat_pct_ms"] for r in rows] == [0.063, 0.063, 0.043]
 
 
+def test_sysbench_rndrw_4k_sums_reads_and_writes():
+    t0 = start("sysbench_rndrw_4k")
+    rows = sb.samples(FIXTURES / "sysbench_rndrw_4k", t0)
+    # "[ 1s ] reads: 75.40 MiB/s writes: 50.27 MiB/s fsyncs: 320.71/s latency (ms,95%): 0.071", 4 KiB blocks
+    assert rows[0]["mibs"] == pytest.approx(75.40 + 50.27)
+    assert rows[0]["iops"] == pytest.approx((75.40 + 50.27) * 256)
+    assert [r["lat_pct_ms"] for r in rows] == [0.071, 0.053, 0.053]
+    s = sb.summary(FIXTURES / "sysbench_rndrw_4k")
+    assert (s["read_iops"], s["write_iops"], s["fsyncs"]) == (20405.65, 13603.54, 340.75)
+    assert s["iops"] == pytest.approx(20405.65 + 13603.54)
+    assert s["mibs"] == pytest.approx(79.71 + 53.14)
+
+
 def test_sysbench_summary_rndrd():
     assert sb.summary(FIXTURES / "sysbench_rndrd") == {
         "iops": 72236.84, "read_iops": 72236.84, "write_iops": 0.0, "mibs": 1128.70, "fsyncs": 0.0,
@@ -334,7 +370,7 @@ def test_parsing_leaves_raw_output_untouched():
     for name in ("fio_randread", "fio_randrw", "fio_stall"):
         fio.samples(FIXTURES / name, start(name))
         fio.summary(FIXTURES / name)
-    for name in ("sysbench_rndrd", "sysbench_rndwr"):
+    for name in ("sysbench_rndrd", "sysbench_rndwr", "sysbench_rndrw_4k"):
         sb.samples(FIXTURES / name, start(name))
         sb.summary(FIXTURES / name)
     assert digests() == before

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 import subprocess
 from collections import defaultdict
 from pathlib import Path
@@ -77,7 +78,7 @@ def command(options: dict, threads: int, rawdir: Path) -> list[str]:
         "--log_avg_msec=1000", "--log_unix_epoch=1",
     ]
     if "runtime" in options and "time_based" not in options:
-        argv.append("--time_based")
+        argv.append("--time_based=1")  # with a value, fio lists it under "job options" in fio.json
     argv += [f"--{name}={_value(value)}" for name, value in options.items()]
     return argv
 
@@ -212,8 +213,14 @@ def summary(rawdir: Path) -> dict:
     if not path.exists():
         raise ValueError(f"{path}: missing (fio was killed or did not start)")
     text = path.read_text()
+    # fio prints notes before the JSON; on SIGTERM/SIGINT it says so there, then
+    # writes a complete-looking report of the shortened run
+    head = text[:text.find("{")] if "{" in text else text
+    signalled = re.search(r"terminating on signal (\d+)", head)
+    if signalled:
+        raise ValueError(f"{path}: fio was stopped by signal {signalled[1]}; the report covers a cut-short run")
     try:
-        report = json.loads(text[text.index("{"):])  # fio may print notes before the JSON
+        report = json.loads(text[len(head):])
     except ValueError:
         raise ValueError(f"{path}: not a complete fio JSON report (run killed?)") from None
     jobs = report.get("jobs", [])
@@ -227,6 +234,10 @@ def summary(rawdir: Path) -> dict:
     mixed = job["mixed"]
     if not mixed["total_ios"]:
         raise ValueError(f"{path}: fio completed no I/O")
+    options = job.get("job options", {})
+    wanted = _msec(options.get("runtime")) if options.get("time_based", "0") != "0" else None
+    if wanted is not None and mixed["runtime"] < wanted - RUNTIME_SLACK_MS:
+        raise ValueError(f"{path}: fio ran {mixed['runtime']} ms of a time_based runtime of {options['runtime']}")
     pct = mixed["clat_ns"].get("percentile", {})
 
     def ms(ns):
@@ -243,6 +254,16 @@ def summary(rawdir: Path) -> dict:
         "lat_p99_ms": ms(pct.get("99.000000")),
         "lat_max_ms": ms(mixed["lat_ns"]["max"]),
     }
+
+
+RUNTIME_SLACK_MS = 250
+UNIT_MS = {"us": 1e-3, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _msec(value) -> float | None:
+    """fio's time value ("30", "30s", "2m", "500ms"; plain numbers are seconds) in ms; None if unknown."""
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*(us|ms|s|m|h|d)?", str(value or "").strip().lower())
+    return None if not match else float(match[1]) * UNIT_MS[match[2] or "s"]
 
 
 def version() -> str:

@@ -1,0 +1,106 @@
+"""Real loop filesystems: made, mounted, and always released."""
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import ROOT, leftovers
+from dbsweep import storage
+from dbsweep.config import FS_DEFAULTS, load
+from dbsweep.errors import ConfigError
+
+
+def spec(kind, **extra):
+    return FS_DEFAULTS | {"type": kind, "size": "300M"} | extra
+
+
+@pytest.mark.parametrize("kind", ["ext4", "xfs", "btrfs", "tmpfs"])
+def test_filesystem_is_mounted_then_released_even_on_error(tmp_path, kind):
+    with pytest.raises(RuntimeError, match="boom"):
+        with storage.filesystem(spec(kind), tmp_path / "scratch", tmp_path / "active") as fs:
+            assert storage.mount_facts(fs.path)["fstype"] == kind
+            (fs.path / "f").write_bytes(b"x" * 4096)
+            if kind != "tmpfs":
+                assert fs.facts["loop_direct_io"] is True
+                assert fs.devices[0].startswith("loop")
+            raise RuntimeError("boom")
+    assert leftovers(tmp_path) == []
+    assert list((tmp_path / "active").iterdir()) == []
+
+
+def test_mkfs_and_mount_options_come_from_the_spec(tmp_path):
+    s = spec("ext4", mkfs_options=["-b", "1024", "-L", "dbsweeptest"], mount_options=["noatime", "nodiscard"])
+    with storage.filesystem(s, tmp_path / "scratch", tmp_path / "active") as fs:
+        assert "noatime" in fs.facts["mount_options"].split(",")
+        label = subprocess.run(["blkid", "-o", "value", "-s", "LABEL", f"/dev/{fs.devices[0]}"],
+                               capture_output=True, text=True).stdout.strip()
+        assert label == "dbsweeptest"
+        assert ["mkfs.ext4", "-F", "-b", "1024", "-L", "dbsweeptest", f"/dev/{fs.devices[0]}"] in fs.commands
+
+
+def allocated(path):
+    return path.stat().st_blocks * 512
+
+
+def test_image_restores_the_prepared_files_with_their_zero_blocks_allocated(tmp_path):
+    image = tmp_path / "prepared.img"
+    zeros = ["dd", "if=/dev/zero", "of=data", "bs=1M", "count=64", "oflag=direct"]
+    with open(tmp_path / "log", "w") as log:
+        storage.prepare_image(spec("xfs"), image, [zeros], tmp_path / "active", log)
+    assert allocated(image) < 300 << 20, "the image stays sparse where nothing was written"
+    for _ in range(2):
+        with storage.filesystem(spec("xfs"), tmp_path / "scratch", tmp_path / "active", image) as fs:
+            assert (fs.path / "data").stat().st_size == 64 << 20
+            # Zeros written by prepare are data on the device, not holes that reads would skip.
+            assert allocated(tmp_path / "scratch" / "fs.img") >= allocated(image) > 64 << 20
+            (fs.path / "data").unlink()  # a run's changes never reach the image
+    assert leftovers(tmp_path) == []
+
+
+def test_dir_filesystem_needs_no_root_and_is_removed(tmp_path):
+    with storage.filesystem(spec("dir", path=str(tmp_path)), tmp_path / "scratch", tmp_path / "active") as fs:
+        assert fs.path.parent == tmp_path and fs.path.is_dir()
+        made = fs.path
+    assert not made.exists()
+
+
+def test_a_sigkilled_run_is_cleaned_by_the_next_one(tmp_path):
+    child = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT / 'workflow')!r})
+        from pathlib import Path
+        from dbsweep import storage
+        from dbsweep.config import FS_DEFAULTS
+        with storage.filesystem(FS_DEFAULTS | {{"type": "ext4", "size": "300M"}},
+                                Path({str(tmp_path / 'scratch')!r}), Path({str(tmp_path / 'active')!r})):
+            print("mounted", flush=True)
+            time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "mounted"
+    proc.kill()
+    proc.wait()
+    assert len(leftovers(tmp_path)) == 2, "SIGKILL leaves the mount and the loop device"
+    released = storage.sweep_stale(tmp_path / "active")
+    assert len(released) == 2 and leftovers(tmp_path) == []
+
+
+def test_block_device_is_formatted_only_when_allowed_and_not_mounted(tmp_path):
+    backing = tmp_path / "disk.img"
+    storage.sparse_file(backing, "300M")
+    dev = storage.sh(["losetup", "--find", "--show", str(backing)]).stdout.strip()
+    try:
+        config = {"study": "dev", "axes": {"filesystem": ["disk"], "workload": ["w"]},
+                  "filesystems": {"disk": {"type": "xfs", "device": dev, "allow_format": True}},
+                  "workloads": {"w": {"tool": "fio", "options": {"rw": "read", "size": "1M"}}}}
+        fs_spec = load(config).filesystems["disk"]
+        with storage.filesystem(fs_spec, tmp_path / "scratch", tmp_path / "active") as fs:
+            assert storage.mount_facts(fs.path)["fstype"] == "xfs"
+            with pytest.raises(ConfigError, match=f"filesystems.disk.device: '{dev}' is mounted; refusing"):
+                load(config)
+    finally:
+        time.sleep(0.1)
+        storage.detach(dev)
+    assert leftovers(tmp_path) == []
