@@ -38,14 +38,14 @@ def gone(pid):
 
 def test_vmstat_drops_the_since_boot_line():
     rows = monitors.vmstat(FIXTURES / "fio_randread" / "vmstat.txt")
-    # 4 data lines captured; the first (01:59:13, averages since boot) is dropped
-    assert [r["time"] for r in rows] == [utc("2026-11-22 01:59:14"), utc("2026-11-22 01:59:15"),
-                                         utc("2026-11-22 01:59:16")]
-    # " 3  1      0 23042564  17248 1438656    0    0 1006616     4 50431 216221 11 53 21 14  0 2026-11-22 01:59:14"
-    assert rows[0] == {"time": utc("2026-11-22 01:59:14"), "r": 3, "b": 1, "free": 23042564, "buff": 17248,
-                       "cache": 1438656, "si": 0, "so": 0, "bi": 1006616, "bo": 4, "in": 50431, "cs": 216221,
-                       "us": 11, "sy": 53, "id": 21, "wa": 14, "st": 0}
-    assert rows[2]["bi"] == 1371276 and rows[2]["sy"] == 78
+    # 4 data lines captured; the first (02:05:14, averages since boot) is dropped
+    assert [r["time"] for r in rows] == [utc("2026-11-22 02:05:15"), utc("2026-11-22 02:05:16"),
+                                         utc("2026-11-22 02:05:17")]
+    # " 8  3      0 21177908  19560 3160028    0    0 1118480     0 16691 111027 35 45  0  6 14 2026-11-22 02:05:15"
+    assert rows[0] == {"time": utc("2026-11-22 02:05:15"), "r": 8, "b": 3, "free": 21177908, "buff": 19560,
+                       "cache": 3160028, "si": 0, "so": 0, "bi": 1118480, "bo": 0, "in": 16691, "cs": 111027,
+                       "us": 35, "sy": 45, "id": 0, "wa": 6, "st": 14}
+    assert rows[2]["r"] == 10 and rows[2]["bi"] == 1364936 and rows[2]["st"] == 16
 
 
 def test_vmstat_ignores_an_unfinished_last_line(tmp_path):
@@ -66,11 +66,11 @@ def test_vmstat_refuses_local_time(tmp_path):
 
 def test_iostat_drops_the_since_boot_report():
     rows = monitors.iostat(FIXTURES / "fio_randrw" / "iostat.json")
-    assert [r["time"] for r in rows] == [utc(f"2026-11-22 01:59:{s}") for s in (18, 19, 20)]
-    assert rows[0] == {"time": utc("2026-11-22 01:59:18"), "device": "loop0", "r_s": 31801.0, "w_s": 31966.0,
-                       "rkb_s": 127204.0, "wkb_s": 127864.0, "r_await": 0.01, "w_await": 0.01,
-                       "aqu_sz": 0.88, "util": 68.40}
-    assert rows[1]["r_s"] == 44144.0 and rows[2]["w_s"] == 42501.0
+    assert [r["time"] for r in rows] == [utc(f"2026-11-22 02:04:{s}") for s in (55, 56, 57)]
+    assert rows[0] == {"time": utc("2026-11-22 02:04:55"), "device": "loop0", "r_s": 11266.0, "w_s": 11476.0,
+                       "rkb_s": 45064.0, "wkb_s": 45904.0, "r_await": 0.04, "w_await": 0.04,
+                       "aqu_sz": 0.86, "util": 57.20}
+    assert rows[1]["r_s"] == 15967.0 and rows[2]["w_s"] == 16240.0
 
 
 def test_iostat_killed_keeps_complete_samples():
@@ -83,7 +83,7 @@ def test_iostat_killed_keeps_complete_samples():
 
 def test_iostat_cut_mid_sample(tmp_path):
     text = (FIXTURES / "fio_randrw" / "iostat.json").read_text()
-    cut = text.index('"r/s": 42623.00') + 5  # inside the last sample
+    cut = text.index('"r/s": 16458.00') + 5  # inside the last sample
     (tmp_path / "iostat.json").write_text(text[:cut])
     rows = monitors.iostat(tmp_path / "iostat.json")
     assert rows == monitors.iostat(FIXTURES / "fio_randrw" / "iostat.json")[:2]
@@ -91,7 +91,7 @@ def test_iostat_cut_mid_sample(tmp_path):
 
 def test_iostat_refuses_locale_timestamps(tmp_path):
     text = (FIXTURES / "fio_randrw" / "iostat.json").read_text()
-    (tmp_path / "iostat.json").write_text(text.replace('"2026-11-22T01:59:19+0000"', '"11/22/26 01:59:19"'))
+    (tmp_path / "iostat.json").write_text(text.replace('"2026-11-22T02:04:56+0000"', '"11/22/26 02:04:56"'))
     with pytest.raises(ValueError, match="S_TIME_FORMAT=ISO"):
         monitors.iostat(tmp_path / "iostat.json")
 

@@ -102,7 +102,7 @@ def vmstat(path: Path) -> list[dict]:
     return rows[1:]
 
 
-def _statistics(text: str, path: Path) -> list[dict]:
+def _statistics(text: str) -> list[dict]:
     """The complete objects of the "statistics" array, even if the document is cut off."""
     start = text.find('"statistics"')
     if start < 0:
@@ -130,7 +130,7 @@ def iostat(path: Path) -> list[dict]:
     """
     path = Path(path)
     rows = []
-    for sample in _statistics(path.read_text(), path)[1:]:
+    for sample in _statistics(path.read_text())[1:]:
         try:
             time = _utc(sample["timestamp"], "%Y-%m-%dT%H:%M:%S%z")
         except ValueError:
