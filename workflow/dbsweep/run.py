@@ -15,6 +15,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
+import psutil
+
 from dbsweep import manifest, storage, workloads
 from dbsweep.monitors import Monitors
 
@@ -40,32 +42,40 @@ def signals_raise():
 
 
 def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path) -> int:
-    """Run argv in its own process group; if we are interrupted, the whole group is stopped and reaped."""
+    """Run argv in a session of its own; if we are interrupted, it and all its descendants are stopped."""
     with open(stdout, "wb") as out, open(stderr, "wb") as err:
         proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
         try:
             return proc.wait()
         finally:
-            stop_group(proc)
+            stop_tree(proc)
 
 
-def stop_group(proc: subprocess.Popen, grace: float = 5.0) -> None:
-    """SIGTERM the process group, SIGKILL it after `grace` seconds, and wait until every member is gone
-    (a process in uninterruptible IO dies only when its IO completes, and still holds the mount until then)."""
-    deadline = time.monotonic() + grace
-    sig = signal.SIGTERM
-    while True:
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            break
-        proc.poll()
-        time.sleep(0.1)
-        if sig == signal.SIGTERM and time.monotonic() > deadline:
-            sig = signal.SIGKILL
-        if time.monotonic() > deadline + 60:
-            raise RuntimeError(f"process group {proc.pid} ({proc.args[0]}) would not die")
+def stop_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
+    """SIGTERM proc and every descendant, SIGKILL what is left after `grace` seconds, and wait until all
+    are gone. Descendants are found by parentage, not process group: fio's job processes call setsid()."""
+    try:
+        tree = [psutil.Process(proc.pid)]
+        tree += tree[0].children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    for p in tree:
+        _signal(p, signal.SIGTERM)
+    _, alive = psutil.wait_procs(tree, timeout=grace)
+    for p in alive:
+        _signal(p, signal.SIGKILL)
+    # A process in uninterruptible IO dies only when its IO completes, and holds the mount until then.
+    _, alive = psutil.wait_procs(alive, timeout=60)
     proc.wait()
+    if alive:
+        raise RuntimeError(f"{proc.args[0]}: processes {[p.pid for p in alive]} would not die")
+
+
+def _signal(p: psutil.Process, sig: int) -> None:
+    try:
+        p.send_signal(sig)
+    except psutil.NoSuchProcess:
+        pass
 
 
 def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log) -> dict:

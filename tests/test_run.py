@@ -1,0 +1,26 @@
+"""Stopping a measured tool: nothing of it survives, whatever sessions its children made."""
+import os
+import subprocess
+import time
+
+import psutil
+
+from conftest import leftovers
+from dbsweep.run import stop_tree
+
+
+def test_stop_tree_reaches_fio_jobs_that_left_the_session(tmp_path):
+    argv = ["fio", "--name=t", f"--filename={tmp_path}/f", "--size=8M", "--rw=randread", "--numjobs=3",
+            "--time_based", "--runtime=60"]
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 20
+    while len(psutil.Process(proc.pid).children()) < 3:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    jobs = psutil.Process(proc.pid).children()
+    assert all(os.getsid(job.pid) != os.getsid(proc.pid) for job in jobs), \
+        "fio's jobs run in sessions of their own, so killing the process group would miss them"
+    stop_tree(proc, grace=0)
+    assert proc.returncode is not None
+    assert not any(job.is_running() and job.status() != psutil.STATUS_ZOMBIE for job in jobs)
+    assert leftovers(tmp_path) == []
