@@ -115,3 +115,38 @@ def test_bad_config_fails_before_any_job(study_factory):
     assert done.returncode != 0
     assert "dbsweep: config error: axes.threads[0]: 0 is below the minimum of 1" in done.stderr
     assert not study.path("results").exists() and not study.path("resources").exists()
+
+
+def test_tmpfs_and_dir_filesystems_and_the_report(study_factory, tmp_path):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    config = tiny_study()
+    config["axes"] = {"filesystem": ["tmpfs", f"dir:{scratch}"], "threads": [2], "workload": ["sb-rr"]}
+    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]  # tmpfs has no O_DIRECT
+    study = study_factory(config)
+    study.run()
+    facts = {}
+    for run_json in study.path("results/runs").glob("*/*/*/rep~1/run.json"):
+        manifest = json.loads(run_json.read_text())
+        facts[manifest["cell"]["filesystem"]] = manifest["filesystem"]
+    assert facts["tmpfs"]["fstype"] == "tmpfs"
+    assert facts[f"dir:{scratch}"]["type"] == "dir" and facts[f"dir:{scratch}"]["path"] == str(scratch)
+    assert list(scratch.iterdir()) == [], "the run's folder under dir: is removed"
+    assert len(rows(study.path("results/tables/summary.csv.gz"))) == 2
+
+    study.run("--report", "results/report.html")
+    report = study.path("results/report.html").read_text()
+    assert "throughput_vs_threads.png" in report and "saturation.csv" in report
+
+
+def test_an_option_the_tool_rejects_fails_only_its_cell_with_the_tools_message(study_factory):
+    config = tiny_study()
+    config["axes"]["filesystem"] = ["tmpfs"]
+    config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "bogus_option": 1}
+    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
+    study = study_factory(config)
+    done = study.run("--keep-going", check=False)
+    assert done.returncode != 0
+    assert "fio exited with 1" in done.stderr and "bogus_option" in done.stderr
+    assert study.path("results/runs/filesystem~tmpfs/threads~1/workload~sb-rr/rep~1/summary.json").exists()
+    assert not study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json").exists()

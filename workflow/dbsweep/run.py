@@ -110,7 +110,7 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
                 record["exit_status"] = run_tool(argv, fs.path, raw / "stdout.txt", raw / "stderr.txt")
                 record["measure_end"] = time.time()
             if record["exit_status"] != 0:
-                raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw / 'stderr.txt')}")
+                raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
             tool.summary(raw)  # refuses output without the tool's final report
         record["status"] = "ok"
     except BaseException as e:
@@ -128,9 +128,14 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
 def _step(argv: list[str], cwd: Path, raw: Path, name: str) -> None:
     rc = run_tool(argv, cwd, raw / f"{name}.stdout.txt", raw / f"{name}.stderr.txt")
     if rc != 0:
-        raise RuntimeError(f"{name}: {argv[0]} exited with {rc}: {_tail(raw / f'{name}.stderr.txt')}")
+        raise RuntimeError(f"{name}: {argv[0]} exited with {rc}: {_tail(raw, f'{name}.stderr.txt', f'{name}.stdout.txt')}")
 
 
-def _tail(path: Path, lines: int = 3) -> str:
-    text = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
-    return " | ".join(text[-lines:]) or "(no output)"
+def _tail(raw: Path, *names: str, lines: int = 3) -> str:
+    """The last lines of the first of names that has any (sysbench prints its errors on stdout)."""
+    for name in names:
+        path = raw / name
+        text = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+        if text:
+            return " | ".join(text[-lines:])
+    return "(no output)"
