@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
@@ -19,8 +20,13 @@ def leftovers(folder: Path) -> list[str]:
               if line.split()[1].startswith(folder)]
     loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
              if folder in line]
-    procs = [line for line in subprocess.run(["pgrep", "-af", "fio|sysbench|vmstat|iostat"], capture_output=True,
-                                             text=True).stdout.splitlines() if folder in line or "-d loop" in line]
+    procs = []
+    for proc in psutil.process_iter(["name", "cmdline", "cwd", "ppid"]):
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] in ("fio", "sysbench") and (folder in cmd or folder in (proc.info["cwd"] or "")):
+            procs.append(cmd)
+        elif proc.info["name"] in ("vmstat", "iostat") and proc.info["ppid"] == 1:
+            procs.append(f"orphaned monitor: {cmd}")  # its run died without stopping it
     return mounts + loops + procs
 
 
@@ -81,15 +87,21 @@ def _job_lines(output: str, rule: str):
 
 
 @pytest.fixture
-def study_factory(tmp_path):
+def workdir(tmp_path):
+    """Where a workflow test runs (database tests override it: servers run as their own users)."""
+    return tmp_path
+
+
+@pytest.fixture
+def study_factory(workdir):
     made = []
 
     def make(config: dict) -> Study:
-        made.append(Study(tmp_path, config))
+        made.append(Study(workdir, config))
         return made[-1]
 
     yield make
-    assert leftovers(tmp_path) == []
+    assert leftovers(workdir) == []
 
 
 def tiny_study(**changes) -> dict:

@@ -29,10 +29,17 @@ def test_shipped_studies_load(path):
 
 def test_demo_study_expands_to_its_matrix():
     study = load(DEMO)
-    assert study.axes == ["filesystem", "threads", "workload"]
-    assert len(study.cells) == 8
-    recipe = study.recipe(study.cells[0])
+    assert study.axes == ["engine", "memory", "filesystem", "threads", "workload"]
+    storage = [c for c in study.cells if "engine" not in c.as_dict()]
+    databases = [c for c in study.cells if "engine" in c.as_dict()]
+    assert len(storage) == 8, "engine and memory do not multiply storage cells"
+    assert len(databases) == 6 and {c["threads"] for c in databases} == {4}
+    recipe = study.recipe(storage[0])
     assert recipe["threads"] == 1 and recipe["tool"] == "fio" and recipe["duration_s"] == 5
+    assert storage[0].path == "filesystem~ext4/threads~1/workload~fio-randread"
+    db = study.recipe(databases[0])
+    assert (db["engine"], db["memory"], db["warmup_s"]) == ("innodb", "16M", 2)
+    assert databases[0].path == "engine~innodb/memory~16M/filesystem~xfs/threads~4/workload~oltp-rw"
 
 
 @pytest.mark.parametrize("path, value, message", [
@@ -83,10 +90,57 @@ def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     study = load(DEMO)
     by_fs = {}
     for cell in study.cells:
-        by_fs.setdefault((cell["filesystem"], cell["workload"]), set()).add(study.image(cell))
-    assert all(len(images) == 1 for images in by_fs.values())
-    assert len({i for images in by_fs.values() for i in images}) == 4
+        by_fs.setdefault((cell["filesystem"], cell["workload"], cell.get("engine")), set()).add(study.image(cell))
+    assert all(len(images) == 1 for images in by_fs.values()), "threads and memory share an image"
+    assert len({i for images in by_fs.values() for i in images}) == 4 + 3
     bigger = with_change("workloads.fio-randread.options.size", "512M")
     assert load(bigger).image(load(bigger).cells[0]) != study.image(study.cells[0])
     faster = with_change("workloads.fio-randread.options.runtime", 9)
     assert load(faster).image(load(faster).cells[0]) == study.image(study.cells[0])
+
+
+@pytest.mark.parametrize("path, value, message", [
+    ("axes.engine", ["innodb", "oracle"], r"axes.engine\[1\]: 'oracle' is not one of innodb, myrocks, postgresql"),
+    ("axes.memory", ["5GG"], "axes.memory: '5GG' is not a size"),
+    ("axes.binlog", ["sync7"], "axes.binlog: 'sync7' is not an option set"),
+    ("axes.durability", ["tuned"], r"server_options.durability.tuned: nothing for mariadb \(cell engine~innodb/"),
+    ("server.cgroup_overhead", "lots", "server.cgroup_overhead: 'lots' is not a size"),
+    ("baseline.engine", "mysql", "baseline.engine: 'mysql' is not a value of the axis"),
+])
+def test_bad_database_config_names_key_and_value(path, value, message):
+    with pytest.raises(ConfigError, match=message):
+        load(with_change(path, value))
+
+
+def test_a_database_workload_needs_an_engine():
+    config = with_change("axes.workload", ["oltp-rw"])
+    del config["axes"]["engine"]
+    with pytest.raises(ConfigError, match="axes.engine: missing, and workload 'oltp-rw' needs a database server"):
+        load(config)
+
+
+def test_option_sets_build_the_server_options():
+    config = with_change("axes.binlog", ["sync1", "off"])
+    config["axes"]["engine"] = ["innodb"]
+    config["server_options"] = {"binlog": {"sync1": {"mariadb": {"sync_binlog": 7}}}}
+    config["server"] = {"options": {"mariadb": {"innodb_flush_method": "O_DIRECT"}}, "cgroup_overhead": "256M"}
+    study = load(config)
+    db = [study.recipe(c) for c in study.cells if "engine" in c.as_dict()]
+    sync1 = next(r for r in db if r["server_options"].get("sync_binlog") == 7)
+    assert sync1["server_options"]["innodb_flush_method"] == "O_DIRECT"
+    assert sync1["memory_limit"] == (16 + 256) << 20 or sync1["memory_limit"] == (256 + 256) << 20
+    assert {study.image(c) for c in study.cells if "engine" in c.as_dict()} == \
+        {study.image(next(c for c in study.cells if "engine" in c.as_dict()))}, "option sets do not re-prepare"
+
+
+def test_bare_yaml_off_on_an_option_set_axis_means_the_word():
+    import yaml
+    config = yaml.safe_load("""
+study: t
+axes: {engine: [innodb], binlog: [off, sync1], wal: [on], workload: [w]}
+server_options: {wal: {on: {mariadb: {}}}}
+workloads: {w: {tool: sysbench, options: {script: oltp_read_write}}}
+""")
+    study = load(config)
+    assert [c.path.rsplit("/", 2)[-2] for c in study.cells] == ["binlog~off", "binlog~sync1"]
+    assert all(c["wal"] == "on" for c in study.cells)

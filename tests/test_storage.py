@@ -46,9 +46,12 @@ def allocated(path):
 
 def test_image_restores_the_prepared_files_with_their_zero_blocks_allocated(tmp_path):
     image = tmp_path / "prepared.img"
-    zeros = ["dd", "if=/dev/zero", "of=data", "bs=1M", "count=64", "oflag=direct"]
-    with open(tmp_path / "log", "w") as log:
-        storage.prepare_image(spec("xfs"), image, [zeros], tmp_path / "active", log)
+    def zeros(root):
+        argv = ["dd", "if=/dev/zero", f"of={root}/data", "bs=1M", "count=64", "oflag=direct", "status=none"]
+        subprocess.run(argv, check=True)
+        return [argv]
+
+    storage.prepare_image(spec("xfs"), image, zeros, tmp_path / "active")
     assert allocated(image) < 300 << 20, "the image stays sparse where nothing was written"
     for _ in range(2):
         with storage.filesystem(spec("xfs"), tmp_path / "scratch", tmp_path / "active", image) as fs:

@@ -7,26 +7,29 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
-from dbsweep.collect import SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
+from dbsweep.collect import COUNTER_COLUMNS, DATABASE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
 
 
 def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path]) -> None:
-    """rep_dirs each hold run.json, summary.json, samples.csv and system.csv."""
+    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv and counters.csv."""
     keys = axes + ["rep"]
-    summary_cols = keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS
+    summary_cols = keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
     with _gz(out["summary"], summary_cols) as summary, \
             _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
-            _gz(out["system"], keys + SYSTEM_COLUMNS) as system:
+            _gz(out["system"], keys + SYSTEM_COLUMNS) as system, \
+            _gz(out["counters"], keys + COUNTER_COLUMNS) as counters:
         tools, hosts = {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
-            ident = {a: record["cell"][a] for a in axes} | {"rep": record["rep"]}
+            ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"]}
             summary.writerow(ident | json.loads((rep_dir / "summary.json").read_text()))
-            for name, writer in (("samples.csv", samples), ("system.csv", system)):
+            for name, writer in (("samples.csv", samples), ("system.csv", system), ("counters.csv", counters)):
                 with open(rep_dir / name, newline="") as f:
                     for row in csv.DictReader(f):
                         writer.writerow(ident | row)
             tools |= record["tools"]
+            if "server" in record:
+                tools[record["server"]["engine"]] = record["server"]["version"]
             hosts[record["host"]["hostname"]] = record["host"]
     host = next(iter(hosts.values()), {})
     provenance = {

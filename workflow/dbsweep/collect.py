@@ -6,30 +6,102 @@ import json
 import math
 from pathlib import Path
 
-from dbsweep import monitors, workloads
+from dbsweep import engines, monitors, workloads
 
-SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "lat_ms", "lat_pct_ms"]
+SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
+                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue"]
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
-SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs",
-                "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
+COUNTER_COLUMNS = ["second", "time", "name", "value"]
+SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
+                "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
+DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_per_txn",
+                 "datadir_mb_start", "datadir_mb_end", "memory_limit_mb"]
 
 
-def collect(run_json: Path, samples_csv: Path, system_csv: Path, summary_json: Path) -> None:
+def collect(run_json: Path, out: dict[str, Path]) -> None:
+    """out: samples, system, counters (CSV) and summary (JSON) paths."""
     record = json.loads(run_json.read_text())
     raw = run_json.parent / record["attempt"] / "raw"
     tool = workloads.module(record["recipe"]["tool"])
     samples = tool.samples(raw, record["measure_start"])
-    write_csv(samples_csv, SAMPLE_COLUMNS, samples)
+    write_csv(out["samples"], SAMPLE_COLUMNS, samples)
     # The system clock second that ends sample `second` 1 is window_start + 1.
     window_start = samples[0]["time"] - 1 if samples else record["measure_start"]
-    write_csv(system_csv, SYSTEM_COLUMNS, system_rows(raw, window_start))
+    system = system_rows(raw, window_start)
+    write_csv(out["system"], SYSTEM_COLUMNS, system)
+    engine = record["recipe"].get("engine")
+    counters = counter_rows(raw / "counters.jsonl", window_start, engines.family(engine)) if engine else []
+    write_csv(out["counters"], COUNTER_COLUMNS, counters)
     final = tool.summary(raw)
+    final.setdefault("lat_p95_ms", final.get("lat_pct_ms"))
     summary = {k: final.get(k) for k in SUMMARY_KEYS}
     summary |= {"tool": record["recipe"]["tool"], "duration_s": record["recipe"]["duration_s"],
                 "seconds": len(samples)}
-    summary_json.write_text(json.dumps(summary, indent=2) + "\n")
+    if "engine" in record["recipe"]:
+        summary |= per_transaction(samples, system, record["host"]["cpus"])
+        summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
+    out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
+    """KB read and written (iostat) and CPU microseconds (vmstat us+sy) per transaction,
+    over the seconds of the measured window."""
+    window = {row["second"] for row in samples}
+    txn = sum(row["tps"] or 0 for row in samples)
+    rows = [row for row in system if row["second"] in window]
+
+    def total(key: str) -> float | None:
+        values = [row[key] for row in rows if row.get(key) not in (None, "")]
+        return sum(values) if values else None
+
+    def per_txn(value: float | None) -> float | None:
+        return None if value is None or not txn else value / txn
+
+    cpu = total("us"), total("sy")
+    cpu_us = None if None in cpu else (cpu[0] + cpu[1]) / 100 * cpus * 1e6
+    return {"kb_read_per_txn": per_txn(total("rkb_s")), "kb_written_per_txn": per_txn(total("wkb_s")),
+            "cpu_us_per_txn": per_txn(cpu_us)}
+
+
+def counter_rows(path: Path, window_start: float, family) -> list[dict]:
+    """Per-second server counters, long: deltas for cumulative counters, values for gauges,
+    and the datadir size where it was taken."""
+    if not path.exists():
+        return []
+    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    rows = []
+    previous = None
+    for sample in samples:
+        second = math.ceil(sample["time"] - window_start)
+        if "datadir_bytes" in sample:
+            rows.append({"second": second, "time": sample["time"], "name": "datadir_bytes",
+                         "value": sample["datadir_bytes"]})
+        for name, value in sample["counters"].items():
+            if family.CUMULATIVE(name):
+                if previous is None or name not in previous:
+                    continue
+                value -= previous[name]
+            rows.append({"second": second, "time": sample["time"], "name": name, "value": value})
+        previous = sample["counters"]
+    return rows
+
+
+def server_summary(record: dict, path: Path, window_start: float, seconds: int) -> dict:
+    """Hit ratio over the measured window, datadir size at its start and end, the memory cap."""
+    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    inside = [s for s in samples if 0 <= s["time"] - window_start <= seconds + 0.5]
+    sizes = [s["datadir_bytes"] for s in samples if "datadir_bytes" in s]
+    engine = record["recipe"]["engine"]
+    limit = record["recipe"].get("memory_limit")
+    return {
+        "hit_ratio": engines.family(engine).hit_ratio(engine, inside[0]["counters"], inside[-1]["counters"])
+        if len(inside) >= 2 else None,
+        "datadir_mb_start": sizes[0] / 2**20 if sizes else None,
+        "datadir_mb_end": sizes[-1] / 2**20 if sizes else None,
+        "memory_limit_mb": limit / 2**20 if limit else None,
+    }
 
 
 def system_rows(raw: Path, window_start: float) -> list[dict]:

@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import workloads
+from dbsweep import engines, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.storage import LOOP_TYPES, device_in_use
@@ -44,6 +44,9 @@ class Study:
     cells: list[Cell]
     filesystems: dict[str, dict]
     workloads: dict[str, dict]
+    server: dict
+    option_sets: dict[str, dict]
+    baseline: dict
 
     def recipe(self, cell: Cell) -> dict:
         """Everything that shapes one cell's measurement, and nothing else."""
@@ -52,13 +55,31 @@ class Study:
         options = {k: _substitute(v, values) for k, v in wl["options"].items()}
         fs = self.filesystems[values["filesystem"]]
         module = workloads.module(wl["tool"])
-        return {
+        recipe = {
             "tool": wl["tool"],
             "options": options,
             "threads": int(values.get("threads", 1)),
             "filesystem": fs,
             "dataset": module.dataset(options),
             "duration_s": workloads.duration(wl["tool"], options),
+        }
+        if wl["tool"] not in workloads.DATABASE_TOOLS:
+            return recipe
+        engine = values["engine"]
+        family = engines.ENGINES[engine]
+        server_options = dict(self.server.get("options", {}).get(family, {}))
+        for axis, value in values.items():
+            if axis in self.option_sets:
+                server_options |= self.option_sets[axis][str(value)][family]
+        memory = values.get("memory")
+        overhead = self.server.get("cgroup_overhead")
+        return recipe | {
+            "engine": engine,
+            "memory": memory,
+            "server_options": server_options,
+            "warmup_s": wl.get("warmup", 0),
+            "cold_start": self.server.get("cold_start", False),
+            "memory_limit": units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None,
         }
 
     def image(self, cell: Cell) -> str | None:
@@ -70,12 +91,17 @@ class Study:
         return f"resources/images/{cell['filesystem']}/{spec['tool']}-{digest}.img"
 
     def image_spec(self, cell: Cell) -> dict | None:
-        """What shapes a cell's prepared image: the filesystem, the tool and its dataset options."""
+        """What shapes a cell's prepared image: the filesystem, the tool and its dataset options,
+        and for a database the engine and the study-wide server options (some fix the on-disk format)."""
         r = self.recipe(cell)
         fs = r["filesystem"]
         if fs["type"] not in LOOP_TYPES or fs.get("device"):
             return None
-        return {"filesystem": fs, "tool": r["tool"], "dataset": r["dataset"]}
+        spec = {"filesystem": fs, "tool": r["tool"], "dataset": r["dataset"]}
+        if "engine" in r:
+            family = engines.ENGINES[r["engine"]]
+            spec |= {"engine": r["engine"], "server_options": self.server.get("options", {}).get(family, {})}
+        return spec
 
 
 def read(path: str | os.PathLike) -> dict:
@@ -93,14 +119,28 @@ def load(config: dict) -> Study:
     wls = config["workloads"]
     for name, wl in wls.items():
         workloads.module(wl["tool"]).check(wl["options"], f"workloads.{name}.options")
+    server = config.get("server", {})
+    for key in ("cgroup_overhead",):
+        if key in server and not SIZE.match(server[key]):
+            raise ConfigError(f"server.{key}: {server[key]!r} is not a size like 512M or 4G")
+    option_sets = _option_sets(config.get("server_options", {}), axes)
+    server_axes = {"engine", "memory"} | set(option_sets)
 
-    cells = expand(axes, config.get("exclude", []), config.get("include", []))
+    def applicable(cell: dict) -> list[str]:
+        """Server axes mean something only to database workloads."""
+        wl = wls.get(cell["workload"])
+        if wl and wl["tool"] in workloads.DATABASE_TOOLS:
+            return list(cell)
+        return [a for a in cell if a not in server_axes]
+
+    cells = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
     if not cells:
         raise ConfigError("exclude: every cell of the matrix is excluded")
     order = axis_order(axes)
     used_fs = {}
     for cell in cells:
         _check_cell(cell, filesystems, wls, order, used_fs)
+        _check_server_cell(cell, wls, option_sets)
     for name, fs in used_fs.items():
         _check_filesystem(name, fs)
     return Study(
@@ -111,6 +151,9 @@ def load(config: dict) -> Study:
         cells=cells,
         filesystems=filesystems | used_fs,
         workloads=wls,
+        server=server,
+        option_sets={a: sets for a, sets in option_sets.items() if a in order},
+        baseline=_baseline(config.get("baseline", {}), axes),
     )
 
 
@@ -176,6 +219,52 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
         for name in _placeholders(value):
             if name not in order:
                 raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
+
+
+def _option_sets(user: dict, axes: dict) -> dict[str, dict]:
+    """Built-in option sets, with the study's own added by axis and value. YAML reads a bare
+    on / off as a boolean; on option-set axes it means the words (binlog: [off, sync1])."""
+    sets = {axis: dict(values) for axis, values in engines.option_sets().items()}
+    for axis, values in user.items():
+        sets.setdefault(axis, {}).update({_word(value): spec for value, spec in values.items()})
+    for axis, values in axes.items():
+        if axis in sets:
+            values[:] = [_word(v) for v in values]
+            for value in values:
+                if str(value) not in sets[axis]:
+                    raise ConfigError(f"axes.{axis}: {value!r} is not an option set ({', '.join(sets[axis])}); "
+                                      f"define it under server_options.{axis}")
+    return sets
+
+
+def _baseline(baseline: dict, axes: dict) -> dict:
+    for axis, value in baseline.items():
+        if axis not in axes:
+            raise ConfigError(f"baseline.{axis}: unknown axis")
+        if str(value) not in map(str, axes[axis]):
+            raise ConfigError(f"baseline.{axis}: {value!r} is not a value of the axis ({', '.join(map(str, axes[axis]))})")
+    return baseline
+
+
+def _word(value):
+    return {True: "on", False: "off"}.get(value, value) if isinstance(value, bool) else value
+
+
+def _check_server_cell(cell: Cell, wls: dict, option_sets: dict) -> None:
+    values = cell.as_dict()
+    tool = wls[values["workload"]]["tool"]
+    if tool not in workloads.DATABASE_TOOLS:
+        return
+    if "engine" not in values:
+        raise ConfigError(f"axes.engine: missing, and workload {values['workload']!r} needs a database server")
+    family = engines.ENGINES[values["engine"]]
+    memory = values.get("memory")
+    if memory is not None and not SIZE.match(str(memory)):
+        raise ConfigError(f"axes.memory: {memory!r} is not a size like 512M or 4G")
+    for axis, value in values.items():
+        if axis in option_sets and family not in option_sets[axis][str(value)]:
+            raise ConfigError(f"server_options.{axis}.{value}: nothing for {family} (cell {cell.path}); "
+                              f"give it `{family}: {{}}` or exclude those cells")
 
 
 def _check_filesystem(name: str, fs: dict) -> None:

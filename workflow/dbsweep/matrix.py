@@ -21,6 +21,9 @@ class Cell:
     def __getitem__(self, axis: str):
         return dict(self.items)[axis]
 
+    def get(self, axis: str, default=None):
+        return dict(self.items).get(axis, default)
+
     def as_dict(self) -> dict:
         return dict(self.items)
 
@@ -69,8 +72,12 @@ def _matches(cell: dict, rule: dict, where: str) -> bool:
     return all(any(_same(cell[a], v) for v in _values(rule, a, where)) for a in rule)
 
 
-def expand(axes: dict, exclude: list[dict], include: list[dict]) -> list[Cell]:
-    """Cells of the cartesian product of `axes`, less `exclude`, plus `include`, in a stable order."""
+def expand(axes: dict, exclude: list[dict], include: list[dict], applicable=None) -> list[Cell]:
+    """Cells of the cartesian product of `axes`, less `exclude`, plus `include`, in a stable order.
+
+    `applicable(cell) -> list of axis names` keeps only the axes that mean something for that
+    cell (a server's memory means nothing to a fio cell); cells equal on those are one cell.
+    """
     order = axis_order(axes)
     for axis in order:
         seen = set()
@@ -84,18 +91,19 @@ def expand(axes: dict, exclude: list[dict], include: list[dict]) -> list[Cell]:
         _check_rule(rule, order, f"include[{i}]")
 
     cells: dict[tuple, Cell] = {}
+
+    def add(cell: dict) -> None:
+        kept = applicable(cell) if applicable else order
+        items = tuple((a, cell[a]) for a in order if a in kept)
+        cells.setdefault(tuple((a, str(v)) for a, v in items), Cell(items))
+
     for combo in itertools.product(*(axes[a] for a in order)):
         cell = dict(zip(order, combo))
         if not any(_matches(cell, rule, f"exclude[{i}]") for i, rule in enumerate(exclude)):
-            cells.setdefault(_key(cell, order), Cell(tuple(cell.items())))
+            add(cell)
     for i, rule in enumerate(include):
         where = f"include[{i}]"
         choices = [_values(rule, a, where) if a in rule else axes[a] for a in order]
         for combo in itertools.product(*choices):
-            cell = dict(zip(order, combo))
-            cells.setdefault(_key(cell, order), Cell(tuple(cell.items())))
+            add(dict(zip(order, combo)))
     return list(cells.values())
-
-
-def _key(cell: dict, order: list[str]) -> tuple:
-    return tuple(str(cell[a]) for a in order)

@@ -12,12 +12,12 @@ import shutil
 import signal
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager, nullcontext
 from pathlib import Path
 
 import psutil
 
-from dbsweep import manifest, storage, workloads
+from dbsweep import database, manifest, storage, workloads
 from dbsweep.monitors import Monitors
 
 
@@ -87,30 +87,23 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
     attempt = out.parent.resolve() / f"attempt~{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
     raw = attempt / "raw"
     raw.mkdir(parents=True)
+    scratch = attempt / "scratch"
     record = {
         "cell": cell, "rep": rep, "recipe": recipe, "attempt": attempt.name,
         "host": manifest.host(), "tools": {recipe["tool"]: tool.version()},
         "started": manifest.now(), "status": "failed", "commands": [],
     }
     try:
-        with signals_raise(), storage.filesystem(recipe["filesystem"], attempt / "scratch", active, image) as fs:
+        with signals_raise(), storage.filesystem(recipe["filesystem"], scratch, active, image) as fs:
             record["filesystem"] = fs.facts
             record["commands"] += fs.commands
             if image is None:
-                for argv in tool.prepare(recipe["options"]):
-                    record["commands"].append(argv)
-                    _step(argv, fs.path, raw, "prepare")
-            argv = tool.command(recipe["options"], recipe["threads"], raw)
-            record["commands"].append(argv)
-            log.write(f"$ {' '.join(argv)}\n")
-            log.flush()
-            with Monitors(raw, fs.devices) as mon:
-                record["monitors"] = mon.commands
-                record["measure_start"] = time.time()
-                record["exit_status"] = run_tool(argv, fs.path, raw / "stdout.txt", raw / "stderr.txt")
-                record["measure_end"] = time.time()
-            if record["exit_status"] != 0:
-                raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
+                record["commands"] += fill(recipe, fs.path, scratch, log)
+            if "engine" in recipe:
+                _measure_database(recipe, fs, raw, scratch, record, log)
+            else:
+                argv = tool.command(recipe["options"], recipe["threads"], raw)
+                _measure(argv, fs.path, fs.devices, raw, record, log)
             tool.summary(raw)  # refuses output without the tool's final report
         record["status"] = "ok"
     except BaseException as e:
@@ -120,15 +113,68 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
         record["ended"] = manifest.now()
         record["checksums"] = manifest.checksums(raw)
         manifest.write_json(attempt / "run.json", record)
-        shutil.rmtree(attempt / "scratch", ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
     manifest.write_json(out, record)
     return record
 
 
-def _step(argv: list[str], cwd: Path, raw: Path, name: str) -> None:
-    rc = run_tool(argv, cwd, raw / f"{name}.stdout.txt", raw / f"{name}.stderr.txt")
-    if rc != 0:
-        raise RuntimeError(f"{name}: {argv[0]} exited with {rc}: {_tail(raw, f'{name}.stderr.txt', f'{name}.stdout.txt')}")
+def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
+    """Put a dataset on a fresh filesystem at root: the tool's files, or a server datadir with the
+    data loaded. `spec` is a recipe or an image spec (tool, dataset, and engine for a database)."""
+    if "engine" in spec:
+        return database.load(spec, root, log)
+    commands = workloads.module(spec["tool"]).prepare(spec["dataset"])
+    for argv in commands:
+        log.write(f"$ {' '.join(argv)}\n")
+        log.flush()
+        subprocess.run(argv, cwd=root, stdout=log, stderr=subprocess.STDOUT, check=True)
+    return commands
+
+
+def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None) -> None:
+    """The measured window: monitors (and a server sampler) around the tool."""
+    record["commands"].append(argv)
+    log.write(f"$ {' '.join(argv)}\n")
+    log.flush()
+    with Monitors(raw, devices) as mon, (sampler or nullcontext()):
+        record["monitors"] = mon.commands
+        record["measure_start"] = time.time()
+        record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt")
+        record["measure_end"] = time.time()
+    if record["exit_status"] != 0:
+        raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
+
+
+def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log) -> None:
+    """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
+    again; then measure with server counters sampled beside vmstat and iostat."""
+    tool = workloads.module(recipe["tool"])
+
+    def server():
+        return database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw)
+
+    with ExitStack() as session:
+        db = session.enter_context(server())
+        if recipe.get("warmup_s"):
+            argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file,
+                                            time_s=recipe["warmup_s"]))
+            record["commands"].append(argv)
+            if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt") != 0:
+                raise RuntimeError(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
+        if recipe.get("cold_start"):
+            session.close()
+            database.drop_caches()
+            record["caches_dropped"] = manifest.now()
+            db = session.enter_context(server())
+        record["server"] = {"engine": db.engine, "version": db.family.version(db.conn),
+                            "binary": db.family.server_version(), "memory_limit": recipe.get("memory_limit")}
+        with open(raw / "variables.tsv", "w") as f:
+            f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
+        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
+        sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
+        _measure(argv, scratch, fs.devices, raw, record, log, sampler)
+        if sampler.error:
+            raise RuntimeError(f"server counters: {sampler.error}")
 
 
 def _tail(raw: Path, *names: str, lines: int = 3) -> str:

@@ -197,8 +197,9 @@ def _loop_dio(dev: str) -> bool:
     return flag.exists() and flag.read_text().strip() == "1"
 
 
-def prepare_image(spec: dict, image: Path, commands: list[list[str]], active: Path, log) -> list[list[str]]:
-    """Make `image`: a sparse file, mkfs, mount, run `commands` inside, unmount; appears only when complete."""
+def prepare_image(spec: dict, image: Path, fill, active: Path) -> list[list[str]]:
+    """Make `image`: a sparse file, mkfs, mount, fill(mountpoint) -> commands, unmount.
+    The image appears, by rename, only when complete."""
     tmp = image.with_name(f".{image.name}.{os.getpid()}.tmp")
     scratch = image.with_name(f".{image.name}.{os.getpid()}.mnt")
     done = []
@@ -208,16 +209,12 @@ def prepare_image(spec: dict, image: Path, commands: list[list[str]], active: Pa
             done.append(mkfs(spec["type"], dev, spec["mkfs_options"]))
             with mounted(dev, scratch, spec["type"], spec["mount_options"], active) as argv:
                 done.append(argv)
-                for argv in commands:
-                    log.write(f"$ {' '.join(argv)}\n")
-                    log.flush()
-                    subprocess.run(argv, cwd=scratch, stdout=log, stderr=subprocess.STDOUT, check=True)
-                    done.append(argv)
+                done += fill(scratch)
         os.replace(tmp, image)
     finally:
         tmp.unlink(missing_ok=True)
         if scratch.exists():
-            scratch.rmdir()
+            shutil.rmtree(scratch, ignore_errors=True)
     return done
 
 

@@ -18,6 +18,10 @@ if ((${#missing[@]})); then
   echo "installing: ${missing[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # dbsweep starts its own servers on its own datadirs; the packages' system services only add noise.
+  if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
+    systemctl disable --now mariadb postgresql >/dev/null 2>&1 || true
+  fi
 fi
 
 stamp=.venv/installed-$(sha256sum "$envs/python.txt" | cut -c1-16)

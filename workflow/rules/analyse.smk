@@ -5,11 +5,16 @@ PLOTS = "results/plots"
 
 rule aggregate:
     input:
-        expand("{rep_dir}/{name}", rep_dir=rep_dirs(), name=["run.json", "summary.json", "samples.csv", "system.csv"]),
+        expand(
+            "{rep_dir}/{name}",
+            rep_dir=rep_dirs(),
+            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv"],
+        ),
     output:
         summary=f"{TABLES}/summary.csv.gz",
         samples=f"{TABLES}/samples.csv.gz",
         system=f"{TABLES}/system.csv.gz",
+        counters=f"{TABLES}/counters.csv.gz",
         provenance=f"{TABLES}/provenance.json",
     params:
         axes=STUDY.axes,
@@ -55,3 +60,46 @@ rule plots:
         "results/logs/plots.log",
     script:
         "../scripts/plots.R"
+
+
+rule db_tables:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/db_tables.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        engine_memory_csv=report(f"{TABLES}/engine_memory.csv", caption="../report/engine_memory.rst", category="Tables"),
+        engine_memory_md=f"{TABLES}/engine_memory.md",
+        binlog_csv=report(f"{TABLES}/binlog.csv", caption="../report/binlog.rst", category="Tables"),
+        binlog_md=f"{TABLES}/binlog.md",
+        efficiency_csv=report(f"{TABLES}/efficiency.csv", caption="../report/efficiency.rst", category="Tables"),
+        efficiency_md=f"{TABLES}/efficiency.md",
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/db_tables.log",
+    script:
+        "../scripts/db_tables.R"
+
+
+rule db_plots:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/db_plots.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        tps_memory=report(f"{PLOTS}/tps_vs_memory.png", caption="../report/tps_memory.rst", category="Plots"),
+        io_per_txn=report(f"{PLOTS}/io_per_txn.png", caption="../report/io_per_txn.rst", category="Plots"),
+        cpu=report(f"{PLOTS}/cpu.png", caption="../report/cpu.rst", category="Plots"),
+        datadir=report(f"{PLOTS}/datadir.png", caption="../report/datadir.rst", category="Plots"),
+        jitter_memory=report(f"{PLOTS}/jitter_memory.png", caption="../report/jitter_memory.rst", category="Plots"),
+        boxplot_memory=report(f"{PLOTS}/boxplot_memory.png", caption="../report/boxplot_memory.rst", category="Plots"),
+        timeseries=report(f"{PLOTS}/timeseries.png", caption="../report/timeseries.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/db_plots.log",
+    script:
+        "../scripts/db_plots.R"

@@ -7,6 +7,7 @@ rule collect:
     output:
         samples=f"{RUNS}/{{cell}}/rep~{{rep}}/samples.csv",
         system=f"{RUNS}/{{cell}}/rep~{{rep}}/system.csv",
+        counters=f"{RUNS}/{{cell}}/rep~{{rep}}/counters.csv",
         summary=f"{RUNS}/{{cell}}/rep~{{rep}}/summary.json",
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",

@@ -3,6 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
+from dbsweep import workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -49,7 +50,11 @@ def image_spec(wildcards):
 
 
 def final_targets():
-    return [
-        *rules.tables.output,
-        *rules.plots.output,
-    ]
+    """Storage tables and plots when the study has storage cells, database ones when it has servers."""
+    tools = {STUDY.recipe(cell)["tool"] for cell in STUDY.cells}
+    targets = []
+    if tools - workloads.DATABASE_TOOLS:
+        targets += [*rules.tables.output, *rules.plots.output]
+    if tools & workloads.DATABASE_TOOLS:
+        targets += [*rules.db_tables.output, *rules.db_plots.output]
+    return targets

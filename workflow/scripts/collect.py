@@ -5,5 +5,4 @@ from pathlib import Path
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from dbsweep.collect import collect  # noqa: E402
 
-out = snakemake.output
-collect(Path(snakemake.input[0]), Path(out.samples), Path(out.system), Path(out.summary))
+collect(Path(snakemake.input[0]), {name: Path(path) for name, path in snakemake.output.items()})

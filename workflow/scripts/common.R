@@ -1,7 +1,9 @@
-# Shared helpers for dbsweep's R scripts (tables.R, plots.R).
+# Shared helpers for dbsweep's R scripts (tables.R, plots.R, db_tables.R,
+# db_plots.R).
 #
-# Reading the aggregate step's tables, one ggplot2 theme for the whole
-# project, the provenance caption, markdown tables and PNG output.
+# Reading the aggregate step's tables, the checks on them, the order of axis
+# values, one ggplot2 theme for the whole project, the provenance caption,
+# markdown tables and PNG output.
 # Sourced by the scripts when Snakemake runs them, and by the tests.
 
 suppressPackageStartupMessages({
@@ -22,9 +24,20 @@ SYSTEM_COLUMNS <- c("rep", "second", "time", "us", "sy", "id", "wa", "bi", "bo",
                     "cs", "device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await",
                     "w_await", "aqu_sz", "util")
 
+COUNTERS_COLUMNS <- c("rep", "second", "time", "name", "value")
+# What database cells (tool sysbench) add to the summary and samples.
+DATABASE_SUMMARY_COLUMNS <- c("tps", "qps", "transactions", "hit_ratio",
+                              "kb_read_per_txn", "kb_written_per_txn",
+                              "cpu_us_per_txn", "datadir_mb_start",
+                              "datadir_mb_end", "memory_limit_mb")
+DATABASE_SAMPLES_COLUMNS <- c("tps", "qps")
+# The tool of database cells; storage cells (fio, sysbench-fileio) share the
+# tables with their database axes empty.
+DATABASE_TOOL <- "sysbench"
+
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device")
+TEXT_COLUMNS <- c("tool", "device", "name")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.
@@ -95,6 +108,18 @@ read_system <- function(path, axes) {
   read_table(path, axes, required = SYSTEM_COLUMNS)
 }
 
+read_counters <- function(path, axes) {
+  read_table(path, axes, required = COUNTERS_COLUMNS)
+}
+
+read_database_summary <- function(path, axes) {
+  read_table(path, axes, required = c(SUMMARY_COLUMNS, DATABASE_SUMMARY_COLUMNS))
+}
+
+read_database_samples <- function(path, axes) {
+  read_table(path, axes, required = c(SAMPLES_COLUMNS, DATABASE_SAMPLES_COLUMNS))
+}
+
 read_provenance <- function(path) {
   if (is.null(path) || length(path) == 0) return(list())
   jsonlite::fromJSON(path, simplifyVector = TRUE)
@@ -104,10 +129,208 @@ mean_or_na <- function(x) {
   if (all(is.na(x))) NA_real_ else mean(x, na.rm = TRUE)
 }
 
+median_or_na <- function(x) {
+  if (all(is.na(x))) NA_real_ else as.numeric(stats::median(x, na.rm = TRUE))
+}
+
 # "filesystem=ext4, threads=4" for messages and headings.
 cell_name <- function(row, axes) {
   paste(sprintf("%s=%s", axes, vapply(axes, function(a) as.character(row[[a]]), "")),
         collapse = ", ")
+}
+
+# ---------------------------------------------------------------------------
+# Checks
+
+# Share of the configured duration a repetition must have samples for. The
+# tools' interval reporters drop the last, partial second, so the count is
+# rounded down (a 2-second run with 1 sample passes, one with 0 does not).
+MIN_SAMPLE_SHARE <- 0.8
+
+# Stops when a repetition has fewer per-second samples than
+# MIN_SAMPLE_SHARE * duration_s (in the samples table or by the summary's own
+# count), when samples belong to no repetition of the summary, or when a
+# second is recorded twice. Returns the per-repetition counts.
+check_sample_counts <- function(summary, samples, axes) {
+  keys <- c(axes, "rep")
+  dup <- samples[, .N, by = c(keys, "second")][N > 1]
+  if (nrow(dup)) {
+    stop(sprintf("cell %s rep %d: second %d appears %d times in samples",
+                 cell_name(dup[1], axes), dup$rep[1], dup$second[1], dup$N[1]))
+  }
+  orphans <- samples[!summary, on = keys, unique(.SD), .SDcols = keys]
+  if (nrow(orphans)) {
+    stop(sprintf("cell %s rep %d: per-second samples but no row in summary",
+                 cell_name(orphans[1], axes), orphans$rep[1]))
+  }
+  counts <- samples[, .(n_samples = .N), by = keys]
+  reps <- counts[summary[, c(keys, "duration_s", "seconds"), with = FALSE],
+                 on = keys]
+  reps[is.na(n_samples), n_samples := 0L]
+  reps[, n_checked := pmin(n_samples, seconds, na.rm = TRUE)]
+  reps[, needed := pmax(1, floor(MIN_SAMPLE_SHARE * duration_s))]
+  no_duration <- reps[!is.na(duration_s) & duration_s <= 0]
+  if (nrow(no_duration)) {
+    stop(sprintf("cell %s rep %d: duration_s is %s, cannot check its samples",
+                 cell_name(no_duration[1], axes), no_duration$rep[1],
+                 format(no_duration$duration_s[1])))
+  }
+  # A run without a configured duration (fio until `size` is done) is not checked.
+  short <- reps[!is.na(duration_s) & n_checked < needed]
+  if (nrow(short)) {
+    s <- short[1]
+    stop(sprintf(paste0(
+      "cell %s rep %d: %d per-second samples (samples table %d, summary %s) ",
+      "for duration_s = %s; need at least %d (%d%%). %d repetition(s) short."),
+      cell_name(s, axes), s$rep, s$n_checked, s$n_samples,
+      format(s$seconds), format(s$duration_s), as.integer(s$needed),
+      as.integer(100 * MIN_SAMPLE_SHARE), nrow(short)))
+  }
+  reps[]
+}
+
+# ---------------------------------------------------------------------------
+# Database cells
+
+# The summary's repetitions of database cells (tool sysbench).
+database_rows <- function(summary) {
+  summary[tool %in% DATABASE_TOOL]
+}
+
+# Rows of a per-second table (samples, system, counters) without those of the
+# summary's other tools' repetitions. Rows that belong to no repetition stay,
+# so check_sample_counts() still finds them.
+drop_other_tools <- function(dt, summary, axes) {
+  keys <- c(axes, "rep")
+  others <- unique(summary[!tool %in% DATABASE_TOOL, ..keys])
+  if (nrow(others) == 0) return(dt)
+  dt[!others, on = keys]
+}
+
+# Axes whose value differs between rows.
+varying_axes <- function(dt, axes) {
+  axes[vapply(axes, function(a) uniqueN(dt[[a]]) > 1, TRUE)]
+}
+
+# "filesystem = ext4, threads = 4": the axes that are the same in every row,
+# said once instead of on every label; NULL when all vary.
+fixed_axes_text <- function(dt, axes) {
+  fixed <- setdiff(axes, varying_axes(dt, axes))
+  if (!length(fixed) || nrow(dt) == 0) return(NULL)
+  values <- vapply(fixed, function(a) as.character(dt[[a]][1]), "")
+  paste(sprintf("%s = %s", fixed, values), collapse = ", ")
+}
+
+NO_DATABASE_CELLS <- "not applicable: this study has no database cells (tool sysbench)"
+
+# What a table or plot says when the study cannot give it.
+not_applicable <- function(missing) {
+  if (length(missing) == 0) return(NULL)
+  sprintf("not applicable: this study has no %s",
+          paste(sprintf("%s axis", missing), collapse = " and no "))
+}
+
+# ---------------------------------------------------------------------------
+# Order of axis values
+
+# Sizes as servers read them ("64M", "1G", "512k", "2GiB", "1048576"), in
+# bytes with binary multiples; NA where x is not a size.
+size_bytes <- function(x) {
+  x <- trimws(as.character(x))
+  m <- regmatches(x, regexec("^([0-9]+(\\.[0-9]+)?)\\s*([kKmMgGtTpP]?)(i?[bB])?$", x))
+  vapply(m, function(parts) {
+    if (length(parts) == 0) return(NA_real_)
+    power <- match(toupper(parts[4]), c("K", "M", "G", "T", "P"), nomatch = 0L)
+    as.numeric(parts[2]) * 1024^power
+  }, 0)
+}
+
+# Values some axes take, in the order people read them (baselines first).
+AXIS_ORDER <- list(
+  engine = c("innodb", "myrocks", "postgresql"),
+  binlog = c("off", "sync0", "sync1", "sync1000", "sync10000"),
+  durability = c("default", "tuned", "unsafe"),
+  isolation = c("RR", "RC")
+)
+
+# Text with the numbers in it compared as numbers: "sync2" < "sync10".
+natural_order <- function(x) {
+  number <- suppressWarnings(as.numeric(sub("^.*?([0-9]+(\\.[0-9]+)?)$", "\\1", x,
+                                                perl = TRUE)))
+  number[!grepl("[0-9]$", x)] <- -Inf
+  prefix <- sub("[0-9]+(\\.[0-9]+)?$", "", x)
+  order(prefix, number, x, method = "radix")
+}
+
+# The distinct values of an axis (NA left out) in reading order: the known
+# order of the axis first; then numbers by value, sizes by bytes (memory
+# 64M < 256M < 1G), other text naturally.
+axis_levels <- function(x, axis = "") {
+  values <- unique(as.character(x[!is.na(x)]))
+  if (length(values) == 0) return(character())
+  known <- AXIS_ORDER[[axis]]
+  first <- known[known %in% values]
+  rest <- setdiff(values, first)
+  if (length(rest)) {
+    numbers <- suppressWarnings(as.numeric(rest))
+    bytes <- size_bytes(rest)
+    rest <- if (!anyNA(numbers)) {
+      rest[order(numbers)]
+    } else if (!anyNA(bytes)) {
+      rest[order(bytes, rest)]
+    } else {
+      rest[natural_order(rest)]
+    }
+  }
+  c(first, rest)
+}
+
+axis_factor <- function(x, axis) {
+  factor(as.character(x), levels = axis_levels(x, axis))
+}
+
+# Axis columns as factors in reading order (for plots and dcast), and back.
+with_axis_factors <- function(dt, cols) {
+  dt <- copy(dt)
+  for (a in cols) set(dt, j = a, value = axis_factor(dt[[a]], a))
+  dt
+}
+
+without_axis_factors <- function(dt, cols) {
+  for (a in intersect(cols, names(dt))) {
+    value <- as.character(dt[[a]])
+    if (a %in% INTEGER_COLUMNS) value <- as.integer(value)
+    set(dt, j = a, value = value)
+  }
+  dt
+}
+
+# Sorts dt in place by the given axes, each in reading order (NA last).
+order_by_axes <- function(dt, cols) {
+  if (length(cols) == 0 || nrow(dt) == 0) return(invisible(dt))
+  ranks <- paste0(".rank_", seq_along(cols))
+  for (i in seq_along(cols)) {
+    x <- dt[[cols[i]]]
+    set(dt, j = ranks[i], value = match(as.character(x), axis_levels(x, cols[i])))
+  }
+  setorderv(dt, ranks, na.last = TRUE)
+  dt[, (ranks) := NULL]
+  invisible(dt)
+}
+
+# The value of an axis the others are compared with: params$baseline's, or
+# the axis's first value in reading order (for engine: innodb, myrocks,
+# postgresql, the first present).
+baseline_value <- function(values, axis, baseline = list()) {
+  present <- axis_levels(values, axis)
+  chosen <- if (axis %in% names(baseline)) baseline[[axis]] else NULL
+  if (is.null(chosen) || length(chosen) == 0) return(present[1])
+  chosen <- as.character(unlist(chosen))[1]
+  if (!chosen %in% present) {
+    stop(sprintf("params$baseline: %s = %s is not in the data (%s)", axis,
+                 chosen, paste(present, collapse = ", ")))
+  }
+  chosen
 }
 
 # ---------------------------------------------------------------------------
@@ -166,6 +389,11 @@ caption_text <- function(provenance) {
     software <- sprintf("%s; study: %s", software, field("study"))
   }
   paste(machine, software, sep = "\n")
+}
+
+# 12,345 on axes.
+thousands <- function(x) {
+  format(x, big.mark = ",", scientific = FALSE, trim = TRUE)
 }
 
 # A plot that says there is nothing to draw, so the rule still has its output.
@@ -234,19 +462,30 @@ md_lines <- function(dt) {
 # above, caption (e.g. caption_text(provenance)) below.
 write_md_table <- function(dt, path, group_by = NULL, preamble = NULL,
                            caption = NULL) {
-  dt <- as.data.table(dt)
   out <- character()
   if (length(preamble)) out <- c(preamble, "")
-  if (length(group_by)) {
-    groups <- unique(dt[, ..group_by])
-    for (i in seq_len(nrow(groups))) {
-      key <- groups[i]
-      part <- dt[key, on = group_by, nomatch = NULL][, !..group_by]
-      out <- c(out, paste("###", cell_name(key, group_by)), "", md_lines(part), "")
-    }
-  } else {
-    out <- c(out, md_lines(dt), "")
+  out <- c(out, md_table_lines(dt, group_by))
+  write_md_lines(out, path, caption)
+}
+
+# The lines of write_md_table() without preamble and caption, so that one file
+# can hold several tables.
+md_table_lines <- function(dt, group_by = NULL) {
+  dt <- as.data.table(dt)
+  if (!length(group_by)) return(c(md_lines(dt), ""))
+  out <- character()
+  groups <- unique(dt[, ..group_by])
+  for (i in seq_len(nrow(groups))) {
+    key <- groups[i]
+    part <- dt[key, on = group_by, nomatch = NULL][, !..group_by]
+    out <- c(out, paste("###", cell_name(key, group_by)), "", md_lines(part), "")
   }
+  out
+}
+
+# Writes markdown lines with the caption (if any) in italics below.
+write_md_lines <- function(lines, path, caption = NULL) {
+  out <- lines
   if (length(caption)) out <- c(out, paste0("_", gsub("\n", "; ", caption), "_"), "")
   dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
   writeLines(out, path)

@@ -1,11 +1,16 @@
-"""Entry point of rule prepare: a filesystem image holding a workload's prepared file set."""
+"""Entry point of rule prepare: a filesystem image holding a workload's prepared dataset."""
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from dbsweep import storage, workloads  # noqa: E402
+from dbsweep import storage  # noqa: E402
+from dbsweep.run import fill, signals_raise  # noqa: E402
 
 spec = snakemake.params.spec
-commands = workloads.module(spec["tool"]).prepare(spec["dataset"])
-with open(snakemake.log[0], "w") as log:
-    storage.prepare_image(spec["filesystem"], Path(snakemake.output[0]), commands, Path("results/.active"), log)
+image = Path(snakemake.output[0])
+with open(snakemake.log[0], "w") as log, signals_raise(), \
+        tempfile.TemporaryDirectory(dir=image.parent, prefix=".prepare-") as scratch:
+    Path(scratch).chmod(0o755)  # a server's run folder goes inside, and servers run as their own users
+    storage.prepare_image(spec["filesystem"], image, lambda root: fill(spec, root, Path(scratch), log),
+                          Path("results/.active"))

@@ -8,52 +8,8 @@
 # they have in summary.csv (lat_mean_ms, lat_p95_ms, lat_p99_ms), averaged
 # over repetitions.
 
-# Share of the configured duration a repetition must have samples for. The
-# tools' interval reporters drop the last, partial second, so the count is
-# rounded down (a 2-second run with 1 sample passes, one with 0 does not).
-MIN_SAMPLE_SHARE <- 0.8
-
-# Stops when a repetition has fewer per-second samples than
-# MIN_SAMPLE_SHARE * duration_s (in the samples table or by the summary's own
-# count), when samples belong to no repetition of the summary, or when a
-# second is recorded twice. Returns the per-repetition counts.
-check_sample_counts <- function(summary, samples, axes) {
-  keys <- c(axes, "rep")
-  dup <- samples[, .N, by = c(keys, "second")][N > 1]
-  if (nrow(dup)) {
-    stop(sprintf("cell %s rep %d: second %d appears %d times in samples",
-                 cell_name(dup[1], axes), dup$rep[1], dup$second[1], dup$N[1]))
-  }
-  orphans <- samples[!summary, on = keys, unique(.SD), .SDcols = keys]
-  if (nrow(orphans)) {
-    stop(sprintf("cell %s rep %d: per-second samples but no row in summary",
-                 cell_name(orphans[1], axes), orphans$rep[1]))
-  }
-  counts <- samples[, .(n_samples = .N), by = keys]
-  reps <- counts[summary[, c(keys, "duration_s", "seconds"), with = FALSE],
-                 on = keys]
-  reps[is.na(n_samples), n_samples := 0L]
-  reps[, n_checked := pmin(n_samples, seconds, na.rm = TRUE)]
-  reps[, needed := pmax(1, floor(MIN_SAMPLE_SHARE * duration_s))]
-  no_duration <- reps[!is.na(duration_s) & duration_s <= 0]
-  if (nrow(no_duration)) {
-    stop(sprintf("cell %s rep %d: duration_s is %s, cannot check its samples",
-                 cell_name(no_duration[1], axes), no_duration$rep[1],
-                 format(no_duration$duration_s[1])))
-  }
-  # A run without a configured duration (fio until `size` is done) is not checked.
-  short <- reps[!is.na(duration_s) & n_checked < needed]
-  if (nrow(short)) {
-    s <- short[1]
-    stop(sprintf(paste0(
-      "cell %s rep %d: %d per-second samples (samples table %d, summary %s) ",
-      "for duration_s = %s; need at least %d (%d%%). %d repetition(s) short."),
-      cell_name(s, axes), s$rep, s$n_checked, s$n_samples,
-      format(s$seconds), format(s$duration_s), as.integer(s$needed),
-      as.integer(100 * MIN_SAMPLE_SHARE), nrow(short)))
-  }
-  reps[]
-}
+# check_sample_counts() and MIN_SAMPLE_SHARE live in common.R (db_tables.R
+# checks database cells the same way).
 
 # mean, sd, 95th percentile and max of x without its NAs, as doubles.
 describe <- function(x, prefix) {

@@ -6,7 +6,8 @@ the schema's `tool` enum.
 """
 from importlib import import_module
 
-TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio"}
+TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp"}
+DATABASE_TOOLS = {"sysbench"}  # tools that run against a database server
 
 
 def module(tool: str):
@@ -15,5 +16,8 @@ def module(tool: str):
 
 def duration(tool: str, options: dict) -> int | None:
     """The measured window in seconds, as configured (warm-up excluded)."""
-    value = options.get("runtime" if tool == "fio" else "time")
+    if tool == "fio":
+        value = options.get("runtime")
+    else:  # sysbench runs 10 s unless told otherwise
+        value = options.get("time", 10)
     return None if value is None else int(str(value).rstrip("s"))

@@ -1,0 +1,141 @@
+"""The real workflow with real servers: MariaDB (InnoDB, MyRocks) and PostgreSQL, a few seconds per cell."""
+import copy
+import csv
+import gzip
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import leftovers
+from dbsweep import storage
+from dbsweep.config import load
+from dbsweep.database import CREDENTIALS
+
+SERVERS = ("mariadbd", "postgres")
+
+
+def db_study(engines=("innodb", "myrocks", "postgresql"), **axes) -> dict:
+    return {
+        "study": "db",
+        "axes": {"engine": list(engines), "memory": ["32M"], "filesystem": ["ext4"], "threads": [2],
+                 "workload": ["oltp"]} | axes,
+        "filesystems": {"ext4": {"type": "ext4", "size": "1G"}},
+        "workloads": {"oltp": {"tool": "sysbench", "warmup": 1,
+                               "options": {"script": "oltp_read_write", "tables": 2, "table_size": 2000, "time": 3}}},
+    }
+
+
+@pytest.fixture
+def workdir():
+    """A folder the servers, which run as mysql and postgres, can reach (pytest's are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-test-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    if not leftovers(folder) and not servers_in(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def servers_in(folder: Path) -> list[psutil.Process]:
+    """Servers working in a datadir below folder (they chdir to it)."""
+    return [proc for proc in psutil.process_iter(["name", "cwd"])
+            if proc.info["name"] in SERVERS and (proc.info["cwd"] or "").startswith(str(folder))]
+
+
+def password_of(study, config) -> str:
+    """Read the generated password from inside a prepared image."""
+    s = load(config)
+    image = study.path(s.image(s.cells[0]))
+    spec = s.recipe(s.cells[0])["filesystem"]
+    with storage.filesystem(spec, study.path("peek"), study.path("results/.active"), image) as fs:
+        creds = json.loads((fs.path / CREDENTIALS).read_text())
+        assert oct((fs.path / CREDENTIALS).stat().st_mode & 0o777) == "0o600"
+    return creds["password"]
+
+
+def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
+    config = db_study()
+    study = study_factory(config)
+    study.run()
+    summary = {r["engine"]: r for r in rows(study.path("results/tables/summary.csv.gz"))}
+    assert set(summary) == {"innodb", "myrocks", "postgresql"}
+    for engine, r in summary.items():
+        assert float(r["tps"]) > 5, engine
+        assert 0 <= float(r["hit_ratio"]) <= 1, engine
+        assert float(r["cpu_us_per_txn"]) > 0, engine
+        assert float(r["datadir_mb_end"]) > 1, engine
+    counters = rows(study.path("results/tables/counters.csv.gz"))
+    assert any(r["engine"] == "innodb" and r["name"] == "Innodb_buffer_pool_read_requests" and float(r["value"]) > 0
+               for r in counters)
+    assert any(r["engine"] == "postgresql" and r["name"] == "datadir_bytes" for r in counters)
+    for path in study.path("results/runs").glob("engine~*/*/*/*/*/rep~1/run.json"):
+        manifest = json.loads(path.read_text())
+        raw = path.parent / manifest["attempt"] / "raw"
+        variables = dict(line.rstrip("\n").split("\t", 1) for line in open(raw / "variables.tsv"))
+        setting = {"innodb": "innodb_buffer_pool_size", "myrocks": "rocksdb_block_cache_size",
+                   "postgresql": "shared_buffers"}[manifest["cell"]["engine"]]
+        assert variables[setting] in ("33554432", "4096"), (setting, variables[setting])  # 32M; PG counts 8 kB pages
+        assert manifest["server"]["version"]
+    for name in ("engine_memory.md", "efficiency.md"):
+        assert study.path("results/tables", name).stat().st_size > 0
+
+    # Passwords: never in a log, a raw file or a manifest.
+    password = password_of(study, config)
+    for folder in ("results", ".snakemake/log"):
+        for path in study.path(folder).rglob("*"):
+            if path.is_file() and path.suffix != ".img":
+                assert password.encode() not in path.read_bytes(), path
+    assert servers_in(workdir) == [] and leftovers(workdir) == []
+
+
+def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir):
+    config = db_study(engines=["innodb"])
+    config["workloads"]["oltp"]["options"]["time"] = 60
+    study = study_factory(config)
+    proc = subprocess.Popen(study.argv(), cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not any("sysbench" in p.info["name"] and "--time=60" in " ".join(p.info["cmdline"] or [])
+                  for p in psutil.process_iter(["name", "cmdline"])):
+        assert time.monotonic() < deadline, "the measured run never started"
+        time.sleep(0.2)
+    (server,) = servers_in(workdir)
+    # While it runs: it listens on loopback only, and no command line carries the password.
+    listening = [c.laddr.ip for c in psutil.net_connections("inet") if c.pid == server.pid and c.status == "LISTEN"]
+    assert listening and set(listening) == {"127.0.0.1"}
+    password = password_of(study, config)
+    assert not any(password in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"]))
+    server.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=120) != 0
+    assert servers_in(workdir) == [] and leftovers(workdir) == []
+    rep = next(study.path("results/runs").glob("engine~innodb/*/*/*/*/rep~1"))
+    assert not (rep / "run.json").exists()
+
+    config["workloads"]["oltp"]["options"]["time"] = 2
+    study.write(config)
+    study.run()
+    assert json.loads((rep / "run.json").read_text())["status"] == "ok"
+
+
+def test_an_option_the_server_rejects_fails_only_its_cell(study_factory, workdir):
+    config = db_study(engines=["innodb"], flush=["plain", "typo"])
+    config["server_options"] = {"flush": {"plain": {"mariadb": {}},
+                                          "typo": {"mariadb": {"innodb_flush_methd": "O_DIRECT"}}}}
+    study = study_factory(config)
+    done = study.run("--keep-going", check=False)
+    assert done.returncode != 0
+    assert "innodb_flush_methd" in done.stderr and "unknown variable" in done.stderr
+    assert next(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~plain/rep~1/summary.json"))
+    assert not list(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~typo/rep~1/run.json"))
+    assert servers_in(workdir) == []

@@ -1,0 +1,421 @@
+"""Real servers: MariaDB with InnoDB and MyRocks, and PostgreSQL.
+
+Each engine's datadir is initialized once per module; every test starts and
+stops its own server on it and checks that nothing is left behind: no server
+process, no socket, no pid file.
+"""
+import io
+import os
+import pwd
+import re
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+
+import psutil
+import pytest
+
+from dbsweep.cgroup import memory_cgroup
+from dbsweep.engines import ENGINES, datadir_processes, family, option_sets, write_private
+from dbsweep.errors import ConfigError
+from dbsweep.units import format_size, parse_size
+
+MEMORY = "64M"
+USER, DATABASE = "sbuser", "sbtest"
+# Distinctive, and with the characters sysbench's config reader only takes quoted.
+PASSWORD = "Kq7-vault #9,dbsweep'pw"
+MEMORY_SETTING = {"innodb": ("innodb_buffer_pool_size", 64 << 20),
+                  "myrocks": ("rocksdb_block_cache_size", 64 << 20),
+                  "postgresql": ("shared_buffers", (64 << 20) // 8192)}  # pg_settings counts 8 kB pages
+GROWS = {"innodb": "Com_insert", "myrocks": "Rocksdb_rows_inserted", "postgresql": "wal_lsn_bytes"}
+MISSPELLED = {"innodb": ({"innodb_bufer_pool_size": "1"}, "unknown variable 'innodb_bufer_pool_size=1'"),
+              "myrocks": ({"rocksdb_block_cache_sise": "1"}, "unknown variable 'rocksdb_block_cache_sise=1'"),
+              "postgresql": ({"shared_bufers": "1"}, 'unrecognized configuration parameter "shared_bufers"')}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def alive(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def tree_pids(pid: int) -> list[int]:
+    return [pid] + [child.pid for child in psutil.Process(pid).children(recursive=True)]
+
+
+def inet_sockets(pid: int) -> list:
+    try:
+        return psutil.Process(pid).net_connections(kind="inet")
+    except psutil.NoSuchProcess:  # e.g. a backend that was just ending
+        return []
+
+
+def outside(pid: int, cgroup: Path) -> bool:
+    """pid (if it still runs) is in another memory cgroup (v1 line "N:memory:/path", v2 line "0::/path")."""
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    paths = [line.split(":", 2)[2] for line in lines if line.split(":", 2)[1] in ("memory", "")]
+    return not any(path.endswith(f"/{cgroup.name}") for path in paths)
+
+
+def rows(db, sql: str) -> list[tuple]:
+    cursor = db.cursor()
+    cursor.execute(sql)
+    return [tuple(row) for row in cursor.fetchall()]
+
+
+def execute(db, sql: str) -> None:
+    db.cursor().execute(sql)
+
+
+@dataclass
+class Cluster:
+    engine: str
+    module: ModuleType
+    base: Path
+
+    @property
+    def datadir(self) -> Path:
+        return self.base / "data"
+
+    @property
+    def rundir(self) -> Path:
+        return self.base / "run"
+
+    def config(self, options=None, memory=MEMORY) -> str:
+        return self.module.config_text(self.engine, memory, options or {}, self.datadir, self.rundir, free_port())
+
+    @contextmanager
+    def server(self, options=None, memory=MEMORY, cgroup=None):
+        with open(self.base / "dbsweep.log", "a") as log:
+            with self.module.server(self.engine, self.datadir, self.rundir, self.config(options, memory), log,
+                                    cgroup) as handle:
+                yield handle
+
+    def conn(self, handle, password=PASSWORD):
+        return self.module.Conn(host="127.0.0.1", port=handle.port, socket=handle.socket, user=USER,
+                                password=password, database=DATABASE)
+
+    def assert_nothing_left(self, pids=()) -> None:
+        assert datadir_processes(self.datadir, self.module.SERVICE_USER) == {}
+        assert [pid for pid in pids if alive(pid)] == []
+        left = [path.name for path in self.rundir.iterdir()
+                if stat.S_ISSOCK(path.lstat().st_mode) or path.suffix in (".pid", ".lock")]
+        assert left == []
+        assert not (self.datadir / "postmaster.pid").exists()
+
+
+def own_tmp() -> Path:
+    """A 0755 folder under /tmp. The servers run as mysql and postgres, who cannot enter pytest's 0700 tmp_path
+    folders; chmod-ing those is not enough, as any other pytest run tightens /tmp/pytest-of-<user> again."""
+    path = Path(tempfile.mkdtemp(prefix="dbsweep-engines-", dir="/tmp"))
+    path.chmod(0o755)
+    return path
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    path = own_tmp()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def scratch():
+    path = own_tmp()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(scope="module", params=list(ENGINES))
+def cluster(request, workdir) -> Cluster:
+    engine = request.param
+    module = family(engine)
+    base = workdir / engine
+    base.mkdir(mode=0o755)
+    with open(base / "initialize.log", "w") as log:
+        commands = module.initialize(base / "data", log)
+    assert commands and all(isinstance(arg, str) for argv in commands for arg in argv)
+    assert (base / "data").stat().st_uid == pwd.getpwnam(module.SERVICE_USER).pw_uid
+    return Cluster(engine, module, base)
+
+
+# --- no server ----------------------------------------------------------------------------
+
+def test_sizes():
+    assert parse_size("256M") == 256 << 20
+    assert parse_size("2G") == 2 << 30
+    assert parse_size("512MiB") == 512 << 20
+    assert parse_size(4096) == 4096
+    assert format_size(256 << 20) == "256M"
+    assert format_size(3 << 30, {"G": "GB"}) == "3GB"
+    with pytest.raises(ConfigError, match="'lots' is not a size"):
+        parse_size("lots")
+
+
+@pytest.mark.parametrize("engine", list(ENGINES))
+def test_config_text(engine, tmp_path):
+    module = family(engine)
+    text = module.config_text(engine, "256M", {}, tmp_path / "data", tmp_path / "run", 4321)
+    assert "4321" in text and str(tmp_path / "run") in text and "127.0.0.1" in text
+    assert {"innodb": "innodb_buffer_pool_size=256M", "myrocks": "rocksdb_block_cache_size=256M",
+            "postgresql": "shared_buffers = '256MB'"}[engine] in text
+    memory_option = MEMORY_SETTING[engine][0]
+    overridden = module.config_text(engine, "256M", {memory_option: "1G"}, tmp_path / "data", tmp_path / "run", 1)
+    assert [line for line in overridden.splitlines() if line.startswith(memory_option)] == \
+        [f"{memory_option} = '1G'" if engine == "postgresql" else f"{memory_option}=1G"]
+    listen = {"mariadb": {"bind-address": "0.0.0.0"}, "postgresql": {"listen_addresses": "*"}}[module.FAMILY]
+    with pytest.raises(ConfigError, match="is set by dbsweep"):
+        module.config_text(engine, None, listen, tmp_path / "data", tmp_path / "run", 1)
+    with pytest.raises(ConfigError, match="memory: 'much' is not a size"):
+        module.config_text(engine, "much", {}, tmp_path / "data", tmp_path / "run", 1)
+
+
+def test_mariadb_flags_and_quoting(tmp_path):
+    text = family("innodb").config_text("innodb", None, {"skip-log-bin": True, "innodb_doublewrite": False,
+                                                         "init_connect": "SET @a = '#1'"},
+                                        tmp_path, tmp_path, 1)
+    assert "\nskip-log-bin\n" in text and "\ninnodb_doublewrite=OFF\n" in text
+    assert "\ninit_connect=\"SET @a = '#1'\"\n" in text
+
+
+def test_option_sets_shape():
+    sets = option_sets()
+    assert set(sets) == {"binlog", "durability", "isolation"}
+    assert list(sets["binlog"]) == ["off", "sync0", "sync1", "sync1000", "sync10000"]
+    for value, families in sets["binlog"].items():
+        assert set(families) == {"mariadb"}
+        if value != "off":
+            assert families["mariadb"]["sync_binlog"] == int(value.removeprefix("sync"))
+    assert all(set(families) == {"postgresql"} for families in sets["durability"].values())
+    tuned, unsafe = sets["durability"]["tuned"]["postgresql"], sets["durability"]["unsafe"]["postgresql"]
+    assert unsafe == tuned | {"fsync": False, "full_page_writes": False, "synchronous_commit": False}
+    assert all(set(families) == {"mariadb", "postgresql"} for families in sets["isolation"].values())
+
+
+def test_hit_ratio_formulas():
+    mariadb, postgresql = family("innodb"), family("postgresql")
+    first = {"Innodb_buffer_pool_reads": 10.0, "Innodb_buffer_pool_read_requests": 100.0,
+             "Rocksdb_block_cache_hit": 0.0, "Rocksdb_block_cache_miss": 0.0}
+    last = {"Innodb_buffer_pool_reads": 20.0, "Innodb_buffer_pool_read_requests": 500.0,
+            "Rocksdb_block_cache_hit": 90.0, "Rocksdb_block_cache_miss": 10.0}
+    assert mariadb.hit_ratio("innodb", first, last) == pytest.approx(1 - 10 / 400)
+    assert mariadb.hit_ratio("myrocks", first, last) == pytest.approx(0.9)
+    assert mariadb.hit_ratio("innodb", first, first) is None
+    assert postgresql.hit_ratio("postgresql", {"db.blks_hit": 0.0, "db.blks_read": 0.0},
+                                {"db.blks_hit": 75.0, "db.blks_read": 25.0}) == pytest.approx(0.75)
+    assert not mariadb.CUMULATIVE("Threads_connected") and not mariadb.CUMULATIVE("Innodb_buffer_pool_pages_free")
+    assert mariadb.CUMULATIVE("Innodb_buffer_pool_reads") and mariadb.CUMULATIVE("Rocksdb_block_cache_hit")
+    assert not postgresql.CUMULATIVE("db.numbackends") and postgresql.CUMULATIVE("db.blks_hit")
+
+
+@pytest.mark.parametrize("name", ["mariadb", "postgresql"])
+def test_unreachable_datadir_fails_early(name, scratch):
+    engine = {"mariadb": "innodb", "postgresql": "postgresql"}[name]
+    module = family(engine)
+    locked = scratch / "locked"
+    locked.mkdir(mode=0o700)
+    with pytest.raises(RuntimeError, match=f"cannot reach it: {re.escape(str(locked))} is mode 0700"):
+        module.initialize(locked / "data", io.StringIO())
+    datadir = locked / "made"
+    (datadir / "mysql").mkdir(parents=True)
+    (datadir / "PG_VERSION").write_text("15\n")
+    config = module.config_text(engine, None, {}, datadir, scratch / "run", free_port())
+    with pytest.raises(RuntimeError, match=f"cannot reach it: {re.escape(str(locked))}"):
+        with module.server(engine, datadir, scratch / "run", config, io.StringIO()):
+            pytest.fail("the server started")
+
+
+def test_memory_cgroup_caps_a_process():
+    hog = ("import sys; sys.stdin.readline(); block = bytearray(256 << 20); "
+           "block[::4096] = b'x' * len(block[::4096]); print('not capped')")
+    with memory_cgroup(f"dbsweep-test-hog-{os.getpid()}", 64 << 20) as add:
+        assert add.limit_file.read_text().strip() == str(64 << 20)
+        proc = subprocess.Popen([sys.executable, "-c", hog], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        add(proc.pid)
+        assert str(proc.pid) in (add.path / "cgroup.procs").read_text().split()
+        out, _ = proc.communicate("go\n", timeout=60)
+        path = add.path
+    assert proc.returncode == -signal.SIGKILL and "not capped" not in out  # the OOM killer, inside the cgroup
+    assert not path.exists()
+
+
+# --- real servers -------------------------------------------------------------------------
+
+def test_lifecycle(cluster):
+    module, engine = cluster.module, cluster.engine
+    assert re.search(r"\d+\.\d+", module.server_version())
+    with cluster.server() as handle:
+        first_pid = handle.pid
+        assert handle.rundir == cluster.rundir and handle.socket.exists() and 0 < handle.ready_seconds < 120
+        module.create_user(handle, USER, PASSWORD, DATABASE)
+        conn = cluster.conn(handle)
+        db = module.connect(conn)
+        try:
+            execute(db, "CREATE TABLE t1 (id INT PRIMARY KEY, note VARCHAR(20))")
+            first = module.counters(conn)
+            execute(db, "INSERT INTO t1 VALUES (1, 'one'), (2, 'two'), (3, 'three')")
+            assert rows(db, "SELECT note FROM t1 WHERE id = 2") == [("two",)]
+            if engine == "myrocks":
+                assert rows(db, "SELECT engine FROM information_schema.tables "
+                                f"WHERE table_schema = '{DATABASE}' AND table_name = 't1'") == [("ROCKSDB",)]
+            last = module.counters(conn)
+        finally:
+            db.close()
+        assert len(first) > 20 and all(isinstance(value, float) for value in first.values())
+        sampled = []  # a sampler thread gets its own cached session
+        sampler = threading.Thread(target=lambda: sampled.append(module.counters(conn)))
+        sampler.start()
+        sampler.join()
+        assert sampled and sampled[0][GROWS[engine]] >= last[GROWS[engine]]
+        assert last[GROWS[engine]] > first[GROWS[engine]]
+        ratio = module.hit_ratio(engine, first, last)
+        assert ratio is None or 0 <= ratio <= 1
+        name, expected = MEMORY_SETTING[engine]
+        assert int(dict(module.variables(conn))[name]) == expected
+        assert {"mariadb": "MariaDB", "postgresql": "PostgreSQL"}[module.FAMILY] in module.version(conn)
+    cluster.assert_nothing_left([first_pid])
+
+    with cluster.server() as handle:  # again on the same datadir, as after restoring an image
+        db = module.connect(cluster.conn(handle))
+        try:
+            assert rows(db, "SELECT count(*) FROM t1") == [(3,)]
+        finally:
+            db.close()
+    cluster.assert_nothing_left([first_pid, handle.pid])
+
+
+def test_misspelled_option_fails_with_the_servers_message(cluster):
+    options, message = MISSPELLED[cluster.engine]
+    with pytest.raises(RuntimeError, match=re.escape(message)):
+        with cluster.server(options):
+            pytest.fail("the server started")
+    cluster.assert_nothing_left()
+
+
+def test_error_in_the_body_still_stops_the_server(cluster):
+    with pytest.raises(KeyError, match="from the body"):
+        with cluster.server() as handle:
+            pids = tree_pids(handle.pid)
+            raise KeyError("from the body")
+    cluster.assert_nothing_left(pids)
+
+
+def test_localhost_only_and_password_hidden(cluster):
+    module, engine = cluster.module, cluster.engine
+    with cluster.server() as handle:
+        module.create_user(handle, USER, PASSWORD, DATABASE)
+        conn = cluster.conn(handle)
+        assert PASSWORD not in repr(conn)
+
+        listening = [connection.laddr for pid in tree_pids(handle.pid) for connection in inet_sockets(pid)
+                     if connection.status == psutil.CONN_LISTEN]
+        assert {(address.ip, address.port) for address in listening} == {("127.0.0.1", handle.port)}
+
+        with pytest.raises(Exception):
+            module.connect(cluster.conn(handle, password="not the password")).close()
+
+        # sysbench takes the connection from a 0600 file, never from its command line.
+        options = cluster.base / "sysbench.cfg"
+        write_private(options, "\n".join(module.sysbench_options(conn, engine)) + "\n")
+        assert stat.S_IMODE(options.stat().st_mode) == 0o600
+        argv = ["sysbench", f"--config-file={options}", "oltp_read_only", "--tables=1", "--table-size=50",
+                *module.sysbench_args(engine), "prepare"]
+        done = subprocess.run(argv, capture_output=True, text=True, cwd=cluster.base, timeout=60)
+        assert done.returncode == 0, done.stdout + done.stderr
+        assert "Unknown argument" not in done.stdout + done.stderr
+        db = module.connect(conn)
+        try:
+            assert rows(db, "SELECT count(*) FROM sbtest1") == [(50,)]
+            if module.FAMILY == "mariadb":
+                assert rows(db, "SELECT engine FROM information_schema.tables "
+                                f"WHERE table_schema = '{DATABASE}' AND table_name = 'sbtest1'") == \
+                    [({"innodb": "InnoDB", "myrocks": "ROCKSDB"}[engine],)]
+            for proc in psutil.process_iter(["cmdline"]):
+                assert PASSWORD not in " ".join(proc.info["cmdline"] or [])
+        finally:
+            db.close()
+        config = next(cluster.rundir.glob("*.conf")) if engine == "postgresql" else cluster.rundir / "my.cnf"
+        assert stat.S_IMODE(config.stat().st_mode) == 0o644 and PASSWORD not in config.read_text()
+    cluster.assert_nothing_left([handle.pid])
+    logs = [*cluster.rundir.iterdir(), cluster.base / "dbsweep.log", cluster.base / "initialize.log"]
+    assert [path for path in logs if path.is_file() and PASSWORD in path.read_text(errors="replace")] == []
+
+
+EXPECTED_SETTINGS = {
+    "mariadb": {("binlog", "off"): {"log_bin": "OFF"},
+                **{("binlog", f"sync{n}"): {"log_bin": "ON", "binlog_format": "ROW", "sync_binlog": str(n)}
+                   for n in (0, 1, 1000, 10000)},
+                ("isolation", "RR"): {"tx_isolation": "REPEATABLE-READ"},
+                ("isolation", "RC"): {"tx_isolation": "READ-COMMITTED"}},
+    "postgresql": {("durability", "default"): {"fsync": "on", "checkpoint_timeout": "300"},
+                   ("durability", "tuned"): {"fsync": "on", "checkpoint_timeout": "900", "random_page_cost": "1.1"},
+                   ("durability", "unsafe"): {"fsync": "off", "full_page_writes": "off", "synchronous_commit": "off"},
+                   ("isolation", "RR"): {"default_transaction_isolation": "repeatable read"},
+                   ("isolation", "RC"): {"default_transaction_isolation": "read committed"}},
+}
+
+
+def test_builtin_option_sets_start(cluster):
+    """Every built-in option set is accepted by the real server and takes effect."""
+    module = cluster.module
+    expected = EXPECTED_SETTINGS[module.FAMILY]
+    checked = set()
+    for axis, values in option_sets().items():
+        for value, families in values.items():
+            if module.FAMILY not in families:
+                continue
+            with cluster.server(families[module.FAMILY]) as handle:
+                module.create_user(handle, USER, PASSWORD, DATABASE)
+                settings = dict(module.variables(cluster.conn(handle)))
+            assert {name: settings[name] for name in expected[axis, value]} == expected[axis, value], (axis, value)
+            checked.add((axis, value))
+    assert checked == set(expected)
+    cluster.assert_nothing_left()
+
+
+def test_memory_cgroup_holds_the_server(cluster):
+    limit = 512 << 20
+    with memory_cgroup(f"dbsweep-test-{cluster.engine}-{os.getpid()}", limit) as add:
+        with cluster.server(cgroup=add) as handle:
+            assert add.limit_file.read_text().strip() == str(limit)
+            assert str(handle.pid) in (add.path / "cgroup.procs").read_text().split()
+            assert [pid for pid in tree_pids(handle.pid) if outside(pid, add.path)] == []  # children follow
+        path = add.path
+    assert not path.exists()
+    cluster.assert_nothing_left([handle.pid])
+
+
+def test_sigkill_mid_run_leaves_nothing(cluster):
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match=r"exited \(code -9\) while the run was using it"):
+        with cluster.server() as handle:
+            pids = tree_pids(handle.pid)
+            for child in pids[1:]:  # stopped children cannot notice their parent died: cleanup must kill them
+                os.kill(child, signal.SIGSTOP)
+            os.kill(handle.pid, signal.SIGKILL)
+            time.sleep(0.3)
+    assert time.monotonic() - started < 60
+    cluster.assert_nothing_left(pids)
+    with cluster.server() as handle:  # the datadir recovers and no stale file blocks the next start
+        pids = tree_pids(handle.pid)
+    cluster.assert_nothing_left(pids)

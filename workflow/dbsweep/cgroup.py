@@ -1,0 +1,174 @@
+"""A memory cgroup around a server's process tree, so its page cache counts against the cap too.
+
+Works on cgroup v1 (the memory controller's own hierarchy, memory.limit_in_bytes)
+and v2 (memory.max, with +memory enabled in the parent's cgroup.subtree_control).
+The new cgroup is made below the one this process is in (v1) or wherever v2
+allows memory limits; on exit any process still in it goes back to this
+process's own cgroup and the cgroup is removed.
+"""
+from __future__ import annotations
+
+import errno
+import re
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+import psutil
+
+from dbsweep.units import parse_size
+
+RMDIR_TRIES = 50
+
+
+def _mounts() -> list[tuple[str, str, str, set[str]]]:
+    """(root inside the hierarchy, mount point, fstype, options) of each cgroup mount."""
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        sep = fields.index("-")
+        fstype = fields[sep + 1]
+        if fstype in ("cgroup", "cgroup2"):
+            options = set(fields[sep + 3].split(",")) | set(fields[5].split(","))
+            found.append((fields[3], fields[4], fstype, options))
+    return found
+
+
+def _where(mount_root: str, mount_point: str, inside: str) -> Path:
+    """The folder of cgroup `inside` (as /proc/self/cgroup names it) under a mount of the hierarchy at mount_root."""
+    try:
+        relative = Path(inside).relative_to(mount_root)
+    except ValueError:
+        relative = Path(inside.lstrip("/"))
+    return Path(mount_point) / relative
+
+
+def _locate() -> tuple[int, Path, Path]:
+    """(version, mount point, folder of this process's cgroup) of the hierarchy that has the memory controller."""
+    own = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            own[controller] = path
+    mounts = _mounts()
+    if "memory" in own:
+        for root, point, fstype, options in mounts:
+            if fstype == "cgroup" and "memory" in options:
+                return 1, Path(point), _where(root, point, own["memory"])
+    if "" in own:
+        for root, point, fstype, _ in mounts:
+            if fstype == "cgroup2" and "memory" in (Path(point) / "cgroup.controllers").read_text().split():
+                return 2, Path(point), _where(root, point, own[""])
+    raise RuntimeError("no cgroup hierarchy with the memory controller is mounted (see /proc/self/mountinfo)")
+
+
+def _enable_memory(folder: Path) -> bool:
+    """cgroup v2: make memory limits available to folder's children."""
+    control = folder / "cgroup.subtree_control"
+    try:
+        if "memory" not in control.read_text().split():
+            control.write_text("+memory")
+        return "memory" in control.read_text().split()
+    except OSError:  # EBUSY: folder holds processes itself (the no-internal-processes rule)
+        return False
+
+
+def _procs(folder: Path) -> list[int]:
+    try:
+        return [int(pid) for pid in (folder / "cgroup.procs").read_text().split()]
+    except FileNotFoundError:
+        return []
+
+
+def _move(pid: int, folder: Path) -> None:
+    try:
+        (folder / "cgroup.procs").write_text(str(pid))
+    except ProcessLookupError:
+        pass
+    except OSError as error:
+        if error.errno != errno.ESRCH:
+            raise
+
+
+class MemoryCgroup:
+    """The callable memory_cgroup yields: add(pid) moves pid and its descendants in."""
+
+    def __init__(self, path: Path, limit_file: Path, home: Path):
+        self.path, self.limit_file, self.home = path, limit_file, home
+
+    def __call__(self, pid: int) -> None:
+        pids = [pid]
+        try:
+            pids += [child.pid for child in psutil.Process(pid).children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return
+        for one in pids:
+            _move(one, self.path)
+
+    def release(self) -> None:
+        """Send remaining processes home and remove the cgroup (retrying while the kernel lets go of it)."""
+        for _ in range(RMDIR_TRIES):
+            for pid in _procs(self.path):
+                _move(pid, self.home)
+            try:
+                self.path.rmdir()
+                return
+            except FileNotFoundError:
+                return
+            except OSError as error:
+                if error.errno != errno.EBUSY:
+                    raise
+            time.sleep(0.1)
+        raise RuntimeError(f"cgroup {self.path}: could not remove it (still holds {_procs(self.path)})")
+
+
+def _create(name: str, limit_bytes: int) -> MemoryCgroup:
+    version, mount, home = _locate()
+    name = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip(".") or "dbsweep"
+    if version == 1:
+        parents, limit_name = [home], "memory.limit_in_bytes"
+    else:
+        parents, limit_name = [home, mount], "memory.max"
+    for parent in parents:
+        if version == 2 and not _enable_memory(parent):
+            continue
+        path = parent / name
+        if path.exists():  # left by a run that was killed: reuse it only if empty
+            if _procs(path):
+                raise RuntimeError(f"cgroup {path} already exists and holds processes {_procs(path)}")
+            path.rmdir()
+        try:
+            path.mkdir()
+        except OSError as error:
+            raise RuntimeError(f"cannot create cgroup {path}: {error.strerror}") from None
+        cgroup = MemoryCgroup(path, path / limit_name, home)
+        try:
+            cgroup.limit_file.write_text(str(int(limit_bytes)))
+        except BaseException:
+            cgroup.release()
+            raise
+        return cgroup
+    raise RuntimeError(f"cgroup v2 at {mount}: memory limits cannot be enabled below {home} or {mount}")
+
+
+@contextmanager
+def memory_cgroup(name: str, limit_bytes: int | str) -> Iterator[MemoryCgroup]:
+    """A new memory cgroup capped at limit_bytes (or a size like "512M"); yields add(pid) (with .path and .limit_file).
+
+    Page cache a process in it causes is charged to it too, so the cap also
+    stops the OS cache from hiding IO. Released on exit, also on errors.
+    """
+    limit = parse_size(limit_bytes)  # bytes, or a size like "512M"
+    if limit <= 0:
+        raise ValueError(f"memory cgroup {name}: limit {limit_bytes!r} is not a positive size")
+    cgroup = _create(name, limit)
+    try:
+        yield cgroup
+    except BaseException as error:
+        try:
+            cgroup.release()
+        except (RuntimeError, OSError) as problem:
+            error.add_note(str(problem))  # the body's error stays the one raised
+        raise
+    cgroup.release()

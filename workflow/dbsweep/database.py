@@ -1,0 +1,164 @@
+"""The database side of a run: credentials, a running server with its sysbench option file,
+loading a dataset, and server counters sampled on the run's clock."""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+
+from dbsweep import cgroup, engines, workloads
+
+CREDENTIALS = "credentials.json"  # at the filesystem's root, beside the datadir; mode 0600
+DATADIR = "data"
+
+
+@dataclass
+class Database:
+    engine: str
+    family: object  # the engines.<family> module
+    handle: object  # what family.server() yields
+    conn: object  # family.Conn
+    option_file: Path  # sysbench --config-file with the connection, mode 0600
+
+    def sysbench(self, argv: list[str]) -> list[str]:
+        """A sysbench command with what the engine needs (e.g. MyRocks tables), before its command word."""
+        return argv[:-1] + self.family.sysbench_args(self.engine) + argv[-1:]
+
+
+def write_secret(path: Path, text: str) -> None:
+    """Write a file only its owner can read, never readable for a moment in between."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+
+
+def new_credentials(root: Path) -> dict:
+    creds = {"user": "dbsweep", "password": secrets.token_urlsafe(24), "database": "dbsweep"}
+    write_secret(root / CREDENTIALS, json.dumps(creds))
+    return creds
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path | None = None):
+    """The cell's server on root/data, ready, with a sysbench option file; stopped on exit.
+
+    Its run folder (socket, pid file, config, logs) is a short one under /tmp, since a unix
+    socket path has at most 107 bytes; on exit its config and logs are copied into `keep`
+    (never the sysbench option file, which holds the password) and the folder is removed."""
+    engine = recipe["engine"]
+    family = engines.family(engine)
+    creds = json.loads((root / CREDENTIALS).read_text())
+    rundir = Path(tempfile.mkdtemp(prefix="dbsweep-"))
+    try:
+        rundir.chmod(0o755)
+        port = free_port()
+        config = family.config_text(engine, memory, recipe.get("server_options", {}), root / DATADIR, rundir, port)
+        limit = recipe.get("memory_limit") if memory else None
+        capped = cgroup.memory_cgroup(rundir.name, limit) if limit else nullcontext()
+        with capped as add, family.server(engine, root / DATADIR, rundir, config, log, cgroup=add) as handle:
+            conn = family.Conn(host="127.0.0.1", port=port, socket=handle.socket, **creds)
+            option_file = rundir / "sysbench.cfg"
+            write_secret(option_file, "\n".join(family.sysbench_options(conn, engine)) + "\n")
+            try:
+                yield Database(engine, family, handle, conn, option_file)
+            finally:
+                option_file.unlink(missing_ok=True)
+    finally:
+        if keep is not None:
+            for path in sorted(rundir.glob("*")):
+                if path.is_file() and path.suffix in (".log", ".cnf", ".conf"):
+                    shutil.copyfile(path, _free_name(keep, path.name))
+        shutil.rmtree(rundir, ignore_errors=True)
+
+
+def _free_name(keep: Path, name: str) -> Path:
+    """keep/server-NAME, or server2-NAME, server3-NAME … for later starts (a cold start runs the server twice)."""
+    n = 1 + sum(1 for _ in keep.glob(f"server*-{name}"))
+    return keep / (f"server-{name}" if n == 1 else f"server{n}-{name}")
+
+
+def load(recipe: dict, root: Path, log) -> list[list[str]]:
+    """A new datadir under root with the workload's dataset loaded, shut down cleanly."""
+    family = engines.family(recipe["engine"])
+    tool = workloads.module(recipe["tool"])
+    (root / DATADIR).mkdir()
+    commands = family.initialize(root / DATADIR, log)
+    creds = new_credentials(root)
+    with running(recipe, root, log) as db:
+        family.create_user(db.handle, creds["user"], creds["password"], creds["database"])
+        for argv in map(db.sysbench, tool.prepare(recipe["dataset"], db.option_file)):
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
+            commands.append(argv)
+    return commands
+
+
+def drop_caches() -> None:
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")
+
+
+class Sampler:
+    """Server counters every second and the datadir size every few seconds, as JSON lines,
+    for the body of a with-block. Rows carry epoch seconds: the clock of vmstat, iostat and the tool."""
+
+    def __init__(self, db: Database, datadir: Path, out: Path, interval: float = 1.0, size_every: int = 5):
+        self.db, self.datadir, self.out = db, datadir, out
+        self.interval, self.size_every = interval, size_every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self.error: Exception | None = None
+
+    def __enter__(self) -> "Sampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        try:
+            with open(self.out, "w") as out:
+                tick = 0
+                next_at = time.time()
+                while True:
+                    row = {"time": round(time.time(), 3), "counters": self.db.family.counters(self.db.conn)}
+                    if tick % self.size_every == 0:
+                        row["datadir_bytes"] = datadir_bytes(self.datadir)
+                    out.write(json.dumps(row) + "\n")
+                    out.flush()
+                    tick += 1
+                    next_at += self.interval
+                    if self._stop.wait(max(0.0, next_at - time.time())):
+                        break
+        except Exception as e:  # the measured run goes on; collect reports a sampler without rows
+            self.error = e
+
+
+def datadir_bytes(path: Path) -> int:
+    """Bytes allocated below path (like du), files only."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(folder, name)).st_blocks * 512
+            except FileNotFoundError:
+                pass
+    return total

@@ -1,0 +1,339 @@
+"""PostgreSQL: datadir, postgresql.conf, server lifecycle, SQL and counters.
+
+The server runs as postgres with the postgresql.conf written into its run
+folder (-c config_file=...), listens on 127.0.0.1:port and a socket in the run
+folder, and logs to stderr, which goes to rundir/server.log. The superuser
+postgres logs in through the socket with peer authentication; benchmark users
+connect over TCP with SCRAM, and the server is only ever sent the SCRAM
+verifier, never the password.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import os
+import re
+import signal
+import subprocess
+import threading
+import unicodedata
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Iterator
+
+import psycopg
+
+from dbsweep.engines import (
+    ENV, Conn, Handle, Launch, as_user, binary, check_identifier, check_reachable, check_socket_path, config_port,
+    prepare_rundir, run_client, run_logged, supervise, sysbench_line, version_line, write_config)
+from dbsweep.errors import ConfigError
+from dbsweep.units import format_size, parse_size
+
+FAMILY = "postgresql"
+SERVICE_USER = "postgres"
+ENGINE_NAMES = ("postgresql",)
+CONFIG_NAME = "postgresql.conf"
+PID_NAME = "postgresql.pid"
+SERVER_LOG = "server.log"
+PG_UNITS = {"": "B", "K": "kB", "M": "MB", "G": "GB", "T": "TB"}
+SCRAM_ITERATIONS = 4096
+
+BASE = [
+    ("max_connections", 300),
+    ("shared_buffers", "128MB"),
+    ("huge_pages", False),
+    ("work_mem", "4MB"),
+    ("maintenance_work_mem", "64MB"),
+    ("effective_cache_size", "512MB"),
+    # Crash-safe, PostgreSQL's own WAL and checkpoint defaults written out.
+    ("fsync", True),
+    ("synchronous_commit", True),
+    ("full_page_writes", True),
+    ("wal_level", "replica"),
+    ("wal_compression", False),
+    ("max_wal_size", "1GB"),
+    ("min_wal_size", "80MB"),
+    ("checkpoint_timeout", "5min"),
+    ("checkpoint_completion_target", 0.9),
+    ("default_transaction_isolation", "read committed"),
+    ("autovacuum", True),
+    ("track_io_timing", True),  # blk_read_time / blk_write_time in pg_stat_database
+    # Messages: English, UTC, one line prefix, checkpoints logged.
+    ("log_line_prefix", "%m [%p] "),
+    ("log_checkpoints", True),
+    ("log_timezone", "UTC"),
+    ("timezone", "UTC"),
+    ("lc_messages", "C"),
+    ("datestyle", "iso, mdy"),
+    ("default_text_search_config", "pg_catalog.english"),
+]
+
+# Set by dbsweep from the paths and port it is given; an option set may not move them.
+RESERVED = {"data_directory", "config_file", "hba_file", "ident_file", "listen_addresses", "port",
+            "unix_socket_directories", "external_pid_file", "logging_collector", "log_destination"}
+OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+def bindir() -> Path:
+    """The newest installed server, e.g. /usr/lib/postgresql/15/bin (Debian's layout)."""
+    found = sorted((p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "postgres").is_file()),
+                   key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    if found:
+        return found[-1]
+    return Path(binary("postgres")).parent
+
+
+def server_version() -> str:
+    """e.g. "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"."""
+    return version_line([str(bindir() / "postgres"), "--version"])
+
+
+def initialize(datadir: Path, log) -> list[list[str]]:
+    """An empty cluster at datadir, owned by postgres: peer login on the socket, SCRAM over TCP."""
+    datadir = Path(datadir).absolute()
+    if datadir.exists() and any(datadir.iterdir()):
+        raise RuntimeError(f"datadir {datadir}: not empty; initialize needs an empty or new folder")
+    datadir.mkdir(parents=True, exist_ok=True)
+    check_reachable(datadir, SERVICE_USER, "datadir")
+    ids = as_user(SERVICE_USER)
+    os.chown(datadir, ids["user"], ids["group"])
+    datadir.chmod(0o700)
+    argv = [str(bindir() / "initdb"), "-D", str(datadir), "--auth-local=peer", "--auth-host=scram-sha-256",
+            "-U", "postgres", "--encoding=UTF8", "--locale=C"]
+    run_logged(argv, log, user=SERVICE_USER)
+    return [argv]
+
+
+def _value(name: str, value) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, (int, float)):
+        return str(value)
+    text = str(value)
+    if "\n" in text or "\r" in text:
+        raise ConfigError(f"server option {name}: {value!r} contains a line break")
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int) -> str:
+    """The complete postgresql.conf: where to listen and log, the base, then memory, then options."""
+    if engine not in ENGINE_NAMES:
+        raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    settings: dict[str, tuple[str, object]] = {name: (name, value) for name, value in BASE}
+    if memory is not None:
+        try:
+            size = parse_size(memory)
+        except ConfigError as error:
+            raise ConfigError(f"memory: {error}") from None
+        settings["shared_buffers"] = ("shared_buffers", format_size(size, PG_UNITS))
+    for name, value in (options or {}).items():
+        name = str(name)
+        if not OPTION_NAME.match(name):
+            raise ConfigError(f"server option {name!r}: not an option name")
+        if name.lower() in RESERVED:
+            raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
+        settings[name.lower()] = (name, value)
+    datadir, rundir = Path(datadir).absolute(), Path(rundir).absolute()
+    lines = [f"# dbsweep: PostgreSQL, memory {memory or 'base'}; written for one run, no passwords here",
+             f"data_directory = {_value('data_directory', datadir)}",
+             f"hba_file = {_value('hba_file', datadir / 'pg_hba.conf')}",
+             f"ident_file = {_value('ident_file', datadir / 'pg_ident.conf')}",
+             "listen_addresses = '127.0.0.1'",
+             f"port = {int(port)}",
+             f"unix_socket_directories = {_value('unix_socket_directories', rundir)}",
+             f"external_pid_file = {_value('external_pid_file', rundir / PID_NAME)}",
+             "logging_collector = off",
+             "log_destination = 'stderr'"]
+    lines += [f"{name} = {_value(name, value)}" for name, value in settings.values()]
+    return "\n".join(lines) + "\n"
+
+
+def _socket_path(rundir: Path, port: int) -> Path:
+    return rundir / f".s.PGSQL.{port}"
+
+
+def _accepts(handle: Handle) -> bool:
+    """pg_isready, as postgres (peer login, so no failed-login lines in the log): 0 = accepting connections."""
+    done = subprocess.run([str(bindir() / "pg_isready"), "-q", "-h", str(handle.rundir), "-p", str(handle.port),
+                           "-U", "postgres", "-d", "postgres", "-t", "2"],
+                          capture_output=True, env=ENV, cwd="/", stdin=subprocess.DEVNULL, **as_user(SERVICE_USER))
+    return done.returncode == 0
+
+
+_ERROR = re.compile(r"\b(FATAL|PANIC|ERROR|DETAIL|HINT):|unrecognized|invalid|could not|outside the valid range|"
+                    r"contains errors")
+
+
+def _error_lines(lines: list[str]) -> list[str]:
+    return [line for line in lines if _ERROR.search(line)]
+
+
+@contextmanager
+def server(engine: str, datadir: Path, rundir: Path, config: str, log,
+           cgroup: Callable[[int], None] | None = None) -> Iterator[Handle]:
+    """postgres on datadir with config, ready for connections; stopped (SIGINT = fast, then SIGKILL) on exit."""
+    if engine not in ENGINE_NAMES:
+        raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    datadir = Path(datadir).absolute()
+    if not (datadir / "PG_VERSION").is_file():
+        raise RuntimeError(f"datadir {datadir}: not a PostgreSQL datadir (no PG_VERSION); initialize it first")
+    check_reachable(datadir, SERVICE_USER, "datadir")
+    rundir = prepare_rundir(rundir, SERVICE_USER)
+    port = config_port(config)
+    sock = _socket_path(rundir, port)
+    check_socket_path(sock)
+    handle = Handle(engine=engine, port=port, socket=sock, rundir=rundir, datadir=datadir)
+    write_config(rundir / CONFIG_NAME, config)
+    launch = Launch(name="postgres",
+                    argv=[str(bindir() / "postgres"), "-D", str(datadir), "-c", f"config_file={rundir / CONFIG_NAME}"],
+                    user=SERVICE_USER, drop_privileges=True, ready=_accepts, stop_signal=signal.SIGINT,
+                    logs=[], error_lines=_error_lines,
+                    leftovers=[sock, Path(f"{sock}.lock"), rundir / PID_NAME, datadir / "postmaster.pid"])
+    try:
+        with supervise(launch, handle, log, cgroup) as running:
+            yield running
+    finally:
+        _forget(port)
+
+
+def admin_sql(handle: Handle, sql: str) -> str:
+    """Run sql as postgres over the socket (peer login); rows tab-separated, no header."""
+    return run_client([str(bindir() / "psql"), "-h", str(handle.rundir), "-p", str(handle.port), "-U", "postgres",
+                       "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-F", "\t"],
+                      sql, user=SERVICE_USER)
+
+
+def _scram_verifier(password: str) -> str:
+    """What PostgreSQL stores for SCRAM-SHA-256 (RFC 5802/7677), computed here so the server never sees the
+    password. NFKC stands in for SASLprep, which leaves ASCII passwords unchanged."""
+    salt = os.urandom(16)
+    salted = hashlib.pbkdf2_hmac("sha256", unicodedata.normalize("NFKC", password).encode(), salt, SCRAM_ITERATIONS)
+    client_key = hmac.new(salted, b"Client Key", hashlib.sha256).digest()
+    stored_key = hashlib.sha256(client_key).digest()
+    server_key = hmac.new(salted, b"Server Key", hashlib.sha256).digest()
+    b64 = lambda data: base64.b64encode(data).decode()  # noqa: E731
+    return f"SCRAM-SHA-256${SCRAM_ITERATIONS}:{b64(salt)}${b64(stored_key)}:{b64(server_key)}"
+
+
+def create_user(handle: Handle, user: str, password: str, database: str) -> None:
+    """A login role owning database (created if missing); its password set as a SCRAM verifier."""
+    check_identifier("user", user)
+    check_identifier("database", database)
+    if user == "postgres":
+        raise ConfigError("user: 'postgres' is the superuser; choose another name")
+    sql = "\n".join([
+        f"SELECT 'CREATE ROLE \"{user}\" LOGIN' "
+        f"WHERE NOT EXISTS (SELECT FROM pg_roles WHERE rolname = '{user}') \\gexec",
+        f"ALTER ROLE \"{user}\" LOGIN PASSWORD '{_scram_verifier(password)}';",
+        f"SELECT 'CREATE DATABASE \"{database}\" OWNER \"{user}\"' "
+        f"WHERE NOT EXISTS (SELECT FROM pg_database WHERE datname = '{database}') \\gexec",
+        f"ALTER DATABASE \"{database}\" OWNER TO \"{user}\";",
+    ]) + "\n"
+    admin_sql(handle, sql)
+
+
+def connect(conn: Conn):
+    """A psycopg connection over TCP, autocommit."""
+    return psycopg.connect(host=conn.host, port=conn.port, user=conn.user, password=conn.password,
+                           dbname=conn.database, autocommit=True, connect_timeout=10)
+
+
+def sysbench_options(conn: Conn, engine: str) -> list[str]:
+    """Lines for sysbench --config-file: the driver and the connection (it holds the password: write it
+    with engines.write_private, mode 0600).
+
+    sysbench 1.0.20 reads only its own and the drivers' options from that file
+    (a Lua script's options there are reset to their defaults); see sysbench_args().
+    """
+    return ["db-driver=pgsql",
+            sysbench_line("pgsql-host", conn.host),
+            sysbench_line("pgsql-port", conn.port),
+            sysbench_line("pgsql-user", conn.user),
+            sysbench_line("pgsql-password", conn.password),
+            sysbench_line("pgsql-db", conn.database)]
+
+
+def sysbench_args(engine: str) -> list[str]:
+    """sysbench command-line options the engine needs: none for PostgreSQL."""
+    return []
+
+
+# One cached session per server, user and thread (a sampler thread has its own), so sampling counters
+# every second costs a query, not a login.
+_sessions: dict[tuple, psycopg.Connection] = {}
+
+
+def _query(conn: Conn, sql: str) -> list[tuple]:
+    key = (conn.host, conn.port, conn.user, conn.database, threading.get_ident())
+    for attempt in (1, 2):
+        session = _sessions.get(key)
+        if session is None or session.closed:
+            session = _sessions[key] = connect(conn)
+        try:
+            return session.execute(sql).fetchall()
+        except psycopg.OperationalError:
+            _sessions.pop(key, None)
+            session.close()
+            if attempt == 2:
+                raise
+    return []
+
+
+def _forget(port: int) -> None:
+    """Close the cached sessions of the server on port (it is stopping)."""
+    for key in [key for key in list(_sessions) if key[1] == port]:
+        session = _sessions.pop(key, None)
+        if session is not None:
+            session.close()
+
+
+def variables(conn: Conn) -> list[tuple[str, str]]:
+    return [(name, "" if value is None else str(value))
+            for name, value in _query(conn, "SELECT name, setting FROM pg_settings ORDER BY name")]
+
+
+def version(conn: Conn) -> str:
+    return str(_query(conn, "SELECT version()")[0][0])
+
+
+COUNTERS_SQL = """
+SELECT row_to_json(d), row_to_json(b), row_to_json(w), pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
+FROM pg_stat_database d, pg_stat_bgwriter b, pg_stat_wal w
+WHERE d.datname = current_database()
+"""
+
+
+def counters(conn: Conn) -> dict[str, float]:
+    """One sample in one query: pg_stat_database of conn's database ("db."), pg_stat_bgwriter ("bgwriter."),
+    pg_stat_wal ("wal.") and wal_lsn_bytes, the WAL position in bytes."""
+    database, bgwriter, wal, lsn = _query(conn, COUNTERS_SQL)[0]
+    sample = {}
+    for prefix, row in (("db.", database), ("bgwriter.", bgwriter), ("wal.", wal)):
+        for name, value in row.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and name != "datid":
+                sample[prefix + name] = float(value)
+    sample["wal_lsn_bytes"] = float(lsn)
+    return sample
+
+
+_GAUGE = {"db.numbackends"}
+
+
+def CUMULATIVE(name: str) -> bool:  # noqa: N802 - the interface's name
+    """Whether a counter is a running total (per-second deltas make sense) or a level."""
+    return name not in _GAUGE
+
+
+def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
+    """Share of block requests served from shared buffers between two counters() samples; None without any."""
+    if engine not in ENGINE_NAMES:
+        raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    try:
+        hit = last["db.blks_hit"] - first["db.blks_hit"]
+        read = last["db.blks_read"] - first["db.blks_read"]
+    except KeyError:
+        return None
+    if hit + read <= 0:
+        return None
+    return hit / (hit + read)

@@ -1,0 +1,362 @@
+"""sysbench OLTP: the Lua scripts that ship with sysbench 1.0 (oltp_*, select_random_*) or a
+user's own script, against MariaDB/MySQL (any engine) or PostgreSQL, with per-second reports.
+
+The connection (db-driver, mysql-host ... pgsql-password) lives in a config file the caller
+writes with mode 0600; prepare() and command() put --config-file first because sysbench 1.0.20
+applies options in command-line order, so a later option overrides the file. The file is read
+before the script is loaded, and a script's own options found there (mysql_storage_engine,
+tables, ...) are silently replaced by the script's defaults: a MyRocks prepare would create
+InnoDB tables. So prepare() and command() copy those lines of the file onto the command line,
+right after --config-file; sysbench's own options, the password among them, stay in the file.
+
+Raw output kept in rawdir: stdout.txt (header, one line per second, final report; sysbench
+prints its errors there too) and stderr.txt, both saved by the caller.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from pathlib import Path
+
+from dbsweep.errors import ConfigError
+
+TOOL = "sysbench"
+PERCENTILE = 95
+
+# The scripts in /usr/share/sysbench that build on oltp_common.lua, and each one's options
+# beyond oltp_common's.
+BUILTIN = {
+    "oltp_read_write": (), "oltp_read_only": (), "oltp_write_only": (), "oltp_point_select": (),
+    "oltp_insert": (), "oltp_update_index": (), "oltp_update_non_index": (), "oltp_delete": (),
+    "select_random_ranges": ("number_of_ranges", "delta"),
+    "select_random_points": ("random_points",),
+}
+# What oltp_common's `prepare` writes, with its defaults, so that a cell spelling a default out
+# shares its dataset with one that leaves it implicit.
+DATASET_DEFAULTS = {"tables": 1, "table_size": 10000, "create_secondary": True, "auto_inc": True,
+                    "secondary": False}
+# The table engine (MariaDB/MySQL only) is part of the dataset when the options name it; when it
+# comes from the config file, the caller's dataset key must name the engine itself.
+ENGINE = "mysql_storage_engine"
+# oltp_common's options that only shape the queries of a run.
+RUN_OPTIONS = {"range_size", "point_selects", "simple_ranges", "sum_ranges", "order_ranges",
+               "distinct_ranges", "index_updates", "non_index_updates", "delete_inserts",
+               "range_selects", "skip_trx", "pgsql_variant"}
+BOOLEANS = {"create_secondary", "auto_inc", "secondary", "range_selects", "skip_trx", "histogram",
+            "validate", "mysql_compression"}
+
+# sysbench's own options (`sysbench --help`), spelled with dashes as there.
+GENERAL = {"threads", "events", "time", "forced-shutdown", "thread-stack-size", "rate", "report-interval",
+           "report-checkpoints", "debug", "validate", "help", "version", "config-file", "tx-rate",
+           "max-requests", "max-time", "num-threads", "rand-type", "rand-spec-iter", "rand-spec-pct",
+           "rand-spec-res", "rand-seed", "rand-pareto-h", "verbosity", "percentile", "histogram",
+           "db-driver", "db-ps-mode", "db-debug"}
+CONNECTION = {"db-driver", "mysql-host", "mysql-port", "mysql-socket", "mysql-user", "mysql-password",
+              "mysql-db", "mysql-ssl", "mysql-ssl-cipher", "pgsql-host", "pgsql-port", "pgsql-user",
+              "pgsql-password", "pgsql-db"}
+# The drivers' options; oltp_common's mysql_storage_engine and pgsql_variant are script options.
+DRIVER = CONNECTION | {"mysql-compression", "mysql-debug", "mysql-ignore-errors", "mysql-dry-run"}
+# Options dbsweep sets itself, or that would change the stdout this module parses (verbosity
+# hides the interval lines; debug output and checkpoint reports add lines of their own).
+RESERVED = {"threads", "report-interval", "percentile", "config-file", "verbosity", "debug", "db-debug",
+            "mysql-debug", "report-checkpoints", "help", "version"} | CONNECTION
+# Deprecated aliases that would bypass what dbsweep sets or reads (time_s, the warm-up).
+ALIASES = {"num-threads": "threads", "max-time": "time", "max-requests": "events", "tx-rate": "rate"}
+
+_NUMBER = r"(\d+(?:\.\d+)?)"
+# "[ 1s ] thds: 2 tps: 39.95 qps: 39.95 (r/w/o: 39.95/0.00/0.00) lat (ms,95%): 0.24 err/s: 0.00 reconn/s: 0.00"
+# is the C reporter's line; sysbench.report_default (a Lua script's report hook) prints "err/s 0.00".
+INTERVAL = re.compile(
+    r"^\[ (?P<t>\d+)s \] thds: (?P<thds>\d+) tps: (?P<tps>{n}) qps: (?P<qps>{n}) "
+    r"\(r/w/o: (?P<r>{n})/(?P<w>{n})/(?P<o>{n})\) lat \(ms,(?P<pct>\d+)%\): (?P<lat>{n}) "
+    r"err/s:? (?P<err>{n}) reconn/s: (?P<reconn>{n})$".format(n=_NUMBER))
+# With --rate the C reporter adds "[ 1s ] queue length: 0, concurrency: 0" after each interval line.
+QUEUE = re.compile(r"^\[ (?P<t>\d+)s \] queue length: (?P<q>\d+),? concurrency: (?P<c>\d+)$")
+HISTOGRAM_HEADER = "Latency histogram (values are in milliseconds)"
+HISTOGRAM_ROW = re.compile(r"^\s+(?P<ms>\d+(?:\.\d+)?) \|\**\s+(?P<n>\d+)$")
+
+
+def _key(name) -> str:
+    """sysbench takes --table-size as well as --table_size; compare in one spelling."""
+    return str(name).replace("_", "-")
+
+
+def _script_key(name) -> str:
+    return str(name).replace("-", "_")
+
+
+def _value(value) -> str:
+    # "True"/"False": a YAML boolean put through an axis placeholder; sysbench wants on/off
+    if isinstance(value, bool) or value in ("True", "False"):
+        return "on" if value in (True, "True") else "off"
+    return str(value)
+
+
+def _shown(name, value) -> str:
+    return "'***'" if "password" in str(name) else repr(value)
+
+
+def _bool(value):
+    """sysbench's on/off values (it takes on, true, 1 and off, false, 0); None if not one."""
+    if isinstance(value, bool):
+        return value
+    text = str(value)
+    if text in ("on", "true", "1", "True"):
+        return True
+    if text in ("off", "false", "0", "False"):
+        return False
+    return None
+
+
+def _int(value, minimum: int):
+    if isinstance(value, bool):
+        return None
+    try:
+        number = int(str(value))
+    except ValueError:
+        return None
+    return number if number >= minimum else None
+
+
+def _is_sysbench_option(name) -> bool:
+    """One of sysbench's own (general or driver) options, as opposed to the script's."""
+    return _key(name) in GENERAL or _key(name) in DRIVER
+
+
+def check(options: dict, where: str) -> None:
+    script = options.get("script")
+    if script is None:
+        raise ConfigError(f"{where}.script: missing (one of {', '.join(BUILTIN)}, "
+                          "or the absolute path of a .lua file)")
+    if not isinstance(script, str) or script not in BUILTIN:
+        path = Path(str(script))
+        if not isinstance(script, str) or not path.is_absolute() or path.suffix != ".lua":
+            raise ConfigError(f"{where}.script: {script!r} is neither a sysbench OLTP script "
+                              f"({', '.join(BUILTIN)}) nor the absolute path of a .lua file")
+        if not path.is_file():
+            raise ConfigError(f"{where}.script: {script!r} does not exist")
+    for name, value in options.items():
+        key = _key(name)
+        if name == "script":
+            continue
+        if key in RESERVED:
+            raise ConfigError(f"{where}.{name}: {_shown(name, value)} is set by dbsweep "
+                              "(the connection comes from the server config); remove it")
+        if key in ALIASES:
+            raise ConfigError(f"{where}.{name}: {value!r} is a deprecated alias; use {ALIASES[key]}")
+        if key == "mysql-dry-run":
+            raise ConfigError(f"{where}.{name}: {value!r} would measure no database; remove it")
+        if value is None or isinstance(value, (list, dict)):
+            raise ConfigError(f"{where}.{name}: {_shown(name, value)} is not a single value "
+                              f"(sysbench takes --{name}=<value>)")
+        if script in BUILTIN and not _is_sysbench_option(name):
+            own = set(DATASET_DEFAULTS) | {ENGINE} | RUN_OPTIONS | set(BUILTIN[script])
+            if _script_key(name) not in own:
+                raise ConfigError(f"{where}.{name}: {value!r} is not an option of sysbench {script} "
+                                  f"(see `sysbench {script} help`)")
+        if isinstance(value, str) and "{" in value:
+            continue  # an axis placeholder, substituted per cell
+        if _script_key(name) in BOOLEANS and _bool(value) is None:
+            raise ConfigError(f"{where}.{name}: {value!r} is not on/off (or true/false, 1/0)")
+        if _script_key(name) == "tables" and _int(value, 1) is None:
+            raise ConfigError(f"{where}.{name}: {value!r} is not a positive integer")
+        if _script_key(name) == "table_size" and _int(value, 0) is None:
+            raise ConfigError(f"{where}.{name}: {value!r} is not a whole number of rows")
+
+
+def dataset(options: dict) -> dict:
+    """What `prepare` writes. The built-in scripts share oltp_common's schema and loader, so
+    their name is not part of it; a user script is (its path and the sha256 of its content),
+    with every option of its own, since any of them may shape what its prepare writes."""
+    script = options.get("script", "oltp_read_write")
+    given = {_script_key(name): value for name, value in options.items()
+             if name not in ("script", "sha256") and not _is_sysbench_option(name)}
+    data = {name: given.get(name, default) for name, default in DATASET_DEFAULTS.items()}
+    for name in ("tables", "table_size"):
+        number = _int(data[name], 0)
+        data[name] = data[name] if number is None else number
+    for name in ("create_secondary", "auto_inc", "secondary"):
+        flag = _bool(data[name])
+        data[name] = data[name] if flag is None else flag
+    if ENGINE in given:
+        data[ENGINE] = str(given[ENGINE]).lower()  # engine names are case-blind
+    if script == "oltp_insert" and not data["auto_inc"]:
+        # oltp_insert's own prepare leaves the tables empty without auto_inc (its run inserts
+        # random ids that would collide with 1..table_size)
+        data["table_size"] = 0
+    if script in BUILTIN:
+        return data
+    path = Path(script)
+    extra = {name: value for name, value in given.items() if name not in data and name not in RUN_OPTIONS}
+    return {"script": str(path), "sha256": options.get("sha256") or _sha256(path)} | data | extra
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def prepare(options: dict, config_file: Path, threads: int = 2) -> list[list[str]]:
+    """Load the dataset: oltp_common's parallel prepare (by tables) through oltp_read_write for
+    every built-in script (select_random_*'s own prepare is oltp_common's too: their
+    tables == 1 assertion overrides a function sysbench never calls), the script itself for a
+    user script. Takes options or dataset(options)."""
+    data = dataset(options)
+    script = data.pop("script", "oltp_read_write")
+    data.pop("sha256", None)
+    return [["sysbench", script, f"--config-file={config_file}"]
+            + [f"--{name}={_value(value)}" for name, value in data.items()]
+            + [f"--threads={max(1, min(threads, data['tables']))}", "prepare"]]
+
+
+def command(options: dict, threads: int, rawdir: Path, config_file: Path, time_s: int | None = None) -> list[str]:
+    argv = (["sysbench", str(options["script"]), f"--config-file={config_file}"]
+            + [f"--threads={threads}", "--report-interval=1", f"--percentile={PERCENTILE}"])
+    timed = False
+    for name, value in options.items():
+        if name == "script":
+            continue
+        if _key(name) == "time" and time_s is not None:
+            value, timed = time_s, True
+        argv.append(f"--{name}={_value(value)}")
+    if time_s is not None and not timed:
+        argv.append(f"--time={time_s}")
+    return argv + ["run"]
+
+
+def _stdout(rawdir: Path, stdout: str) -> tuple[str, Path]:
+    path = Path(rawdir) / stdout
+    if not path.exists():
+        raise ValueError(f"{path}: missing (sysbench did not run)")
+    return path.read_text(errors="replace"), path
+
+
+def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict]:
+    """One row per interval line; sysbench's times are seconds since its threads started,
+    counted here from `start` (taken before exec, so a little early).
+
+    Rates are per second as printed (2 decimals): tps, qps and its reads/writes/other split,
+    err_s (ignored errors) and reconn_s. lat_pct_ms is the interval's 95th percentile; sysbench
+    prints 0.00 for an interval without transactions, which is reported as None. queue is the
+    event queue length of a --rate run, None without --rate.
+    """
+    text, path = _stdout(rawdir, stdout)
+    rows = []
+    for line in text.splitlines():
+        if not line.startswith("[ "):
+            continue
+        queue = QUEUE.match(line)
+        if queue:
+            if not rows or rows[-1]["second"] != int(queue["t"]):
+                raise ValueError(f"{path}: queue line without its interval line: {line!r}")
+            rows[-1]["queue"] = int(queue["q"])
+            continue
+        match = INTERVAL.match(line)
+        if not match:
+            raise ValueError(f"{path}: not a sysbench OLTP interval line: {line!r}")
+        if int(match["pct"]) != PERCENTILE:
+            raise ValueError(f"{path}: interval latency is the {match['pct']}th percentile, expected {PERCENTILE}th")
+        second, tps = int(match["t"]), float(match["tps"])
+        rows.append({
+            "time": start + second,
+            "second": second,
+            "threads": int(match["thds"]),
+            "tps": tps,
+            "qps": float(match["qps"]),
+            "reads": float(match["r"]),
+            "writes": float(match["w"]),
+            "other": float(match["o"]),
+            "lat_pct_ms": float(match["lat"]) if tps > 0 else None,
+            "err_s": float(match["err"]),
+            "reconn_s": float(match["reconn"]),
+            "queue": None,
+        })
+    if not rows:
+        raise ValueError(f"{path}: no per-second lines (killed in its first second, or a report hook "
+                         "other than sysbench.report_default?)")
+    seconds = [r["second"] for r in rows]
+    if seconds != sorted(set(seconds)):
+        raise ValueError(f"{path}: interval lines are not in increasing seconds: {seconds}")
+    return rows
+
+
+def _fatal(text: str, path: Path) -> None:
+    fatal = [line for line in text.splitlines() if line.startswith("FATAL:")]
+    if fatal:
+        raise ValueError(f"{path}: sysbench reported an error: {fatal[0]}")
+
+
+def _figure(text: str, label: str, path: Path, pattern: str = r"([\d.]+)s?") -> re.Match:
+    match = re.search(rf"^\s+{re.escape(label)}\s+{pattern}$", text, re.M)
+    if not match:
+        raise ValueError(f"{path}: final report has no {label!r} line")
+    return match
+
+
+def _count_rate(text: str, label: str, path: Path) -> tuple[int, float]:
+    """'    transactions:                        314    (156.71 per sec.)'"""
+    match = _figure(text, label, path, r"(\d+)\s+\(([\d.]+) per sec\.\)")
+    return int(match[1]), float(match[2])
+
+
+def summary(rawdir: Path, stdout: str = "stdout.txt") -> dict:
+    """sysbench's final report. Counts are whole numbers, rates per second, latencies in ms
+    (2 decimals); sysbench gives one percentile, the 95th here."""
+    text, path = _stdout(rawdir, stdout)
+    _fatal(text, path)
+    if "\nSQL statistics:" not in text or "\nThreads fairness:" not in text \
+            or "execution time (avg/stddev):" not in text:
+        raise ValueError(f"{path}: no final report (sysbench killed or failed; see stderr.txt)")
+    counts = {name: int(_figure(text, f"{name}:", path, r"(\d+)")[1])
+              for name in ("read", "write", "other", "total")}
+    transactions, tps = _count_rate(text, "transactions:", path)
+    queries, qps = _count_rate(text, "queries:", path)
+    errors, _ = _count_rate(text, "ignored errors:", path)
+    reconnects, _ = _count_rate(text, "reconnects:", path)
+    if counts["read"] + counts["write"] + counts["other"] != counts["total"] or counts["total"] != queries:
+        raise ValueError(f"{path}: query counts do not add up: {counts}, queries {queries}")
+    pct = _figure(text, f"{PERCENTILE}th percentile:", path)
+    return {
+        "transactions": transactions,
+        "tps": tps,
+        "queries": queries,
+        "qps": qps,
+        "reads": counts["read"],
+        "writes": counts["write"],
+        "other": counts["other"],
+        "ignored_errors": errors,
+        "reconnects": reconnects,
+        "lat_min_ms": float(_figure(text, "min:", path)[1]),
+        "lat_mean_ms": float(_figure(text, "avg:", path)[1]),
+        "lat_pct_ms": float(pct[1]),
+        "lat_max_ms": float(_figure(text, "max:", path)[1]),
+        "lat_sum_ms": float(_figure(text, "sum:", path)[1]),
+        "time_s": float(_figure(text, "total time:", path)[1]),
+        "events": int(_figure(text, "total number of events:", path, r"(\d+)")[1]),
+    }
+
+
+def histogram(rawdir: Path, stdout: str = "stdout.txt") -> list[tuple[float, int]]:
+    """(latency ms, count) per non-empty bucket of --histogram=on, over the whole run; []
+    without it. The counts add up to the run's events."""
+    text, path = _stdout(rawdir, stdout)
+    lines = text.splitlines()
+    if HISTOGRAM_HEADER not in lines:
+        return []
+    at = lines.index(HISTOGRAM_HEADER)
+    if at + 1 >= len(lines) or "distribution" not in lines[at + 1]:
+        raise ValueError(f"{path}: histogram without its column header")
+    rows = []
+    for line in lines[at + 2:]:
+        if not line.strip():  # sysbench ends the histogram with a line of one space
+            return rows
+        match = HISTOGRAM_ROW.match(line)
+        if not match:
+            raise ValueError(f"{path}: not a histogram row: {line!r}")
+        rows.append((float(match["ms"]), int(match["n"])))
+    raise ValueError(f"{path}: histogram cut off after {len(rows)} rows")
+
+
+def version() -> str:
+    out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
+    return out.stdout.strip()
