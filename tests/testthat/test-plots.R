@@ -90,11 +90,11 @@ test_that("cell labels name only the axes that vary, filesystem as facet", {
   expect_equal(attr(dt, "label_axes"), "threads")
   expect_true(attr(dt, "facet"))
   expect_equal(levels(dt$cell), c("1", "4", "16"))  # numeric order, not text
-  expect_equal(constant_subtitle(dt, sweep$axes), "workload = rndrd")
+  expect_equal(fixed_axes_text(dt, sweep$axes), "workload = rndrd")
 
   two <- per_cell_data(sweep$samples[filesystem == "ext4"], sweep$axes)
   expect_false(attr(two, "facet"))
-  expect_equal(constant_subtitle(two, sweep$axes),
+  expect_equal(fixed_axes_text(two, sweep$axes),
                "filesystem = ext4, workload = rndrd")
 })
 

@@ -7,6 +7,7 @@ import json
 from contextlib import contextmanager
 from pathlib import Path
 
+from dbsweep import engines
 from dbsweep.collect import COUNTER_COLUMNS, DATABASE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
 
 
@@ -29,7 +30,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
                         writer.writerow(ident | row)
             tools |= record["tools"]
             if "server" in record:
-                tools[record["server"]["engine"]] = record["server"]["version"]
+                family = engines.ENGINES[record["server"]["engine"]]
+                tools[family] = server_version(family, record["server"]["version"])
             hosts[record["host"]["hostname"]] = record["host"]
     host = next(iter(hosts.values()), {})
     provenance = {
@@ -37,6 +39,12 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         "memory_gb": host.get("memory_gb"), "tools": tools, "hosts": list(hosts.values()),
     }
     out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
+
+
+def server_version(family: str, version: str) -> str:
+    """SELECT version() made short and named: 'PostgreSQL 15.18 (Debian 15.18-0+deb12u1)', 'MariaDB 10.11.19-…'."""
+    version = version.split(" on ", 1)[0]
+    return version if version.lower().startswith(family) else f"{'MariaDB' if family == 'mariadb' else family} {version}"
 
 
 @contextmanager

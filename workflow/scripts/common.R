@@ -382,7 +382,7 @@ caption_text <- function(provenance) {
     machine <- sprintf("%s, %s GB RAM", machine,
                        format(round(as.numeric(provenance[["memory_gb"]]), 1)))
   }
-  tools <- unlist(provenance[["tools"]])
+  tools <- unique(unlist(provenance[["tools"]]))
   tools <- if (length(tools)) paste(tools, collapse = ", ") else "unknown"
   software <- sprintf("tools: %s", tools)
   if (!is.null(provenance[["study"]])) {

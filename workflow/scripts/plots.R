@@ -26,19 +26,6 @@ with_plot_columns <- function(dt, axes) {
   dt
 }
 
-# Axes whose value differs between cells, and those that are the same
-# everywhere (shown once in the subtitle instead of on every label).
-varying_axes <- function(dt, axes) {
-  axes[vapply(axes, function(a) uniqueN(dt[[a]]) > 1, TRUE)]
-}
-
-constant_subtitle <- function(dt, axes) {
-  fixed <- setdiff(axes, varying_axes(dt, axes))
-  if (!length(fixed)) return(NULL)
-  values <- vapply(fixed, function(a) as.character(dt[[a]][1]), "")
-  paste(sprintf("%s = %s", fixed, values), collapse = ", ")
-}
-
 # cell: a factor, in axis order, labelled with the values of the given axes
 # (one line each when there are few cells, one line in all when many).
 with_cell_label <- function(dt, axes, label_axes) {
@@ -58,10 +45,6 @@ with_cell_label <- function(dt, axes, label_axes) {
   dt[, cell := factor(cell, levels = levels)]
   setattr(dt, "cell_sep", sep)
   dt
-}
-
-thousands <- function(x) {
-  format(x, big.mark = ",", scientific = FALSE, trim = TRUE)
 }
 
 # log2 threads axis; a lone thread count gets room around it, so error bars
@@ -180,7 +163,7 @@ per_cell_layers <- function(dt, axes) {
       facet_grid(~filesystem, scales = "free_x", space = "free_x")
     },
     labs(x = x_title, y = "IOPS (per-second samples)",
-         subtitle = constant_subtitle(dt, axes))
+         subtitle = fixed_axes_text(dt, axes))
   )
 }
 

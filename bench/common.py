@@ -1,0 +1,114 @@
+"""Helpers shared by the benchmarks in bench/: paths, timing, tables, study files.
+
+Every benchmark works in a temp dir and writes nothing into the repository.
+Compiled bytecode goes to a prefix inside the temp dir (PYTHONPYCACHEPREFIX), so
+imports are as fast as a user's without leaving __pycache__ in workflow/.
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / "workflow"
+SNAKEFILE = WORKFLOW / "Snakefile"
+SNAKEMAKE = ROOT / ".venv" / "bin" / "snakemake"
+PYTHON = ROOT / ".venv" / "bin" / "python"
+
+sys.dont_write_bytecode = True
+
+
+def use_pipeline_code() -> None:
+    """Make `import dbsweep` load the pipeline's own package (workflow/dbsweep)."""
+    if str(WORKFLOW) not in sys.path:
+        sys.path.insert(0, str(WORKFLOW))
+
+
+def tempdir(prefix: str, keep: bool = False) -> Path:
+    path = Path(tempfile.mkdtemp(prefix=f"dbsweep-bench-{prefix}-"))
+    if not keep:
+        import atexit
+        import shutil
+        atexit.register(shutil.rmtree, path, True)
+    return path
+
+
+def env(tmp: Path) -> dict:
+    """Environment for child processes: bytecode cached under tmp, C locale, no stray profile."""
+    out = dict(os.environ)
+    out.pop("PYTHONDONTWRITEBYTECODE", None)
+    out.update({"PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "LC_ALL": "C.UTF-8"})
+    return out
+
+
+def run(argv: list, cwd: Path, environ: dict, log: Path | None = None, check: bool = True) -> tuple[float, int]:
+    """Run argv, stdout+stderr to log (or /dev/null); return (wall seconds, exit status)."""
+    out = open(log, "w") if log else subprocess.DEVNULL
+    try:
+        start = time.perf_counter()
+        rc = subprocess.run([str(a) for a in argv], cwd=cwd, env=environ, stdout=out,
+                            stderr=subprocess.STDOUT).returncode
+        elapsed = time.perf_counter() - start
+    finally:
+        if log:
+            out.close()
+    if check and rc != 0:
+        tail = "".join(Path(log).read_text().splitlines(True)[-40:]) if log else ""
+        raise RuntimeError(f"{' '.join(map(str, argv))} exited with {rc}\n{tail}")
+    return elapsed, rc
+
+
+def median(values) -> float:
+    return statistics.median(values)
+
+
+def table(headers: list[str], rows: list[list]) -> str:
+    """A Markdown table, numbers formatted to 3 significant digits."""
+    def fmt(v):
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1000 else f"{v:.0f}"
+        return str(v)
+
+    cells = [[fmt(v) for v in row] for row in rows]
+    widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
+    line = lambda items: "| " + " | ".join(s.ljust(w) for s, w in zip(items, widths)) + " |"  # noqa: E731
+    return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in cells])
+
+
+def job_counts(dry_run_output: str) -> dict[str, int]:
+    """Rule -> job count from Snakemake's 'Job stats' table."""
+    if "Job stats:" not in dry_run_output:
+        return {}
+    counts = {}
+    for line in dry_run_output.split("Job stats:", 1)[1].splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def write_yaml(path: Path, data: dict) -> None:
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+
+
+def snakemake_argv(workdir: Path, *args, snakefile: Path = SNAKEFILE) -> list:
+    """The real workflow on the study in workdir/study.yaml."""
+    return [SNAKEMAKE, "-s", snakefile, "-d", workdir, "--configfile", workdir / "study.yaml", *args]
+
+
+def leftovers(folder: Path) -> list[str]:
+    """Mounts and loop devices that still refer to folder (should be none after a benchmark)."""
+    folder = str(folder.resolve())
+    mounts = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()
+              if line.split()[1].startswith(folder)]
+    loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
+             if folder in line]
+    return mounts + loops
