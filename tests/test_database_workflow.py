@@ -128,14 +128,20 @@ def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir)
     assert json.loads((rep / "run.json").read_text())["status"] == "ok"
 
 
-def test_an_option_the_server_rejects_fails_only_its_cell(study_factory, workdir):
+def test_an_option_the_server_rejects_fails_only_its_cell_and_cold_start(study_factory, workdir):
     config = db_study(engines=["innodb"], flush=["plain", "typo"])
     config["server_options"] = {"flush": {"plain": {"mariadb": {}},
                                           "typo": {"mariadb": {"innodb_flush_methd": "O_DIRECT"}}}}
+    config["server"] = {"cold_start": True}
     study = study_factory(config)
     done = study.run("--keep-going", check=False)
     assert done.returncode != 0
     assert "innodb_flush_methd" in done.stderr and "unknown variable" in done.stderr
-    assert next(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~plain/rep~1/summary.json"))
+    plain = next(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~plain/rep~1"))
+    assert (plain / "summary.json").exists()
+    # cold start: the warm-up's server was stopped, the caches dropped, and a second server measured
+    manifest = json.loads((plain / "run.json").read_text())
+    raw = plain / manifest["attempt"] / "raw"
+    assert manifest["caches_dropped"] and (raw / "server-my.cnf").exists() and (raw / "server2-my.cnf").exists()
     assert not list(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~typo/rep~1/run.json"))
     assert servers_in(workdir) == []
