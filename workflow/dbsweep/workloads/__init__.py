@@ -6,6 +6,8 @@ the schema's `tool` enum.
 """
 from importlib import import_module
 
+from dbsweep.errors import ConfigError
+
 TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp"}
 DATABASE_TOOLS = {"sysbench"}  # tools that run against a database server
 
@@ -21,3 +23,12 @@ def duration(tool: str, options: dict) -> int | None:
     else:  # sysbench runs 10 s unless told otherwise
         value = options.get("time", 10)
     return None if value is None else int(str(value).rstrip("s"))
+
+
+def refuse(options: dict, where: str, reserved: set, key, command: str) -> None:
+    """Refuse options dbsweep sets itself (compared as key(name)) and values that are not one scalar."""
+    for name, value in options.items():
+        if key(name) in reserved:
+            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
+        if value is None or isinstance(value, (list, dict)):
+            raise ConfigError(f"{where}.{name}: {value!r} is not a single value ({command} takes --{name}=<value>)")

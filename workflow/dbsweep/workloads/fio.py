@@ -13,6 +13,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
+from dbsweep.workloads import refuse
 
 TOOL = "fio"
 DATAFILE = "fio.data"
@@ -44,11 +45,7 @@ def _value(value) -> str:
 
 
 def check(options: dict, where: str) -> None:
-    for name, value in options.items():
-        if _key(name) in RESERVED:
-            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
-        if value is None or isinstance(value, (list, dict)):
-            raise ConfigError(f"{where}.{name}: {value!r} is not a single value (fio takes --{name}=<value>)")
+    refuse(options, where, RESERVED, _key, "fio")
     for name in REQUIRED:
         if name not in options:
             raise ConfigError(f"{where}.{name}: missing (fio needs the size of {DATAFILE}, e.g. 1G)")

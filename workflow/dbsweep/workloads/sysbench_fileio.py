@@ -10,6 +10,7 @@ import subprocess
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
+from dbsweep.workloads import refuse
 
 TOOL = "sysbench-fileio"
 PERCENTILE = 95
@@ -41,11 +42,7 @@ def _value(value) -> str:
 
 
 def check(options: dict, where: str) -> None:
-    for name, value in options.items():
-        if _key(name) in RESERVED:
-            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
-        if value is None or isinstance(value, (list, dict)):
-            raise ConfigError(f"{where}.{name}: {value!r} is not a single value (sysbench takes --{name}=<value>)")
+    refuse(options, where, RESERVED, _key, "sysbench")
     present = {_key(name) for name in options}
     for name in REQUIRED:
         if name not in present:
