@@ -11,8 +11,14 @@ from dbsweep import engines
 from dbsweep.collect import COUNTER_COLUMNS, DATABASE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
 
 
-def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path]) -> None:
-    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv and counters.csv."""
+def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path],
+              not_applicable: list[tuple[str, str]] = ()) -> None:
+    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv and counters.csv;
+    not_applicable lists the cells that were not run, and why."""
+    with open(out["not_applicable"], "w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["cell", "reason"])
+        writer.writerows(not_applicable)
     keys = axes + ["rep"]
     summary_cols = keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
     with _gz(out["summary"], summary_cols) as summary, \

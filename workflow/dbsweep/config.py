@@ -17,7 +17,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import engines, units, workloads
+from dbsweep import engines, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.storage import LOOP_TYPES, device_in_use
@@ -47,6 +47,8 @@ class Study:
     server: dict
     option_sets: dict[str, dict]
     baseline: dict
+    versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
+    not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
 
     def recipe(self, cell: Cell) -> dict:
         """Everything that shapes one cell's measurement, and nothing else."""
@@ -73,14 +75,31 @@ class Study:
                 server_options |= self.option_sets[axis][str(value)][family]
         memory = values.get("memory")
         overhead = self.server.get("cgroup_overhead")
+        version = str(values.get("version", servers.DEBIAN))
         return recipe | {
             "engine": engine,
+            "version": version,
+            "basedir": self.basedir(family, version),
             "memory": memory,
             "server_options": server_options,
             "warmup_s": wl.get("warmup", 0),
             "cold_start": self.server.get("cold_start", False),
             "memory_limit": units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None,
         }
+
+    def basedir(self, family: str, version: str) -> str | None:
+        """Where a version's server programs are: a user's build, a fetched one, or None for Debian's."""
+        if "basedir" in self.versions.get(version, {}):
+            return self.versions[version]["basedir"]
+        dest = servers.dest_for(family, version)
+        return None if dest is None else str(dest)
+
+    def fetched(self, cell: Cell) -> str | None:
+        """The resources/servers/… folder a cell's version is fetched into, if it is fetched."""
+        r = self.recipe(cell)
+        if "engine" not in r or r["version"] in self.versions or r["basedir"] is None:
+            return None
+        return r["basedir"]
 
     def image(self, cell: Cell) -> str | None:
         """The prepared image a cell restores from, or None when its files are prepared in the run."""
@@ -100,7 +119,8 @@ class Study:
         spec = {"filesystem": fs, "tool": r["tool"], "dataset": r["dataset"]}
         if "engine" in r:
             family = engines.ENGINES[r["engine"]]
-            spec |= {"engine": r["engine"], "server_options": self.server.get("options", {}).get(family, {})}
+            spec |= {"engine": r["engine"], "version": r["version"], "basedir": r["basedir"],
+                     "server_options": self.server.get("options", {}).get(family, {})}
         return spec
 
 
@@ -124,7 +144,8 @@ def load(config: dict) -> Study:
         if key in server and not SIZE.match(server[key]):
             raise ConfigError(f"server.{key}: {server[key]!r} is not a size like 512M or 4G")
     option_sets = _option_sets(config.get("server_options", {}), axes)
-    server_axes = {"engine", "memory"} | set(option_sets)
+    versions = _versions(axes)
+    server_axes = {"engine", "version", "memory"} | set(option_sets)
 
     def applicable(cell: dict) -> list[str]:
         """Server axes mean something only to database workloads."""
@@ -134,8 +155,14 @@ def load(config: dict) -> Study:
         return [a for a in cell if a not in server_axes]
 
     cells = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
+    not_applicable = []
+    for cell in list(cells):
+        why = _not_applicable(cell, wls, versions, axes)
+        if why:
+            cells.remove(cell)
+            not_applicable.append((cell.path, why))
     if not cells:
-        raise ConfigError("exclude: every cell of the matrix is excluded")
+        raise ConfigError("exclude: every cell of the matrix is excluded or not applicable")
     order = axis_order(axes)
     used_fs = {}
     for cell in cells:
@@ -154,6 +181,8 @@ def load(config: dict) -> Study:
         server=server,
         option_sets={a: sets for a, sets in option_sets.items() if a in order},
         baseline=_baseline(config.get("baseline", {}), axes),
+        versions=versions,
+        not_applicable=not_applicable,
     )
 
 
@@ -235,6 +264,62 @@ def _option_sets(user: dict, axes: dict) -> dict[str, dict]:
                     raise ConfigError(f"axes.{axis}: {value!r} is not an option set ({', '.join(sets[axis])}); "
                                       f"define it under server_options.{axis}")
     return sets
+
+
+def _versions(axes: dict) -> dict[str, dict]:
+    """The version axis as names (in place), and the user's own builds by name."""
+    builds = {}
+    values = axes.get("version", [])
+    for i, value in enumerate(values):
+        if isinstance(value, dict):
+            basedir = Path(value["basedir"])
+            try:
+                family = servers.basedir_family(basedir)
+            except ConfigError as e:
+                raise ConfigError(f"axes.version[{i}].basedir: {value['basedir']!r}: {e}") from None
+            builds[value["name"]] = {"basedir": str(basedir.resolve()), "family": family}
+            values[i] = value["name"]
+        else:
+            values[i] = str(value)
+            known = [f for f in ("mariadb", "postgresql") if values[i] in servers.available(f)]
+            if not known:
+                raise ConfigError(f"axes.version: {values[i]!r} is not a version dbsweep knows; available: "
+                                  + "; ".join(f"{f} {', '.join(servers.available(f))}" for f in ("mariadb", "postgresql"))
+                                  + "; or give {name: …, basedir: /path}")
+    if "version" in axes:
+        engines_families = {engines.ENGINES[e] for e in axes.get("engine", [])}
+        for name, build in builds.items():
+            if _family_group(build["family"]) not in engines_families:
+                raise ConfigError(f"axes.version: {name!r} is a {build['family']} build, and no engine of the "
+                                  f"study runs it (engines: {', '.join(axes.get('engine', []))})")
+    return builds
+
+
+def _family_group(build_family: str) -> str:
+    """MySQL and Percona builds run through the MariaDB adapter."""
+    return "mariadb" if build_family in ("mariadb", "mysql") else build_family
+
+
+def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | None:
+    """Why a database cell cannot run (a version of another server family, MyRocks on a build
+    without its plugin), or None."""
+    values = cell.as_dict()
+    if "engine" not in values or "version" not in values:
+        return None
+    engine, version = values["engine"], str(values["version"])
+    family = engines.ENGINES.get(engine)
+    if version in builds:
+        build = builds[version]
+        if _family_group(build["family"]) != family:
+            return f"{version} is a {build['family']} build; {engine} runs on {family}"
+        if engine == "myrocks" and not (Path(build["basedir"]) / "lib/plugin/ha_rocksdb.so").exists():
+            return f"MyRocks needs ha_rocksdb.so, which the build {version} does not have"
+        return None
+    if version not in servers.available(family):
+        return f"{version} is not a {family} version"
+    if engine == "myrocks" and not servers.is_debian(family, version):
+        return f"MyRocks ships only with Debian's mariadb-plugin-rocksdb (MariaDB {version} has no plugin)"
+    return None
 
 
 def _baseline(baseline: dict, axes: dict) -> dict:

@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbsweep import cgroup, engines, workloads
+from dbsweep import cgroup, engines, servers, workloads
 
 CREDENTIALS = "credentials.json"  # at the filesystem's root, beside the datadir; mode 0600
 DATADIR = "data"
@@ -62,15 +62,18 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
     (never the sysbench option file, which holds the password) and the folder is removed."""
     engine = recipe["engine"]
     family = engines.family(engine)
+    build = basedir(recipe)
     creds = json.loads((root / CREDENTIALS).read_text())
     rundir = Path(tempfile.mkdtemp(prefix="dbsweep-"))
     try:
         rundir.chmod(0o755)
         port = free_port()
-        config = family.config_text(engine, memory, recipe.get("server_options", {}), root / DATADIR, rundir, port)
+        config = family.config_text(engine, memory, recipe.get("server_options", {}), root / DATADIR, rundir, port,
+                                    basedir=build)
         limit = recipe.get("memory_limit") if memory else None
         capped = cgroup.memory_cgroup(rundir.name, limit) if limit else nullcontext()
-        with capped as add, family.server(engine, root / DATADIR, rundir, config, log, cgroup=add) as handle:
+        with capped as add, family.server(engine, root / DATADIR, rundir, config, log, cgroup=add,
+                                          basedir=build) as handle:
             conn = family.Conn(host="127.0.0.1", port=port, socket=handle.socket, **creds)
             option_file = rundir / "sysbench.cfg"
             write_secret(option_file, "\n".join(family.sysbench_options(conn, engine)) + "\n")
@@ -96,8 +99,7 @@ def load(recipe: dict, root: Path, log) -> list[list[str]]:
     """A new datadir under root with the workload's dataset loaded, shut down cleanly."""
     family = engines.family(recipe["engine"])
     tool = workloads.module(recipe["tool"])
-    (root / DATADIR).mkdir()
-    commands = family.initialize(root / DATADIR, log)
+    commands = family.initialize(root / DATADIR, log, basedir=basedir(recipe))
     creds = new_credentials(root)
     with running(recipe, root, log) as db:
         family.create_user(db.handle, creds["user"], creds["password"], creds["database"])
@@ -107,6 +109,23 @@ def load(recipe: dict, root: Path, log) -> list[list[str]]:
             subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
             commands.append(argv)
     return commands
+
+
+def basedir(recipe: dict) -> Path | None:
+    """The server build a recipe runs: None for Debian's packages."""
+    return Path(recipe["basedir"]).resolve() if recipe.get("basedir") else None
+
+
+def origin(recipe: dict) -> dict:
+    """Where the server binary came from: Debian's package, a registry (origin.json of the fetch),
+    or the user's build, with the binary's sha256."""
+    family = engines.family(recipe["engine"])
+    where = basedir(recipe)
+    if where is not None and (where / servers.ORIGIN).exists():
+        return json.loads((where / servers.ORIGIN).read_text())
+    binary = family.build(where).server if family.FAMILY == "mariadb" else family.bindir(where) / "postgres"
+    return {"registry": "debian" if where is None else "basedir", "basedir": str(where) if where else None,
+            "binary": str(binary), "sha256": servers.sha256(Path(binary))}
 
 
 def drop_caches() -> None:

@@ -167,7 +167,8 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
             record["caches_dropped"] = manifest.now()
             db = session.enter_context(server())
         record["server"] = {"engine": db.engine, "version": db.family.version(db.conn),
-                            "binary": db.family.server_version(), "memory_limit": recipe.get("memory_limit")}
+                            "binary": db.family.server_version(database.basedir(recipe)),
+                            "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
         with open(raw / "variables.tsv", "w") as f:
             f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
         argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))

@@ -16,9 +16,11 @@ rule aggregate:
         system=f"{TABLES}/system.csv.gz",
         counters=f"{TABLES}/counters.csv.gz",
         provenance=f"{TABLES}/provenance.json",
+        not_applicable=f"{TABLES}/not_applicable.csv",
     params:
         axes=STUDY.axes,
         study=STUDY.name,
+        not_applicable=STUDY.not_applicable,
         rep_dirs=rep_dirs(),
     log:
         "results/logs/aggregate.log",

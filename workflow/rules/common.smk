@@ -13,6 +13,8 @@ except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
+for _path, _why in STUDY.not_applicable:
+    print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
 REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
 SCRIPTS = f"{workflow.basedir}/scripts"  # R scripts are inputs: editing one reruns the analysis
@@ -26,6 +28,7 @@ for _cell in STUDY.cells:
 wildcard_constraints:
     cell=r"[^/~]+~.+",
     rep=r"\d+",
+    family=r"mariadb|postgresql",
 
 
 def rep_dirs():
@@ -41,8 +44,14 @@ def cell_values(wildcards):
 
 
 def image_of(wildcards):
-    image = STUDY.image(CELLS[wildcards.cell])
-    return [ancient(image)] if image else []
+    """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
+    cell = CELLS[wildcards.cell]
+    return [ancient(path) for path in (STUDY.image(cell), STUDY.fetched(cell)) if path]
+
+
+def server_of_image(wildcards):
+    fetched = STUDY.fetched(IMAGES[f"resources/images/{wildcards.image}.img"])
+    return [ancient(fetched)] if fetched else []
 
 
 def image_spec(wildcards):

@@ -1,7 +1,20 @@
-# prepare: load a workload's file set once into a filesystem image that runs restore from.
+# fetch a server version once; prepare a workload's dataset once into a filesystem image that runs restore from.
+
+
+rule fetch_server:
+    output:
+        directory("resources/servers/{family}-{version}"),
+    log:
+        "results/logs/fetch/{family}-{version}.log",
+    resources:
+        measure=1,  # never while a measurement runs
+    script:
+        "../scripts/fetch.py"
 
 
 rule prepare:
+    input:
+        server_of_image,
     output:
         "resources/images/{image}.img",
     params:

@@ -6,4 +6,5 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from dbsweep.aggregate import aggregate  # noqa: E402
 
 out = {name: Path(path) for name, path in snakemake.output.items()}
-aggregate([Path(d) for d in snakemake.params.rep_dirs], snakemake.params.axes, snakemake.params.study, out)
+aggregate([Path(d) for d in snakemake.params.rep_dirs], snakemake.params.axes, snakemake.params.study, out,
+          snakemake.params.not_applicable)

@@ -4,8 +4,13 @@ ENGINES maps an engine (a value of the `engine` axis) to its server family;
 family(engine) returns that family's module (mariadb.py, postgresql.py), and
 every family module offers the same functions: server_version, initialize,
 config_text, server, admin_sql, create_user, connect, sysbench_options,
-sysbench_args, variables, version, counters, CUMULATIVE and hit_ratio, and
-the Conn below.
+sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio and
+supports, and the Conn below.
+
+Every function that runs a server program takes `basedir`: None means
+Debian's packages; a folder means the build in it (bin/, lib/, share/: one
+that dbsweep.servers fetched, or a user's own unpacked tarball). Its programs
+run with LD_LIBRARY_PATH=basedir/lib (see program_env).
 
 The rest of this file is what the families share: running a command into a
 log, checking that the service user can reach a folder, and supervising a
@@ -124,11 +129,19 @@ def write_private(path: Path, text: str) -> None:
         out.write(text)
 
 
-def run_logged(argv: list[str], log, *, user: str | None = None) -> None:
+def program_env(basedir: Path | None) -> dict:
+    """The environment of a server program: ENV, plus LD_LIBRARY_PATH=basedir/lib for a build in basedir
+    (a tarball's programs may expect their libraries there; the fetched builds find them by themselves)."""
+    if basedir is None or not (Path(basedir) / "lib").is_dir():
+        return dict(ENV)
+    return ENV | {"LD_LIBRARY_PATH": str(Path(basedir).absolute() / "lib")}
+
+
+def run_logged(argv: list[str], log, *, user: str | None = None, env: dict | None = None) -> None:
     """Run argv (as user), its output into log; on failure raise with the command's own message."""
     log.write(f"$ {shlex.join(argv)}\n")
     log.flush()
-    done = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd="/", stdin=subprocess.DEVNULL,
+    done = subprocess.run(argv, capture_output=True, text=True, env=env or ENV, cwd="/", stdin=subprocess.DEVNULL,
                           **(as_user(user) if user else {}))
     output = done.stdout + done.stderr
     if output:
@@ -139,9 +152,9 @@ def run_logged(argv: list[str], log, *, user: str | None = None) -> None:
         raise RuntimeError(f"{Path(argv[0]).name} failed (exit {done.returncode}):\n{tail}")
 
 
-def run_client(argv: list[str], sql: str, *, user: str | None = None) -> str:
+def run_client(argv: list[str], sql: str, *, user: str | None = None, env: dict | None = None) -> str:
     """Run a SQL client with sql on stdin (never on its command line); its stdout, or raise with its stderr."""
-    done = subprocess.run(argv, input=sql, capture_output=True, text=True, env=ENV, cwd="/",
+    done = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env or ENV, cwd="/",
                           **(as_user(user) if user else {}))
     if done.returncode != 0:
         raise RuntimeError(f"{Path(argv[0]).name} failed (exit {done.returncode}): "
@@ -187,8 +200,19 @@ def sysbench_line(name: str, value) -> str:
     return line
 
 
-def version_line(argv: list[str]) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd="/", stdin=subprocess.DEVNULL)
+def program_runs(path: Path, env: dict | None = None) -> bool:
+    """Whether the program at path starts here (`path --version` exits 0): a tarball's client may need a
+    library this system lacks (e.g. MariaDB 10.2's mysql wants libncurses.so.5)."""
+    try:
+        done = subprocess.run([str(path), "--version"], capture_output=True, env=env or ENV, cwd="/",
+                              stdin=subprocess.DEVNULL, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return done.returncode == 0
+
+
+def version_line(argv: list[str], env: dict | None = None) -> str:
+    done = subprocess.run(argv, capture_output=True, text=True, env=env or ENV, cwd="/", stdin=subprocess.DEVNULL)
     if done.returncode != 0:
         raise RuntimeError(f"{shlex.join(argv)} failed (exit {done.returncode}): {done.stderr.strip()}")
     return done.stdout.strip().splitlines()[0].strip()
@@ -207,6 +231,7 @@ class Handle:
     datadir: Path
     pid: int = 0
     ready_seconds: float = 0.0
+    basedir: Path | None = None  # the build it runs (None: Debian's packages)
 
 
 @dataclass
@@ -234,6 +259,7 @@ class Launch:
     logs: list[Path]  # files the server writes its own messages to, besides its stderr
     error_lines: Callable[[list[str]], list[str]]  # the lines worth showing from what it wrote
     leftovers: list[Path] = field(default_factory=list)  # socket, lock and pid files to remove once it is gone
+    env: dict | None = None  # the server's environment; None: ENV
 
 
 def check_socket_path(path: Path) -> None:
@@ -338,7 +364,7 @@ class Supervisor:
         self.started = time.monotonic()
         with open(self.output, "ab") as out:
             self.popen = subprocess.Popen(launch.argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                          env=ENV, cwd="/", start_new_session=True,
+                                          env=launch.env or ENV, cwd="/", start_new_session=True,
                                           **(as_user(launch.user) if launch.drop_privileges else {}))
         self.handle.pid = self.popen.pid
 

@@ -5,15 +5,39 @@ The server reads only the my.cnf written into its run folder (never
 error log to rundir/error.log. root reaches it through the socket with
 unix_socket authentication; benchmark users connect over TCP with a password
 that travels only inside this process (the server stores its hash).
+
+Debian's mariadb-server runs by default; `basedir` names another build: a
+fetched MariaDB (dbsweep.servers) or a user's own unpacked MariaDB, MySQL
+(5.7, 8.0, 8.4) or Percona Server tarball. build(basedir) tells which
+family and version it is; the differences are handled here:
+
+- initialisation: MariaDB's mariadb-install-db / mysql_install_db with root on
+  the socket only; MySQL's `mysqld --initialize-insecure`, whose root (empty
+  password) is switched to auth_socket by an --init-file before the server
+  ever listens, so root again logs in only as the system's root;
+- my.cnf: the [mysqld] group for MySQL and MariaDB before 10.5, basedir,
+  plugin-dir and lc-messages-dir lines; the redo log sized alike everywhere
+  (innodb_redo_log_capacity from MySQL 8.0.30, two files of half the size
+  before, one file in MariaDB 10.2-10.4); MySQL 8's binary log (on by
+  default) turned off unless an option set turns it on, and its X Protocol
+  plugin (listening on every address by default) turned off;
+- the benchmark user: mysql_native_password in MySQL (sysbench's libmariadb
+  and PyMySQL speak it; MySQL 8.4 gets mysql_native_password=ON); MySQL 9,
+  which no longer has it, is refused.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
@@ -21,7 +45,8 @@ import pymysql
 
 from dbsweep.engines import (
     ENV, Conn, Handle, Launch, binary, check_identifier, check_reachable, check_socket_path, chown_tree, config_port,
-    prepare_rundir, run_client, run_logged, supervise, sysbench_line, version_line, write_config)
+    prepare_rundir, program_env, program_runs, run_client, run_logged, supervise, sysbench_line, version_line,
+    write_config)
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -81,31 +106,222 @@ BASE = {
 # Set by dbsweep from the paths and port it is given; an option set may not move them.
 RESERVED = {"datadir", "port", "bind_address", "socket", "pid_file", "log_error", "user", "skip_grant_tables",
             "skip_name_resolve", "defaults_file", "defaults_extra_file", "no_defaults"}
+# ... and for a build in a basedir, where its files are and what would listen elsewhere (MySQL's X Protocol
+# and admin interface) or let root in without the socket check.
+RESERVED_BASEDIR = RESERVED | {"basedir", "plugin_dir", "lc_messages_dir", "character_sets_dir", "mysqlx",
+                               "mysqlx_bind_address", "mysqlx_port", "mysqlx_socket", "admin_address",
+                               "admin_port", "init_file"}
 OPTION_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+DEBIAN_PLUGIN_DIR = Path("/usr/lib/mysql/plugin")
+BINLOG_OPTIONS = {"log_bin", "skip_log_bin", "disable_log_bin"}
 
 
 def _mariadbd() -> str:
     return binary("mariadbd", "/usr/sbin")
 
 
-def server_version() -> str:
+# --- which build ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Build:
+    """A MariaDB or MySQL server build: where its programs are and which dialect it speaks."""
+
+    basedir: Path | None  # None: Debian's packages
+    family: str  # "mariadb" or "mysql" (MySQL and Percona Server)
+    version: tuple[int, int, int]
+    version_line: str  # what `server --version` says
+    server: Path  # mariadbd or mysqld
+    plugin_dir: Path | None
+    share_dir: Path | None  # the folder with english/errmsg.sys (lc-messages-dir)
+    client: str  # the SQL client admin_sql runs: the build's own when it has one that runs, else Debian's
+    admin: str  # the same for mariadb-admin / mysqladmin (readiness pings)
+    env: dict  # what its programs run with
+
+    @property
+    def name(self) -> str:
+        return self.server.name
+
+    def tool(self, program: str) -> tuple[list[str], dict]:
+        """How to run client or admin: its argv start and environment. The build's own MariaDB 11.4+ clients
+        insist on TLS, which its server here has off (and which a unix socket does not need)."""
+        if self.basedir is None or not program.startswith(str(self.basedir) + os.sep):
+            return [program, "--no-defaults"], dict(ENV)
+        flags = ["--skip-ssl"] if self.family == FAMILY and self.version >= (11, 4, 0) else []
+        return [program, "--no-defaults", *flags], self.env
+
+
+def _first(*paths: Path) -> Path | None:
+    return next((path for path in paths if path.exists()), None)
+
+
+def plugin_dir(basedir: Path | None) -> Path | None:
+    """Where a build's plugins (ha_rocksdb.so, auth_socket.so) are; None when it has no plugin folder."""
+    if basedir is None:
+        return DEBIAN_PLUGIN_DIR
+    basedir = Path(basedir).absolute()
+    return _first(basedir / "lib" / "plugin", basedir / "lib" / "mysql" / "plugin",
+                  basedir / "lib" / "mariadb" / "plugin", basedir / "lib64" / "mysql" / "plugin")
+
+
+def _server_binary(basedir: Path) -> Path:
+    found = _first(basedir / "bin" / "mariadbd", basedir / "bin" / "mysqld", basedir / "sbin" / "mariadbd",
+                   basedir / "sbin" / "mysqld", basedir / "libexec" / "mysqld")
+    if found is None:
+        raise ConfigError(f"version.basedir: {str(basedir)!r} has no server binary (bin/mysqld, bin/mariadbd)")
+    return found
+
+
+def _parse_version(line: str) -> tuple[int, int, int]:
+    match = re.search(r"Ver\s+(\d+)\.(\d+)\.(\d+)", line)
+    if not match:
+        raise RuntimeError(f"cannot tell the server version from {line!r}")
+    return tuple(int(part) for part in match.groups())  # type: ignore[return-value]
+
+
+def build(basedir: Path | None = None) -> Build:
+    """The build in basedir (None: Debian's), found once per binary."""
+    if basedir is None:
+        server = Path(_mariadbd())
+    else:
+        server = _server_binary(Path(basedir).absolute())
+    stat = server.stat()
+    return _build(None if basedir is None else str(Path(basedir).absolute()), str(server), stat.st_mtime_ns,
+                  stat.st_size)
+
+
+@functools.lru_cache(maxsize=32)
+def _build(basedir: str | None, server: str, mtime_ns: int, size: int) -> Build:
+    if basedir is None:
+        line = version_line([server, "--version"])
+        return Build(None, FAMILY, _parse_version(line), line, Path(server), DEBIAN_PLUGIN_DIR, None,
+                     binary("mariadb", "/usr/bin"), binary("mariadb-admin", "/usr/bin"), dict(ENV))
+    base = Path(basedir)
+    env = program_env(base)
+    try:
+        line = version_line([server, "--version"], env)
+    except RuntimeError as error:
+        raise ConfigError(f"version.basedir: {basedir!r}: {Path(server).name} does not run here: {error}") from None
+    family = FAMILY if "mariadb" in line.lower() else "mysql"
+    errmsg = sorted(base.glob("share/english/errmsg.sys")) + sorted(base.glob("share/*/english/errmsg.sys"))
+    share = errmsg[0].parent.parent if errmsg else None
+
+    def own(names: tuple[str, ...], debian: str) -> str:
+        for name in names:
+            path = base / "bin" / name
+            if path.is_file() and program_runs(path, env):
+                return str(path)
+        return binary(debian, "/usr/bin")
+
+    return Build(base, family, _parse_version(line), line, Path(server), plugin_dir(base), share,
+                 own(("mariadb", "mysql"), "mariadb"), own(("mariadb-admin", "mysqladmin"), "mariadb-admin"), env)
+
+
+def supports(engine: str, basedir: Path | None = None) -> bool:
+    """Whether engine runs on the build: InnoDB always; MyRocks only where the build has ha_rocksdb.so
+    (Debian's mariadb-plugin-rocksdb; none of the fetched MariaDB builds carries it)."""
+    if engine == "innodb":
+        return True
+    if engine == "myrocks":
+        folder = plugin_dir(basedir)
+        return folder is not None and (folder / "ha_rocksdb.so").is_file()
+    raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
+
+
+def server_version(basedir: Path | None = None) -> str:
     """e.g. "/usr/sbin/mariadbd  Ver 10.11.19-MariaDB-0+deb12u1 for debian-linux-gnu on x86_64 (Debian 12)"."""
-    return version_line([_mariadbd(), "--version"])
+    if basedir is None:
+        return version_line([_mariadbd(), "--version"])
+    return build(basedir).version_line
 
 
-def initialize(datadir: Path, log) -> list[list[str]]:
+def _check_build(b: Build) -> None:
+    """dbsweep knows how to run the build, and the service user can read it."""
+    if b.family == FAMILY and b.version < (10, 4, 0) and not _has_plugin(b, "auth_socket.so"):
+        raise ConfigError(f"version.basedir: {str(b.basedir)!r} is MariaDB {'.'.join(map(str, b.version))} without "
+                          f"the unix_socket plugin (lib/plugin/auth_socket.so; built in from 10.4 on); dbsweep "
+                          f"needs it so root logs in through the socket only")
+    if b.family == "mysql":
+        if b.version < (5, 7, 6) or b.version >= (9, 0, 0):
+            raise ConfigError(f"version.basedir: {str(b.basedir)!r} is MySQL {'.'.join(map(str, b.version))}; "
+                              f"dbsweep runs MySQL 5.7.6 to 8.4 (MySQL 9 has no mysql_native_password, "
+                              f"which sysbench's client uses here)")
+        if not _has_plugin(b, "auth_socket.so"):
+            raise ConfigError(f"version.basedir: {str(b.basedir)!r} has no auth_socket.so plugin "
+                              f"(lib/plugin/auth_socket.so); dbsweep needs it so root logs in through the socket only")
+    check_reachable(b.server, SERVICE_USER, "basedir")
+    if b.share_dir is not None:
+        check_reachable(b.share_dir / "english" / "errmsg.sys", SERVICE_USER, "basedir")
+
+
+def _has_plugin(b: Build, name: str) -> bool:
+    return b.plugin_dir is not None and (b.plugin_dir / name).is_file()
+
+
+def _install_script(basedir: Path) -> Path:
+    found = _first(*(basedir / folder / name for folder in ("scripts", "bin")
+                     for name in ("mariadb-install-db", "mysql_install_db")))
+    if found is None:
+        raise ConfigError(f"version.basedir: {str(basedir)!r} has no scripts/mariadb-install-db or "
+                          f"scripts/mysql_install_db")
+    return found
+
+
+def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str]]:
     """An empty datadir at datadir, owned by mysql; root logs in through the socket only, no test database."""
     datadir = Path(datadir).absolute()
     if datadir.exists() and any(datadir.iterdir()):
         raise RuntimeError(f"datadir {datadir}: not empty; initialize needs an empty or new folder")
+    b = build(basedir) if basedir is not None else None
+    if b is not None:
+        _check_build(b)
     datadir.mkdir(parents=True, exist_ok=True)
     check_reachable(datadir, SERVICE_USER, "datadir")
-    argv = [binary("mariadb-install-db", "/usr/bin"), "--no-defaults", f"--datadir={datadir}",
-            f"--user={SERVICE_USER}", "--auth-root-authentication-method=socket", "--skip-test-db",
-            "--skip-name-resolve"]
-    run_logged(argv, log)
+    if b is None:
+        argv = [binary("mariadb-install-db", "/usr/bin"), "--no-defaults", f"--datadir={datadir}",
+                f"--user={SERVICE_USER}", "--auth-root-authentication-method=socket", "--skip-test-db",
+                "--skip-name-resolve"]
+        run_logged(argv, log)
+    elif b.family == FAMILY:
+        argv = _install_mariadb(b, datadir, log)
+    else:
+        argv = _install_mysql(b, datadir, log)
     chown_tree(datadir, SERVICE_USER)
     return [argv]
+
+
+def _install_mariadb(b: Build, datadir: Path, log) -> list[str]:
+    """mariadb-install-db (or mysql_install_db) of the build, with the options its version has."""
+    script = _install_script(b.basedir)
+    text = script.read_text(errors="replace")
+    if "auth-root-authentication-method" not in text:
+        raise ConfigError(f"version.basedir: {script} cannot make root log in through the socket only "
+                          f"(it has no --auth-root-authentication-method); this MariaDB is too old for dbsweep")
+    argv = ([str(script)] if os.access(script, os.X_OK) else ["/bin/sh", str(script)])
+    argv += ["--no-defaults", f"--basedir={b.basedir}", f"--datadir={datadir}", f"--user={SERVICE_USER}",
+             "--auth-root-authentication-method=socket", "--skip-name-resolve"]
+    argv += [option for option in ("--skip-test-db", "--skip-auth-anonymous-user") if option in text]
+    run_logged(argv, log, env=b.env)
+    return argv
+
+
+def _install_mysql(b: Build, datadir: Path, log) -> list[str]:
+    """mysqld --initialize-insecure; its --init-file turns root's empty password into auth_socket before the
+    server ever listens (the file holds no secret)."""
+    chown_tree(datadir, SERVICE_USER)  # mysqld --initialize writes into it as mysql (install-db chowns by itself)
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-init-"))
+    try:
+        folder.chmod(0o755)
+        init = folder / "init.sql"
+        write_config(init, "ALTER USER 'root'@'localhost' IDENTIFIED WITH auth_socket;\n")
+        argv = [str(b.server), "--no-defaults", "--initialize-insecure", f"--user={SERVICE_USER}",
+                f"--basedir={b.basedir}", f"--datadir={datadir}", f"--plugin-dir={b.plugin_dir}",
+                "--plugin-load-add=auth_socket.so", f"--init-file={init}"]
+        if b.share_dir is not None:
+            argv.append(f"--lc-messages-dir={b.share_dir}")
+        run_logged(argv, log, env=b.env)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return argv
 
 
 def _key(name: str) -> str:
@@ -128,10 +344,16 @@ def _line(name: str, value) -> str:
     return f"{name}={text}"
 
 
-def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int) -> str:
+def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int,
+                basedir: Path | None = None) -> str:
     """The complete my.cnf: where to listen and log, the engine's base, then memory, then options."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
+    b = build(basedir) if basedir is not None else None
+    if b is not None and not supports(engine, basedir):
+        raise ConfigError(f"engine: {engine} does not apply to {b.family} {'.'.join(map(str, b.version))} in "
+                          f"{b.basedir}: it has no ha_rocksdb.so plugin")
+    reserved = RESERVED if b is None else RESERVED_BASEDIR
     settings: dict[str, tuple[str, object]] = {}
     for name, value in BASE[engine]:
         settings[_key(name)] = (name, value)
@@ -141,14 +363,17 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         except ConfigError as error:
             raise ConfigError(f"memory: {error}") from None
         settings[_key(MEMORY_OPTION[engine])] = (MEMORY_OPTION[engine], size)
+    if b is not None:
+        settings = _adapt(b, settings, {_key(str(name)).removeprefix("loose_") for name in (options or {})})
     for name, value in (options or {}).items():
         name = str(name)
-        if _key(name).removeprefix("loose_") in RESERVED:
+        if _key(name).removeprefix("loose_") in reserved:
             raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
         settings[_key(name)] = (name, value)
     rundir, datadir = Path(rundir).absolute(), Path(datadir).absolute()
-    lines = [f"# dbsweep: MariaDB {engine}, memory {memory or 'base'}; written for one run, no passwords here",
-             "[mariadbd]",
+    what = "MariaDB" if b is None else f"{b.family} {'.'.join(map(str, b.version))} from {b.basedir},"
+    lines = [f"# dbsweep: {what} {engine}, memory {memory or 'base'}; written for one run, no passwords here",
+             _group(b),
              f"datadir={datadir}",
              f"port={int(port)}",
              "bind-address=127.0.0.1",
@@ -156,8 +381,60 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
              f"pid-file={rundir / PID_NAME}",
              f"log-error={rundir / ERROR_LOG}",
              "skip-name-resolve"]
+    if b is not None:
+        lines += _build_lines(b)
     lines += [_line(name, value) for name, value in settings.values()]
     return "\n".join(lines) + "\n"
+
+
+def _group(b: Build | None) -> str:
+    """[mariadbd] for MariaDB 10.5 and later (Debian's among them); [mysqld], which every server reads, before."""
+    if b is None or (b.family == FAMILY and b.version >= (10, 5, 0)):
+        return "[mariadbd]"
+    return "[mysqld]"
+
+
+def _build_lines(b: Build) -> list[str]:
+    """Where a basedir build's files are, and for MySQL what keeps it to the socket and 127.0.0.1."""
+    lines = [_line("basedir", b.basedir)]
+    if b.plugin_dir is not None:
+        lines.append(_line("plugin-dir", b.plugin_dir))
+    if b.share_dir is not None:
+        lines.append(_line("lc-messages-dir", b.share_dir))
+        if (b.share_dir / "charsets").is_dir():
+            lines.append(_line("character-sets-dir", b.share_dir / "charsets"))
+    if b.family == FAMILY and b.version < (10, 4, 0):
+        lines.append("plugin-load-add=auth_socket.so")  # unix_socket, root's login: a plugin before 10.4
+    if b.family == FAMILY and b.version >= (11, 4, 0):
+        # 11.4 makes a TLS key and certificate at every start (seconds to a minute of RSA key generation), and
+        # clients that see TLS offered use it: off, as in Debian's 10.11 and every other version here.
+        lines.append("skip-ssl")
+    if b.family == "mysql":
+        lines.append("plugin-load-add=auth_socket.so")  # root's login (see _install_mysql)
+        if b.version >= (8, 0, 0):
+            lines.append("mysqlx=OFF")  # the X Protocol plugin would listen on every address
+        if b.version >= (8, 4, 0):
+            lines.append("mysql-native-password=ON")  # off by default from 8.4; the benchmark user's plugin
+    return lines
+
+
+def _adapt(b: Build, settings: dict, chosen: set[str]) -> dict:
+    """The base settings in the build's own words (chosen: the option names an option set gives itself)."""
+    out = dict(settings)
+    redo = out.get("innodb_log_file_size")
+    if redo is not None and "innodb_log_file_size" not in chosen:
+        total = parse_size(str(redo[1]))
+        if b.family == FAMILY and b.version < (10, 5, 0) and "innodb_log_files_in_group" not in chosen:
+            out["innodb_log_files_in_group"] = ("innodb_log_files_in_group", 1)  # one file, as from 10.5 on
+        elif b.family == "mysql" and b.version >= (8, 0, 30) and "innodb_redo_log_capacity" not in chosen:
+            del out["innodb_log_file_size"]
+            out["innodb_redo_log_capacity"] = ("innodb_redo_log_capacity", format_size(total))
+        elif b.family == "mysql" and "innodb_log_files_in_group" not in chosen:
+            out["innodb_log_file_size"] = ("innodb_log_file_size", format_size(total // 2))
+            out["innodb_log_files_in_group"] = ("innodb_log_files_in_group", 2)
+    if b.family == "mysql" and b.version >= (8, 0, 0) and not (BINLOG_OPTIONS & chosen):
+        out["disable_log_bin"] = ("disable-log-bin", True)  # MySQL 8 logs binary by default, MariaDB does not
+    return out
 
 
 def _pings(handle: Handle) -> bool:
@@ -166,9 +443,14 @@ def _pings(handle: Handle) -> bool:
     (A bare handshake probe would work too, but each one leaves an "Aborted
     connection" warning in the error log.)
     """
-    done = subprocess.run([binary("mariadb-admin", "/usr/bin"), "--no-defaults", f"--socket={handle.socket}",
+    if handle.basedir is None:
+        admin, env = [binary("mariadb-admin", "/usr/bin"), "--no-defaults"], ENV
+    else:
+        b = build(handle.basedir)
+        admin, env = b.tool(b.admin)
+    done = subprocess.run([*admin, f"--socket={handle.socket}",
                            "--user=root", "--connect-timeout=2", "ping"],
-                          capture_output=True, env=ENV, cwd="/", stdin=subprocess.DEVNULL)
+                          capture_output=True, env=env, cwd="/", stdin=subprocess.DEVNULL)
     return done.returncode == 0
 
 
@@ -178,10 +460,13 @@ def _error_lines(lines: list[str]) -> list[str]:
 
 @contextmanager
 def server(engine: str, datadir: Path, rundir: Path, config: str, log,
-           cgroup: Callable[[int], None] | None = None) -> Iterator[Handle]:
-    """mariadbd on datadir with config, ready for connections; stopped (SIGTERM, then SIGKILL) on exit."""
+           cgroup: Callable[[int], None] | None = None, basedir: Path | None = None) -> Iterator[Handle]:
+    """mariadbd (or mysqld) on datadir with config, ready for connections; stopped (SIGTERM, then SIGKILL) on exit."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
+    b = build(basedir) if basedir is not None else None
+    if b is not None:
+        _check_build(b)
     datadir = Path(datadir).absolute()
     if not (datadir / "mysql").is_dir():
         raise RuntimeError(f"datadir {datadir}: not a MariaDB datadir (no mysql/ folder); initialize it first")
@@ -189,13 +474,16 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
     rundir = prepare_rundir(rundir, SERVICE_USER)
     sock = rundir / SOCKET_NAME
     check_socket_path(sock)
-    handle = Handle(engine=engine, port=config_port(config), socket=sock, rundir=rundir, datadir=datadir)
+    handle = Handle(engine=engine, port=config_port(config), socket=sock, rundir=rundir, datadir=datadir,
+                    basedir=None if b is None else b.basedir)
     write_config(rundir / CONFIG_NAME, config)
-    launch = Launch(name="mariadbd",
-                    argv=[_mariadbd(), f"--defaults-file={rundir / CONFIG_NAME}", f"--user={SERVICE_USER}"],
+    launch = Launch(name="mariadbd" if b is None else b.name,
+                    argv=[_mariadbd() if b is None else str(b.server), f"--defaults-file={rundir / CONFIG_NAME}",
+                          f"--user={SERVICE_USER}"],
                     user=SERVICE_USER, drop_privileges=False, ready=_pings, stop_signal=signal.SIGTERM,
                     logs=[rundir / ERROR_LOG], error_lines=_error_lines,
-                    leftovers=[sock, rundir / f"{SOCKET_NAME}.lock", rundir / PID_NAME])
+                    leftovers=[sock, rundir / f"{SOCKET_NAME}.lock", rundir / PID_NAME],
+                    env=None if b is None else b.env)
     try:
         with supervise(launch, handle, log, cgroup) as running:
             yield running
@@ -204,9 +492,15 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
 
 
 def admin_sql(handle: Handle, sql: str) -> str:
-    """Run sql as root over the socket (unix_socket authentication); rows tab-separated, no header."""
-    return run_client([binary("mariadb", "/usr/bin"), "--no-defaults", f"--socket={handle.socket}", "--user=root",
-                       "--batch", "--skip-column-names"], sql)
+    """Run sql as root over the socket (unix_socket / auth_socket authentication); rows tab-separated, no header.
+    The client is the build's own when it has one that runs here, else Debian's."""
+    if handle.basedir is None:
+        client, env = [binary("mariadb", "/usr/bin"), "--no-defaults"], ENV
+    else:
+        b = build(handle.basedir)
+        client, env = b.tool(b.client)
+    return run_client([*client, f"--socket={handle.socket}", "--user=root",
+                       "--batch", "--skip-column-names"], sql, env=env)
 
 
 def _native_hash(password: str) -> str:
@@ -219,11 +513,15 @@ def create_user(handle: Handle, user: str, password: str, database: str) -> None
     check_identifier("user", user)
     check_identifier("database", database)
     secret = _native_hash(password)
+    mysql = handle.basedir is not None and build(handle.basedir).family == "mysql"
+    # MySQL has no IDENTIFIED BY PASSWORD; both take the hash as mysql_native_password's AS.
+    identified = (f"IDENTIFIED WITH mysql_native_password AS '{secret}'" if mysql
+                  else f"IDENTIFIED BY PASSWORD '{secret}'")
     sql = [f"CREATE DATABASE IF NOT EXISTS `{database}`;"]
     for host in ("127.0.0.1", "localhost"):
         account = f"'{user}'@'{host}'"
-        sql += [f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY PASSWORD '{secret}';",
-                f"ALTER USER {account} IDENTIFIED BY PASSWORD '{secret}';",
+        sql += [f"CREATE USER IF NOT EXISTS {account} {identified};",
+                f"ALTER USER {account} {identified};",
                 f"GRANT ALL PRIVILEGES ON `{database}`.* TO {account};"]
     admin_sql(handle, "\n".join(sql) + "\n")
 

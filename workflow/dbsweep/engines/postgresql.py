@@ -6,6 +6,12 @@ folder, and logs to stderr, which goes to rundir/server.log. The superuser
 postgres logs in through the socket with peer authentication; benchmark users
 connect over TCP with SCRAM, and the server is only ever sent the SCRAM
 verifier, never the password.
+
+Debian's postgresql-15 runs by default; `basedir` names another build (bin/
+with postgres and initdb: one dbsweep.servers fetched, or a user's own). Its
+own psql and pg_isready are used when it has them, else Debian's, which talk
+to every version from 13 on. Clusters of PostgreSQL 18, whose initdb turns on
+data checksums by default, are made without them like every other version's.
 """
 from __future__ import annotations
 
@@ -26,7 +32,7 @@ import psycopg
 
 from dbsweep.engines import (
     ENV, Conn, Handle, Launch, as_user, binary, check_identifier, check_reachable, check_socket_path, config_port,
-    prepare_rundir, run_client, run_logged, supervise, sysbench_line, version_line, write_config)
+    prepare_rundir, program_env, run_client, run_logged, supervise, sysbench_line, version_line, write_config)
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -75,8 +81,13 @@ RESERVED = {"data_directory", "config_file", "hba_file", "ident_file", "listen_a
 OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
-def bindir() -> Path:
-    """The newest installed server, e.g. /usr/lib/postgresql/15/bin (Debian's layout)."""
+def bindir(basedir: Path | None = None) -> Path:
+    """basedir/bin, or the newest installed server, e.g. /usr/lib/postgresql/15/bin (Debian's layout)."""
+    if basedir is not None:
+        folder = Path(basedir).absolute() / "bin"
+        if not (folder / "postgres").is_file():
+            raise ConfigError(f"version.basedir: {str(basedir)!r} has no server binary (bin/postgres)")
+        return folder
     found = sorted((p for p in Path("/usr/lib/postgresql").glob("*/bin") if (p / "postgres").is_file()),
                    key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
     if found:
@@ -84,24 +95,54 @@ def bindir() -> Path:
     return Path(binary("postgres")).parent
 
 
-def server_version() -> str:
+def _client(name: str, basedir: Path | None) -> str:
+    """A client program (psql, pg_isready): the build's own when it has one, else Debian's."""
+    if basedir is not None and (bindir(basedir) / name).is_file():
+        return str(bindir(basedir) / name)
+    return str(bindir() / name)
+
+
+def _env(program: str, basedir: Path | None) -> dict:
+    return program_env(basedir) if basedir is not None and program.startswith(str(bindir(basedir))) else dict(ENV)
+
+
+def supports(engine: str, basedir: Path | None = None) -> bool:
+    """Every PostgreSQL build runs the postgresql engine."""
+    if engine not in ENGINE_NAMES:
+        raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    return True
+
+
+def server_version(basedir: Path | None = None) -> str:
     """e.g. "postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)"."""
-    return version_line([str(bindir() / "postgres"), "--version"])
+    return version_line([str(bindir(basedir) / "postgres"), "--version"], program_env(basedir))
 
 
-def initialize(datadir: Path, log) -> list[list[str]]:
+def major(basedir: Path | None = None) -> int:
+    """The build's major version, e.g. 16."""
+    match = re.search(r"\(PostgreSQL\)\s+(\d+)", server_version(basedir))
+    if not match:
+        raise RuntimeError(f"cannot tell the major version from {server_version(basedir)!r}")
+    return int(match.group(1))
+
+
+def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str]]:
     """An empty cluster at datadir, owned by postgres: peer login on the socket, SCRAM over TCP."""
     datadir = Path(datadir).absolute()
     if datadir.exists() and any(datadir.iterdir()):
         raise RuntimeError(f"datadir {datadir}: not empty; initialize needs an empty or new folder")
+    if basedir is not None:
+        check_reachable(bindir(basedir) / "initdb", SERVICE_USER, "basedir")
     datadir.mkdir(parents=True, exist_ok=True)
     check_reachable(datadir, SERVICE_USER, "datadir")
     ids = as_user(SERVICE_USER)
     os.chown(datadir, ids["user"], ids["group"])
     datadir.chmod(0o700)
-    argv = [str(bindir() / "initdb"), "-D", str(datadir), "--auth-local=peer", "--auth-host=scram-sha-256",
+    argv = [str(bindir(basedir) / "initdb"), "-D", str(datadir), "--auth-local=peer", "--auth-host=scram-sha-256",
             "-U", "postgres", "--encoding=UTF8", "--locale=C"]
-    run_logged(argv, log, user=SERVICE_USER)
+    if basedir is not None and major(basedir) >= 18:
+        argv.append("--no-data-checksums")  # 18 turns them on by default; no earlier version has them
+    run_logged(argv, log, user=SERVICE_USER, env=program_env(basedir))
     return [argv]
 
 
@@ -116,10 +157,14 @@ def _value(name: str, value) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int) -> str:
-    """The complete postgresql.conf: where to listen and log, the base, then memory, then options."""
+def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int,
+                basedir: Path | None = None) -> str:
+    """The complete postgresql.conf: where to listen and log, the base, then memory, then options. The same
+    for every version from 13 on (basedir only has to hold a server)."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    if basedir is not None:
+        bindir(basedir)
     settings: dict[str, tuple[str, object]] = {name: (name, value) for name, value in BASE}
     if memory is not None:
         try:
@@ -155,9 +200,11 @@ def _socket_path(rundir: Path, port: int) -> Path:
 
 def _accepts(handle: Handle) -> bool:
     """pg_isready, as postgres (peer login, so no failed-login lines in the log): 0 = accepting connections."""
-    done = subprocess.run([str(bindir() / "pg_isready"), "-q", "-h", str(handle.rundir), "-p", str(handle.port),
+    program = _client("pg_isready", handle.basedir)
+    done = subprocess.run([program, "-q", "-h", str(handle.rundir), "-p", str(handle.port),
                            "-U", "postgres", "-d", "postgres", "-t", "2"],
-                          capture_output=True, env=ENV, cwd="/", stdin=subprocess.DEVNULL, **as_user(SERVICE_USER))
+                          capture_output=True, env=_env(program, handle.basedir), cwd="/", stdin=subprocess.DEVNULL,
+                          **as_user(SERVICE_USER))
     return done.returncode == 0
 
 
@@ -171,10 +218,13 @@ def _error_lines(lines: list[str]) -> list[str]:
 
 @contextmanager
 def server(engine: str, datadir: Path, rundir: Path, config: str, log,
-           cgroup: Callable[[int], None] | None = None) -> Iterator[Handle]:
+           cgroup: Callable[[int], None] | None = None, basedir: Path | None = None) -> Iterator[Handle]:
     """postgres on datadir with config, ready for connections; stopped (SIGINT = fast, then SIGKILL) on exit."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    if basedir is not None:
+        basedir = Path(basedir).absolute()
+        check_reachable(bindir(basedir) / "postgres", SERVICE_USER, "basedir")
     datadir = Path(datadir).absolute()
     if not (datadir / "PG_VERSION").is_file():
         raise RuntimeError(f"datadir {datadir}: not a PostgreSQL datadir (no PG_VERSION); initialize it first")
@@ -183,13 +233,15 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
     port = config_port(config)
     sock = _socket_path(rundir, port)
     check_socket_path(sock)
-    handle = Handle(engine=engine, port=port, socket=sock, rundir=rundir, datadir=datadir)
+    handle = Handle(engine=engine, port=port, socket=sock, rundir=rundir, datadir=datadir, basedir=basedir)
     write_config(rundir / CONFIG_NAME, config)
     launch = Launch(name="postgres",
-                    argv=[str(bindir() / "postgres"), "-D", str(datadir), "-c", f"config_file={rundir / CONFIG_NAME}"],
+                    argv=[str(bindir(basedir) / "postgres"), "-D", str(datadir),
+                          "-c", f"config_file={rundir / CONFIG_NAME}"],
                     user=SERVICE_USER, drop_privileges=True, ready=_accepts, stop_signal=signal.SIGINT,
                     logs=[], error_lines=_error_lines,
-                    leftovers=[sock, Path(f"{sock}.lock"), rundir / PID_NAME, datadir / "postmaster.pid"])
+                    leftovers=[sock, Path(f"{sock}.lock"), rundir / PID_NAME, datadir / "postmaster.pid"],
+                    env=None if basedir is None else program_env(basedir))
     try:
         with supervise(launch, handle, log, cgroup) as running:
             yield running
@@ -198,10 +250,12 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
 
 
 def admin_sql(handle: Handle, sql: str) -> str:
-    """Run sql as postgres over the socket (peer login); rows tab-separated, no header."""
-    return run_client([str(bindir() / "psql"), "-h", str(handle.rundir), "-p", str(handle.port), "-U", "postgres",
+    """Run sql as postgres over the socket (peer login); rows tab-separated, no header. psql is the build's
+    own when it has one, else Debian's."""
+    program = _client("psql", handle.basedir)
+    return run_client([program, "-h", str(handle.rundir), "-p", str(handle.port), "-U", "postgres",
                        "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-F", "\t"],
-                      sql, user=SERVICE_USER)
+                      sql, user=SERVICE_USER, env=_env(program, handle.basedir))
 
 
 def _scram_verifier(password: str) -> str:
@@ -282,6 +336,8 @@ def _query(conn: Conn, sql: str) -> list[tuple]:
 
 def _forget(port: int) -> None:
     """Close the cached sessions of the server on port (it is stopping)."""
+    for key in [key for key in list(_versions) if key[1] == port]:
+        _versions.pop(key, None)
     for key in [key for key in list(_sessions) if key[1] == port]:
         session = _sessions.pop(key, None)
         if session is not None:
@@ -297,19 +353,32 @@ def version(conn: Conn) -> str:
     return str(_query(conn, "SELECT version()")[0][0])
 
 
-COUNTERS_SQL = """
-SELECT row_to_json(d), row_to_json(b), row_to_json(w), pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8
-FROM pg_stat_database d, pg_stat_bgwriter b, pg_stat_wal w
-WHERE d.datname = current_database()
-"""
+# The statistics views counters() reads, with the server version (server_version_num) that has them.
+STAT_VIEWS = [("db.", "pg_stat_database d", 0), ("bgwriter.", "pg_stat_bgwriter b", 0),
+              ("wal.", "pg_stat_wal w", 140000), ("checkpointer.", "pg_stat_checkpointer c", 170000)]
+_versions: dict[tuple, int] = {}  # (host, port) -> server_version_num
+
+
+def counters_sql(version_num: int) -> tuple[list[str], str]:
+    """The prefixes and the one query of counters() for a server version, e.g. 150000 for 15.0."""
+    views = [(prefix, view) for prefix, view, since in STAT_VIEWS if version_num >= since]
+    columns = ", ".join(f"row_to_json({view.split()[-1]})" for _, view in views)
+    sql = (f"SELECT {columns}, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8\n"
+           f"FROM {', '.join(view for _, view in views)}\nWHERE d.datname = current_database()")
+    return [prefix for prefix, _ in views], sql
 
 
 def counters(conn: Conn) -> dict[str, float]:
     """One sample in one query: pg_stat_database of conn's database ("db."), pg_stat_bgwriter ("bgwriter."),
-    pg_stat_wal ("wal.") and wal_lsn_bytes, the WAL position in bytes."""
-    database, bgwriter, wal, lsn = _query(conn, COUNTERS_SQL)[0]
+    pg_stat_wal ("wal.", from 14), pg_stat_checkpointer ("checkpointer.", from 17) and wal_lsn_bytes, the WAL
+    position in bytes."""
+    key = (conn.host, conn.port)
+    if key not in _versions:
+        _versions[key] = int(_query(conn, "SHOW server_version_num")[0][0])
+    prefixes, sql = counters_sql(_versions[key])
+    *rows, lsn = _query(conn, sql)[0]
     sample = {}
-    for prefix, row in (("db.", database), ("bgwriter.", bgwriter), ("wal.", wal)):
+    for prefix, row in zip(prefixes, rows):
         for name, value in row.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name != "datid":
                 sample[prefix + name] = float(value)
