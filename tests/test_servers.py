@@ -49,6 +49,17 @@ def flip_byte(source: Path, target: Path) -> Path:
     return target
 
 
+def listening(pids: list[int]) -> set[tuple[str, int]]:
+    found = set()
+    for pid in pids:
+        try:
+            found |= {(c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections(kind="inet")
+                      if c.status == psutil.CONN_LISTEN}
+        except psutil.NoSuchProcess:  # a backend that just ended
+            pass
+    return found
+
+
 def leftovers(parent: Path, name: str) -> list[str]:
     """What a fetch of dest=parent/name left beside it: dest itself, or its temporary folders."""
     return sorted(path.name for path in parent.iterdir() if path.name == name or path.name.startswith(f".{name}."))
@@ -128,9 +139,7 @@ def run_server(module, engine: str, basedir: Path, base: Path) -> dict:
                                password=PASSWORD, database=DATABASE)
             seen["version"] = module.version(conn)
             seen["counters"] = module.counters(conn)
-            seen["listening"] = {(c.laddr.ip, c.laddr.port) for pid in seen["pids"]
-                                 for c in psutil.Process(pid).net_connections(kind="inet")
-                                 if c.status == psutil.CONN_LISTEN}
+            seen["listening"] = listening(seen["pids"])
             seen["port"] = handle.port
             seen["config"] = config
             if module is mariadb:
