@@ -25,10 +25,22 @@ PYTHON = ROOT / ".venv" / "bin" / "python"
 sys.dont_write_bytecode = True
 
 
-def use_pipeline_code() -> None:
+def snapshot(tmp: Path, live: bool = False) -> Path:
+    """The workflow folder to benchmark: a copy of workflow/ in tmp, taken now (as tests/conftest.py
+    does), so that edits made to the tree while a benchmark runs cannot mix two versions in one
+    measurement; or, with live, workflow/ itself."""
+    if live:
+        return WORKFLOW
+    import shutil
+    copy = tmp / "workflow"
+    shutil.copytree(WORKFLOW, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    return copy
+
+
+def use_pipeline_code(workflow: Path = WORKFLOW) -> None:
     """Make `import dbsweep` load the pipeline's own package (workflow/dbsweep)."""
-    if str(WORKFLOW) not in sys.path:
-        sys.path.insert(0, str(WORKFLOW))
+    if str(workflow) not in sys.path:
+        sys.path.insert(0, str(workflow))
 
 
 def tempdir(prefix: str, keep: bool = False) -> Path:

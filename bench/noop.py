@@ -4,19 +4,23 @@
    fio randread workload, size 1M, runtime 3 s) run end to end by the real
    workflow (`snakemake -c2`, default workflow profile), for the per-cell cost.
 2. Completed 1,000-cell tree: the same study with 100 user values. Every cell's
-   rep~1 folder (run.json, attempt~*/ with the raw output, samples.csv,
-   system.csv, summary.json) and its run/collect logs are copies of the small
+   rep~1 folder (run.json, attempt~*/ with the raw output, and the collect
+   outputs: samples.csv, system.csv, summary.json, ...) and its run/collect logs are copies of the small
    run's real cell with the same thread count, with the `cell` field of both
    run.json files rewritten to the new cell (the recipe is identical: it
    depends on threads only). Collect outputs are written after run.json, so
    their mtimes are in order. Then the real workflow runs once for real: it
    makes aggregate (over all 1,000 repetitions), tables and plots; if it plans
    any run or collect job, the benchmark stops (the tree would not be complete).
+   Last, `snakemake --touch --forcerun run` over every job, so that Snakemake
+   holds metadata (params, input, code) for every output, as after real runs
+   (without it the no-op is faster: Snakemake has less to read and compare).
 3. The bare Snakefile of bench/planning.py (same jobs, no dbsweep code) gets a
-   copy of the completed tree, recorded once with `--touch`.
+   copy of the completed tree, recorded the same way with `--touch`.
 4. Timed, interleaved: real no-op, bare no-op, real -n, repeated. Every no-op
    must print "Nothing to be done". Flags for both: -c2 and the workflow's
-   default profile (which the real workflow reads by itself).
+   default profile (which the real workflow reads by itself). The real
+   workflow is a copy of workflow/ taken at start (--live: workflow/ itself).
 
     .venv/bin/python bench/noop.py [--cells 1000] [--repeats 3]
 """
@@ -31,15 +35,24 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (SNAKEMAKE, WORKFLOW, env, leftovers, median, run, snakemake_argv, table,  # noqa: E402
-                    tempdir, write_yaml)
+from common import (PYTHON, SNAKEMAKE, env, leftovers, median, run, snakemake_argv, snapshot,  # noqa: E402
+                    table, tempdir, write_yaml)
 from planning import BARE  # noqa: E402
 
 THREADS = list(range(1, 11))
-PROFILE = WORKFLOW / "profiles" / "default"
-FLAGS = ["-c2", "--workflow-profile", PROFILE]
 NOTHING = "Nothing to be done"
 RUNTIME = 3
+
+
+# `snakemake --touch` as a Python one-liner with the touch executor's sleep of 0.1 s per job cut to 0.01 s:
+# recording 2,004 jobs otherwise takes over 3 minutes per tree. Only the set-up uses it.
+TOUCH = [PYTHON, "-c", "import sys; import snakemake.executors.touch as t; t.Executor.SLEEPING_TIME = 0.01; "
+         "from snakemake.cli import main; sys.argv[0] = 'snakemake'; sys.exit(main())"]
+
+
+def touch_all(argv: list) -> list:
+    """argv (a snakemake command line) as a --touch run of every job, which records each job's metadata."""
+    return [*TOUCH, *argv[1:], "--touch", "--forcerun", "run", "--resources", "measure=1000", "-c", "1000"]
 
 
 def users(n: int) -> list[str]:
@@ -92,9 +105,10 @@ def build_tree(small: Path, big: Path, n_users: int) -> None:
     time.sleep(0.05)
     for threads in THREADS:  # collect outputs after every run.json: newer than their input
         src = small / "results" / "runs" / cell_path(threads, "u00000") / "rep~1"
+        collect_outputs = [p.name for p in src.iterdir() if p.is_file() and p.name != "run.json"]
         for user in users(n_users):
             dst = big / "results" / "runs" / cell_path(threads, user) / "rep~1"
-            for name in ("samples.csv", "system.csv", "summary.json"):
+            for name in collect_outputs:
                 shutil.copyfile(src / name, dst / name)
 
 
@@ -112,16 +126,20 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=1000, help="cells of the completed matrix (multiple of 10)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
     args = ap.parse_args()
     tmp = tempdir("noop", args.keep)
     environ = env(tmp)
-    print(f"temp dir: {tmp}")
+    workflow = snapshot(tmp, args.live)
+    print(f"temp dir: {tmp}; workflow: {workflow}")
+    sf = workflow / "Snakefile"
+    flags = ["-c2", "--workflow-profile", workflow / "profiles" / "default"]
 
     # 1. small real run
     small = tmp / "small"
     small.mkdir()
     write_yaml(small / "study.yaml", study(1))
-    wall, _ = run(snakemake_argv(small, *FLAGS), small, environ, tmp / "small-run.txt")
+    wall, _ = run(snakemake_argv(small, *flags, snakefile=sf), small, environ, tmp / "small-run.txt")
     runs = [json.loads(p.read_text()) for p in (small / "results" / "runs").rglob("rep~1/run.json")]
     in_job = [r["measure_end"] - r["measure_start"] for r in runs]
     print(f"small real run: {len(runs)} cells end to end in {wall:.1f} s "
@@ -136,14 +154,15 @@ def main() -> None:
     t0 = time.perf_counter()
     build_tree(small, big, n_users)
     copy_s = time.perf_counter() - t0
-    run(snakemake_argv(big, "-n", *FLAGS), big, environ, tmp / "big-plan.txt")
+    run(snakemake_argv(big, "-n", *flags, snakefile=sf), big, environ, tmp / "big-plan.txt")
     planned = planned_rules((tmp / "big-plan.txt").read_text())
     if planned & {"run", "collect", "prepare"}:
         raise SystemExit(f"the copied tree is not complete for snakemake: it plans {sorted(planned)} "
                          f"(see {tmp / 'big-plan.txt'})")
-    finish, _ = run(snakemake_argv(big, *FLAGS), big, environ, tmp / "big-finish.txt")
+    finish, _ = run(snakemake_argv(big, *flags, snakefile=sf), big, environ, tmp / "big-finish.txt")
+    touch, _ = run(touch_all(snakemake_argv(big, *flags, snakefile=sf)), big, environ, tmp / "big-touch.txt")
     print(f"big tree: {args.cells} cells copied in {copy_s:.1f} s; snakemake then ran {sorted(planned)} "
-          f"in {finish:.1f} s")
+          f"in {finish:.1f} s; --touch of every job (records metadata) {touch:.1f} s")
 
     # 3. bare Snakefile on a copy of the completed tree
     bare = tmp / "bare"
@@ -152,13 +171,16 @@ def main() -> None:
         (bare / "scripts" / name).write_text("# placeholder; a no-op run does not execute it\n")
     (bare / "Snakefile").write_text(BARE.format(cells=args.cells, threads=THREADS, users=users(n_users)))
     shutil.copytree(big / "results", bare / "results", symlinks=True)
-    bare_argv = [SNAKEMAKE, "-s", bare / "Snakefile", "-d", bare, *FLAGS]
-    run([*bare_argv, "--touch"], bare, environ, tmp / "bare-touch.txt")
+    bare_argv = [SNAKEMAKE, "-s", bare / "Snakefile", "-d", bare, *flags]
+    run(touch_all(bare_argv), bare, environ, tmp / "bare-touch.txt")
+    records = {name: sum(1 for _ in (d / ".snakemake" / "metadata").iterdir()) for name, d in (("real", big),
+                                                                                             ("bare", bare))}
+    print(f"metadata records: {records}")
 
     # 4. interleaved no-ops
-    variants = [("real no-op", snakemake_argv(big, *FLAGS), big),
+    variants = [("real no-op", snakemake_argv(big, *flags, snakefile=sf), big),
                 ("bare no-op", bare_argv, bare),
-                ("real -n", snakemake_argv(big, "-n", *FLAGS), big)]
+                ("real -n", snakemake_argv(big, "-n", *flags, snakefile=sf), big)]
     times = {name: [] for name, _, _ in variants}
     for i in range(args.repeats):
         for name, argv, cwd in variants:

@@ -144,3 +144,37 @@ workloads: {w: {tool: sysbench, options: {script: oltp_read_write}}}
     study = load(config)
     assert [c.path.rsplit("/", 2)[-2] for c in study.cells] == ["binlog~off", "binlog~sync1"]
     assert all(c["wal"] == "on" for c in study.cells)
+
+
+def test_unknown_version_names_the_available_ones():
+    config = with_change("axes.version", ["debian", "9.6"])
+    with pytest.raises(ConfigError, match=r"axes.version: '9.6' is not a version dbsweep knows; available: "
+                                          r"mariadb debian, 10.11, .*; postgresql debian, 15, .*16"):
+        load(config)
+
+
+def test_a_basedir_without_a_server_binary_is_refused(tmp_path):
+    (tmp_path / "bin").mkdir()
+    config = with_change("axes.version", [{"name": "mine", "basedir": str(tmp_path)}])
+    with pytest.raises(ConfigError, match=rf"axes.version\[0\].basedir: '{tmp_path}'.*no server binary"):
+        load(config)
+
+
+def test_a_basedir_of_a_family_no_engine_runs_is_refused(tmp_path):
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "postgres").write_text("")
+    (tmp_path / "bin" / "postgres").chmod(0o755)
+    config = with_change("axes.version", [{"name": "pg-own", "basedir": str(tmp_path)}])
+    config["axes"]["engine"] = ["innodb"]
+    with pytest.raises(ConfigError, match="axes.version: 'pg-own' is a postgresql build, and no engine of the study runs it"):
+        load(config)
+
+
+def test_myrocks_on_a_registry_build_is_not_applicable_and_reported():
+    config = with_change("axes.version", ["debian", "10.11.5"])
+    config["axes"]["engine"] = ["innodb", "myrocks"]
+    study = load(config)
+    versions = {(c.get("engine"), c.get("version")) for c in study.cells if c.get("engine")}
+    assert versions == {("innodb", "debian"), ("innodb", "10.11.5"), ("myrocks", "debian")}
+    assert all("MyRocks ships only with Debian" in why for path, why in study.not_applicable)
+    assert {path.split("/")[0:2] == ["engine~myrocks", "version~10.11.5"] for path, _ in study.not_applicable} == {True}

@@ -105,3 +105,25 @@ rule db_plots:
         "results/logs/db_plots.log",
     script:
         "../scripts/db_plots.R"
+
+
+rule versions:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/versions.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        versions_csv=report(f"{TABLES}/versions.csv", caption="../report/versions.rst", category="Tables"),
+        versions_md=f"{TABLES}/versions.md",
+        noise_csv=report(f"{TABLES}/version_noise.csv", caption="../report/version_noise.rst", category="Tables"),
+        noise_md=f"{TABLES}/version_noise.md",
+        version_plot=report(
+            f"{PLOTS}/tps_vs_memory_by_version.png", caption="../report/version_plot.rst", category="Plots"
+        ),
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/versions.log",
+    script:
+        "../scripts/versions.R"
