@@ -2,7 +2,8 @@
 
 Study: one fio workload (randread 16k psync direct=1, size 256M, runtime 10 s)
 at numjobs (threads) 1 and 4 on an ext4 loop filesystem (1G), run by the real
-workflow (`snakemake -c2`, its default profile, targets: the two run.json).
+workflow (a copy of workflow/ taken at start; `snakemake -c2`, its default
+profile, targets: the two run.json).
 The first pipeline round also makes the prepared image; later rounds use
 `--forcerun run`.
 
@@ -28,9 +29,8 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import WORKFLOW, env, leftovers, median, run, snakemake_argv, table, tempdir, write_yaml  # noqa: E402
+from common import env, leftovers, median, run, snakemake_argv, snapshot, table, tempdir, write_yaml  # noqa: E402
 
-PROFILE = WORKFLOW / "profiles" / "default"
 THREADS = [1, 4]
 GOAL = 0.03
 
@@ -114,10 +114,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--runtime", type=int, default=10)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
     args = ap.parse_args()
     tmp = tempdir("fidelity", args.keep)
     environ = env(tmp)
-    print(f"temp dir: {tmp}")
+    workflow = snapshot(tmp, args.live)
+    print(f"temp dir: {tmp}; workflow: {workflow}")
     work = tmp / "study"
     work.mkdir()
     write_yaml(work / "study.yaml", study(args.runtime))
@@ -128,7 +130,8 @@ def main() -> None:
     try:
         for r in range(args.rounds):
             extra = [] if r == 0 else ["--forcerun", "run"]
-            elapsed, _ = run(snakemake_argv(work, "-c2", "--workflow-profile", PROFILE, *extra, *targets),
+            elapsed, _ = run(snakemake_argv(work, "-c2", "--workflow-profile", workflow / "profiles" / "default", *extra,
+                                            *targets, snakefile=workflow / "Snakefile"),
                              work, environ, tmp / f"pipeline-{r}.txt")
             wall["pipeline"].append(elapsed)
             records = {t: json.loads((cell_dir(work, t) / "run.json").read_text()) for t in THREADS}

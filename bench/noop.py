@@ -22,7 +22,7 @@
    default profile (which the real workflow reads by itself). The real
    workflow is a copy of workflow/ taken at start (--live: workflow/ itself).
 
-    .venv/bin/python bench/noop.py [--cells 1000] [--repeats 3]
+    .venv/bin/python bench/noop.py [--cells 1000] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -124,7 +124,7 @@ def planned_rules(output: str) -> set[str]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--cells", type=int, default=1000, help="cells of the completed matrix (multiple of 10)")
-    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
     args = ap.parse_args()

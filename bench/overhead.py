@@ -14,6 +14,7 @@ specs built by dbsweep.config.load from a study like config/config.yaml:
 - repetition: run.repetition, the whole in-process run step of one cell
   (restore, monitors, fio 5 s, manifest, teardown), and its measured window.
 
+The code is a copy of workflow/ taken at start (--live: workflow/ itself).
 Interleaved: every repeat does each step on ext4 then xfs. Each step is also
 given relative to the measured window of the same repeat's repetition (about
 5 s). Medians.
@@ -23,23 +24,22 @@ given relative to the measured window of the same repeat's repetition (about
 from __future__ import annotations
 
 import argparse
-import io
+import inspect
 import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import leftovers, median, table, tempdir, use_pipeline_code  # noqa: E402
+from common import leftovers, median, snapshot, table, tempdir, use_pipeline_code  # noqa: E402
 
-use_pipeline_code()
-from dbsweep import collect, config, run, storage  # noqa: E402
+collect = config = run = storage = None  # dbsweep modules, imported in main() from the workflow copy
 
 WINDOW_S = 5
 FILESYSTEMS = ("ext4", "xfs")
 
 
-def study() -> config.Study:
+def study():
     return config.load({
         "study": "overhead",
         "axes": {"filesystem": list(FILESYSTEMS), "threads": [1], "workload": ["fio-randread"]},
@@ -48,6 +48,16 @@ def study() -> config.Study:
             "rw": "randread", "bs": "16k", "size": "256M", "ioengine": "psync", "direct": 1, "iodepth": 1,
             "runtime": WINDOW_S}}},
     })
+
+
+def collect_rep(rep: Path) -> None:
+    """dbsweep.collect.collect on one repetition folder, as the collect rule's script calls it."""
+    outputs = {name: rep / f"{name}.{ext}" for name, ext in
+               (("samples", "csv"), ("system", "csv"), ("counters", "csv"), ("summary", "json"))}
+    if len(inspect.signature(collect.collect).parameters) == 2:  # collect(run_json, {name: path})
+        collect.collect(rep / "run.json", outputs)
+    else:  # the older collect(run_json, samples, system, summary)
+        collect.collect(rep / "run.json", outputs["samples"], outputs["system"], outputs["summary"])
 
 
 def timed_context(cm) -> tuple[float, float]:
@@ -63,9 +73,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--live", action="store_true", help="import workflow/dbsweep itself, not a copy taken at start")
     args = ap.parse_args()
     tmp = tempdir("overhead", args.keep)
-    print(f"temp dir: {tmp}")
+    workflow = snapshot(tmp, args.live)
+    print(f"temp dir: {tmp}; workflow: {workflow}")
+    use_pipeline_code(workflow)
+    global collect, config, run, storage
+    from dbsweep import collect, config, run, storage
     active = tmp / "active"
     s = study()
     cells = {c["filesystem"]: c for c in s.cells}
@@ -73,7 +88,7 @@ def main() -> None:
              "repetition (whole run step)", "measured window"]
     times = {(fs, step): [] for fs in FILESYSTEMS for step in steps}
     ratios = {(fs, step): [] for fs in FILESYSTEMS for step in steps}
-    log = io.StringIO()
+    log = open(tmp / "log.txt", "w")  # the steps' own log (fio's output), as the rules write it
     try:
         for i in range(args.repeats):
             for fs in FILESYSTEMS:
@@ -105,7 +120,7 @@ def main() -> None:
                 got["measured window"] = window
 
                 t0 = time.perf_counter()
-                collect.collect(rep / "run.json", rep / "samples.csv", rep / "system.csv", rep / "summary.json")
+                collect_rep(rep)
                 got["collect"] = time.perf_counter() - t0
                 summary = json.loads((rep / "summary.json").read_text())
 

@@ -178,3 +178,8 @@ def test_myrocks_on_a_registry_build_is_not_applicable_and_reported():
     assert versions == {("innodb", "debian"), ("innodb", "10.11.5"), ("myrocks", "debian")}
     assert all("MyRocks ships only with Debian" in why for path, why in study.not_applicable)
     assert {path.split("/")[0:2] == ["engine~myrocks", "version~10.11.5"] for path, _ in study.not_applicable} == {True}
+
+
+def test_two_names_of_one_build_are_refused():
+    with pytest.raises(ConfigError, match="axes.version: 'debian' and '15' are the same postgresql build; keep one"):
+        load(with_change("axes.version", ["debian", "15"]))

@@ -286,6 +286,16 @@ def _versions(axes: dict) -> dict[str, dict]:
                 raise ConfigError(f"axes.version: {values[i]!r} is not a version dbsweep knows; available: "
                                   + "; ".join(f"{f} {', '.join(servers.available(f))}" for f in ("mariadb", "postgresql"))
                                   + "; or give {name: …, basedir: /path}")
+    for family in ("mariadb", "postgresql"):
+        same = {}
+        for value in values:
+            if value in builds or value not in servers.available(family):
+                continue
+            entry = servers.entry(family, value)
+            key = entry.get("version") or entry["package"]
+            if key in same:
+                raise ConfigError(f"axes.version: {same[key]!r} and {value!r} are the same {family} build; keep one")
+            same[key] = value
     if "version" in axes:
         engines_families = {engines.ENGINES[e] for e in axes.get("engine", [])}
         for name, build in builds.items():
@@ -312,8 +322,8 @@ def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | No
         build = builds[version]
         if _family_group(build["family"]) != family:
             return f"{version} is a {build['family']} build; {engine} runs on {family}"
-        if engine == "myrocks" and not (Path(build["basedir"]) / "lib/plugin/ha_rocksdb.so").exists():
-            return f"MyRocks needs ha_rocksdb.so, which the build {version} does not have"
+        if not engines.family(engine).supports(engine, Path(build["basedir"])):
+            return f"{engine} is not in the build {version} (MyRocks needs its ha_rocksdb plugin)"
         return None
     if version not in servers.available(family):
         return f"{version} is not a {family} version"

@@ -5,11 +5,15 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 envs=workflow/envs
 
-mapfile -t wanted < <(grep -v '^\s*#' "$envs/debian.txt" | grep -v '^\s*$')
 missing=()
-for pkg in "${wanted[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
-done
+while read -r pkg cmd; do
+  [[ -z $pkg || $pkg == \#* ]] && continue
+  if [[ -n $cmd ]]; then
+    command -v "$cmd" >/dev/null || missing+=("$pkg")
+  else
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || missing+=("$pkg")
+  fi
+done < "$envs/debian.txt"
 if ((${#missing[@]})); then
   if [[ $(id -u) != 0 ]]; then
     echo "dbsweep needs Debian packages; as root run: apt-get update && apt-get install -y ${missing[*]}" >&2

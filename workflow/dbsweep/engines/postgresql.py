@@ -141,7 +141,7 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
     argv = [str(bindir(basedir) / "initdb"), "-D", str(datadir), "--auth-local=peer", "--auth-host=scram-sha-256",
             "-U", "postgres", "--encoding=UTF8", "--locale=C"]
     if basedir is not None and major(basedir) >= 18:
-        argv.append("--no-data-checksums")  # 18 turns them on by default; no earlier version has them
+        argv.append("--no-data-checksums")  # 18 turns them on by default, as no earlier version does
     run_logged(argv, log, user=SERVICE_USER, env=program_env(basedir))
     return [argv]
 
