@@ -24,6 +24,7 @@ make_version_sweep <- function(values = list(engine = "postgresql",
   axes <- sweep$axes
   summary <- sweep$summary
   factor_of <- function(table, key) {
+    if (!length(table)) return(rep(1, length(key)))
     f <- table[key]
     ifelse(is.na(f), 1, f)
   }

@@ -523,3 +523,9 @@ close_log <- function(con) {
   close(con)
   invisible()
 }
+
+# A CSV table, its folder made if needed.
+write_csv <- function(dt, path) {
+  dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
+  fwrite(dt, path)
+}

@@ -169,11 +169,6 @@ binlog_md_lines <- function(tables) {
     table_md_lines(tables$by_filesystem))
 }
 
-write_csv <- function(dt, path) {
-  dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
-  fwrite(dt, path)
-}
-
 main <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)

@@ -342,7 +342,9 @@ version_noise_table <- function(summary, samples, axes, baseline = list()) {
   note <- versions_not_applicable(summary, axes)
   if (!is.null(note)) return(not_applicable_table(note))
   setting <- setdiff(axes, "version")
-  shown <- varying_axes(summary, setting)
+  # the version table's sections first, then its rows
+  group <- version_sections(summary, axes)
+  shown <- c(group, setdiff(varying_axes(summary, setting), group))
   reps <- unique(summary[, c(axes, "rep"), with = FALSE])
   cells <- noise_cells(samples[reps, on = c(axes, "rep"), nomatch = NULL], axes)
   bases <- version_baselines(summary, axes, baseline)
@@ -372,7 +374,7 @@ version_noise_table <- function(summary, samples, axes, baseline = list()) {
   ord <- copy(out)[, .i := .I]
   order_rows(ord, c(shown, "version"))
   out <- out[ord$.i]
-  setattr(out, "group_by", version_sections(summary, axes))
+  setattr(out, "group_by", group)
   setattr(out, "by_blocks", by_blocks[ord$.i])
   setattr(out, "preamble", noise_preamble(nrow(out), sum(by_blocks), bases,
                                           same_sentence(summary, setting)))
@@ -555,11 +557,6 @@ version_plot_size <- function(p) {
 }
 
 # ---------------------------------------------------------------------------
-
-write_csv <- function(dt, path) {
-  dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
-  fwrite(dt, path)
-}
 
 main <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
