@@ -14,6 +14,7 @@
 Interleaved, medians; one run of this script gives the ratios.
 
     .venv/bin/python bench/database.py [--repeats 3] [--tables 4] [--table-size 50000] [--seconds 10]
+                                       [--engines innodb myrocks postgresql]
 """
 from __future__ import annotations
 
@@ -81,12 +82,13 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=4)
     parser.add_argument("--table-size", type=int, default=50000)
     parser.add_argument("--seconds", type=int, default=10)
+    parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
     args = parser.parse_args()
     tmp = tempdir("database")
     tmp.chmod(0o755)
     log = open(tmp / "bench.log", "w")
     rows_restore, rows_cost = [], []
-    for engine in ENGINES:
+    for engine in args.engines:
         s = study(engine, args.tables, args.table_size, args.seconds)
         cell = s.cells[0]
         recipe, spec = s.recipe(cell), s.image_spec(cell)
