@@ -147,16 +147,23 @@ def test_an_option_the_server_rejects_fails_only_its_cell_and_cold_start(study_f
     assert servers_in(workdir) == []
 
 
-def test_a_fetched_version_beside_debians_and_myrocks_where_it_does_not_apply(study_factory, workdir):
-    config = db_study(engines=["postgresql", "myrocks"], version=["debian", "16"])
+def test_fetched_versions_beside_debians_and_myrocks_where_it_does_not_apply(study_factory, workdir):
+    config = db_study(engines=["postgresql", "innodb", "myrocks"], version=["debian", "16", "11.4"])
     study = study_factory(config)
-    assert study.job_counts()["fetch_server"] == 1
+    assert study.job_counts()["fetch_server"] == 2
     study.run()
     summary = {(r["engine"], r["version"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
-    assert set(summary) == {("postgresql", "debian"), ("postgresql", "16"), ("myrocks", "debian")}
+    assert set(summary) == {("postgresql", "debian"), ("postgresql", "16"), ("innodb", "debian"), ("innodb", "11.4"),
+                            ("myrocks", "debian")}
+    assert all(float(r["tps"]) > 5 for r in summary.values())
     with open(study.path("results/tables/not_applicable.csv")) as f:
-        (skipped,) = list(csv.DictReader(f))
-    assert skipped["cell"].startswith("engine~myrocks/version~16/") and "not a mariadb version" in skipped["reason"]
+        skipped = {r["cell"].split("/")[0] + "/" + r["cell"].split("/")[1]: r["reason"] for r in csv.DictReader(f)}
+    assert "MyRocks ships only with Debian" in skipped["engine~myrocks/version~11.4"]
+    assert "not a mariadb version" in skipped["engine~myrocks/version~16"]
+    assert "not a postgresql version" in skipped["engine~postgresql/version~11.4"]
+    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json")).read_text())
+    assert maria["server"]["version"].startswith("11.4.5-MariaDB") and maria["server"]["origin"]["registry"] == "maven"
+    assert study.path("results/tables/versions.md").stat().st_size > 0
 
     rep = next(study.path("results/runs").glob("engine~postgresql/version~16/*/*/*/*/rep~1"))
     manifest = json.loads((rep / "run.json").read_text())
@@ -166,7 +173,7 @@ def test_a_fetched_version_beside_debians_and_myrocks_where_it_does_not_apply(st
 
     # Without resources/ (no images, no servers), the cell runs again: fetched anew, same place.
     shutil.rmtree(study.path("resources"))
-    study.run("--forcerun", "run")
+    study.run(str((rep / "run.json").relative_to(study.root)), "--forcerun", "run")
     again = json.loads((rep / "run.json").read_text())
     assert again["attempt"] != manifest["attempt"] and again["server"]["version"] == manifest["server"]["version"]
     assert study.path("resources/servers/postgresql-16/origin.json").exists()
