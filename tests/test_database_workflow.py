@@ -1,9 +1,7 @@
 """The real workflow with real servers: MariaDB (InnoDB, MyRocks) and PostgreSQL, a few seconds per cell."""
-import copy
 import csv
 import gzip
 import json
-import os
 import shutil
 import signal
 import subprocess
