@@ -43,8 +43,9 @@ def use_pipeline_code(workflow: Path = WORKFLOW) -> None:
         sys.path.insert(0, str(workflow))
 
 
-def tempdir(prefix: str, keep: bool = False) -> Path:
-    path = Path(tempfile.mkdtemp(prefix=f"dbsweep-bench-{prefix}-"))
+def tempdir(prefix: str, keep: bool = False, where: str | None = None) -> Path:
+    """A fresh temp dir (under `where`, default $TMPDIR or /tmp), removed at exit unless keep."""
+    path = Path(tempfile.mkdtemp(prefix=f"dbsweep-bench-{prefix}-", dir=where))
     if not keep:
         import atexit
         import shutil

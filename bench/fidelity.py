@@ -3,20 +3,23 @@
 Study: one fio workload (randread 16k psync direct=1, size 256M, runtime 10 s)
 at numjobs (threads) 1 and 4 on an ext4 loop filesystem (1G), run by the real
 workflow (a copy of workflow/ taken at start; `snakemake -c2`, its default
-profile, targets: the two run.json).
-The first pipeline round also makes the prepared image; later rounds use
-`--forcerun run`.
+profile), one cell per invocation (target: that cell's run.json;
+`--forcerun run` once it exists).
 
 By hand, per cell: `cp --sparse=auto` of the same prepared image,
 `losetup --direct-io=on --find --show`, the mount command of the cell's
 run.json, then the fio command line from its run.json `commands` (only the
 --output and log paths moved), umount, losetup -d. No monitors, no Python.
 
-Interleaved rounds: pipeline, hand, pipeline, hand, ... Within a round the cells
-run in the order the pipeline ran them. IOPS from fio.json (read). Goal: the
-median of the per-round pipeline/hand ratios within 3 %.
+First, an untimed set-up round runs the pipeline for both cells (it also
+makes the prepared image): the pipeline's first runs. Then each round runs,
+for each cell, pipeline, hand and hand again, adjacent in time, the order
+rotated every round (P H H', H H' P, H' P H, ...) so that no way always
+follows the same one. hand-again / hand is the noise floor (an A/A test):
+the spread pipeline / hand would have if the pipeline added nothing.
+IOPS from fio.json (read). Goal: median pipeline / hand within 3 %.
 
-    .venv/bin/python bench/fidelity.py [--rounds 4] [--runtime 10]
+    .venv/bin/python bench/fidelity.py [--rounds 5] [--runtime 10] [--where /dev/shm]
 """
 from __future__ import annotations
 
@@ -25,7 +28,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -111,65 +113,76 @@ def by_hand(image: Path, record: dict, work: Path) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--runtime", type=int, default=10)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--where", help="parent of the temp dir, i.e. where the images and loop files live "
+                    "(default /tmp, on the VM's disk; /dev/shm keeps the disk, and its noise, out)")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
     args = ap.parse_args()
-    tmp = tempdir("fidelity", args.keep)
+    tmp = tempdir("fidelity", args.keep, args.where)
     environ = env(tmp)
     workflow = snapshot(tmp, args.live)
     print(f"temp dir: {tmp}; workflow: {workflow}")
     work = tmp / "study"
     work.mkdir()
     write_yaml(work / "study.yaml", study(args.runtime))
-    targets = [str(cell_dir(work, t).relative_to(work) / "run.json") for t in THREADS]
-    iops = {(way, t): [] for way in ("pipeline", "hand") for t in THREADS}
-    order = THREADS
-    wall = {"pipeline": [], "hand": []}
+    snakefile = workflow / "Snakefile"
+    profile = workflow / "profiles" / "default"
+    ways = ["pipeline", "hand", "hand again"]
+    iops = {(way, t): [] for way in ways for t in THREADS}
+    first = {}
+
+    def pipeline(t: int, force: bool, log: Path) -> tuple[float, dict]:
+        target = str(cell_dir(work, t).relative_to(work) / "run.json")
+        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, *(["--forcerun", "run"] if force else []),
+                           target, snakefile=snakefile), work, environ, log)
+        record = json.loads((cell_dir(work, t) / "run.json").read_text())
+        return read_iops(fio_report(cell_dir(work, t) / record["attempt"] / "raw" / "fio.json")), record
+
     try:
+        records = {}
+        for t in THREADS:  # set-up round: makes the image; the pipeline's first runs
+            first[("pipeline", t)], records[t] = pipeline(t, False, tmp / f"setup-{t}.txt")
+        images = sorted((work / "resources" / "images").rglob("*.img"))
+        if len(images) != 1:
+            raise RuntimeError(f"expected one prepared image, found {images}")
+        print(f"  set-up (pipeline, first runs): " + ", ".join(f"numjobs {t} {first[('pipeline', t)]:.0f}"
+                                                             for t in THREADS) + " IOPS", flush=True)
         for r in range(args.rounds):
-            extra = [] if r == 0 else ["--forcerun", "run"]
-            elapsed, _ = run(snakemake_argv(work, "-c2", "--workflow-profile", workflow / "profiles" / "default", *extra,
-                                            *targets, snakefile=workflow / "Snakefile"),
-                             work, environ, tmp / f"pipeline-{r}.txt")
-            wall["pipeline"].append(elapsed)
-            records = {t: json.loads((cell_dir(work, t) / "run.json").read_text()) for t in THREADS}
-            order = sorted(THREADS, key=lambda t: records[t]["measure_start"])
+            order = ways[r % 3:] + ways[:r % 3]
             for t in THREADS:
-                raw = cell_dir(work, t) / records[t]["attempt"] / "raw" / "fio.json"
-                iops[("pipeline", t)].append(read_iops(fio_report(raw)))
-            images = sorted((work / "resources" / "images").rglob("*.img"))
-            if len(images) != 1:
-                raise RuntimeError(f"expected one prepared image, found {images}")
-            t0 = time.perf_counter()
-            for t in order:
-                iops[("hand", t)].append(by_hand(images[0], records[t], tmp / f"hand-{r}-{t}"))
-            wall["hand"].append(time.perf_counter() - t0)
-            print(f"  round {r + 1}: pipeline " + ", ".join(f"numjobs {t} {iops[('pipeline', t)][-1]:.0f}"
-                                                           for t in order)
-                  + " | hand " + ", ".join(f"numjobs {t} {iops[('hand', t)][-1]:.0f}" for t in order)
-                  + f" IOPS (order {order}; {wall['pipeline'][-1]:.0f} s, {wall['hand'][-1]:.0f} s)", flush=True)
-            if leftovers(tmp):
-                raise RuntimeError(f"left behind: {leftovers(tmp)}")
+                got = {}
+                for way in order:
+                    if way == "pipeline":
+                        got[way], records[t] = pipeline(t, True, tmp / f"pipeline-{r}-{t}.txt")
+                    else:
+                        got[way] = by_hand(images[0], records[t], tmp / f"{way.replace(' ', '-')}-{r}-{t}")
+                        first.setdefault((way, t), got[way])
+                    iops[(way, t)].append(got[way])
+                print(f"  round {r + 1}, numjobs {t}: " + ", ".join(f"{w} {got[w]:.0f}" for w in order)
+                      + f" IOPS; pipeline/hand {got['pipeline'] / got['hand']:.3f}, "
+                      f"hand again/hand {got['hand again'] / got['hand']:.3f}", flush=True)
+                if leftovers(tmp):
+                    raise RuntimeError(f"left behind: {leftovers(tmp)}")
     finally:
         if leftovers(tmp):
             print(f"WARNING: left behind: {leftovers(tmp)}", file=sys.stderr)
     rows = []
     for t in THREADS:
-        p, h = iops[("pipeline", t)], iops[("hand", t)]
-        ratios = [a / b for a, b in zip(p, h)]
-        later = ratios[1:] or ratios
-        rows.append([t, median(p), median(h), median(ratios), " ".join(f"{x:.3f}" for x in ratios),
-                     "yes" if abs(median(ratios) - 1) <= GOAL else "NO",
-                     f"{p[0]:.0f} / {median(p[1:] or p):.0f}", f"{h[0]:.0f} / {median(h[1:] or h):.0f}",
-                     median(later)])
+        p, h, a = (iops[(w, t)] for w in ways)
+        ratio = [x / y for x, y in zip(p, h)]
+        noise = [x / y for x, y in zip(a, h)]
+        rows.append([t, median(p), median(h), median(a), median(ratio), f"{min(ratio):.3f}-{max(ratio):.3f}",
+                     median(noise), f"{min(noise):.3f}-{max(noise):.3f}",
+                     "yes" if abs(median(ratio) - 1) <= GOAL else "NO",
+                     f"{first[('pipeline', t)]:.0f} / {median(p):.0f}", f"{first[('hand', t)]:.0f} / {median(h[1:] or h):.0f}"])
     print()
-    print(table(["numjobs", "pipeline IOPS", "hand IOPS", "pipeline/hand", "per-round ratios", "within 3%",
-                 "pipeline 1st / later", "hand 1st / later", "ratio, later rounds"], rows))
+    print(table(["numjobs", "pipeline IOPS", "hand IOPS", "hand again IOPS", "pipeline/hand", "range",
+                 "hand again/hand (A/A)", "range", "within 3%", "pipeline first (set-up) / rounds",
+                 "hand first / later"], rows))
     if not args.keep:
         shutil.rmtree(work / "resources", ignore_errors=True)
-
 
 if __name__ == "__main__":
     main()
