@@ -20,18 +20,26 @@ if ((${#missing[@]})); then
     exit 1
   fi
   echo "installing: ${missing[*]}"
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  apt=(apt-get -o DPkg::Lock::Timeout=600)  # wait for another apt-get rather than fail
+  "${apt[@]}" update -qq
+  DEBIAN_FRONTEND=noninteractive "${apt[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # dbsweep starts its own servers on its own datadirs; the packages' system services only add noise.
   if command -v systemctl >/dev/null && [[ -d /run/systemd/system ]]; then
     systemctl disable --now mariadb postgresql >/dev/null 2>&1 || true
   fi
 fi
 
-stamp=.venv/installed-$(sha256sum "$envs/python.txt" | cut -c1-16)
-if [[ ! -e $stamp ]]; then
-  rm -rf .venv
-  python3 -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check -r "$envs/python.txt"
-  touch "$stamp"
+# The venv is .venv-<hash of python.txt>, and .venv a symlink to it. A new pin list builds a new venv
+# beside the old one and then swaps the link, so a snakemake already running keeps its packages and a
+# failed install leaves the old venv in place.
+venv=.venv-$(sha256sum "$envs/python.txt" | cut -c1-16)
+if [[ ! -e $venv/installed ]]; then
+  rm -rf "$venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r "$envs/python.txt"
+  touch "$venv/installed"
+fi
+if [[ $(readlink .venv 2>/dev/null) != "$venv" ]]; then
+  [[ -L .venv || ! -e .venv ]] || rm -rf .venv  # a plain venv of an earlier dbsweep
+  ln -sfn "$venv" .venv.link && mv -T .venv.link .venv
 fi
