@@ -312,10 +312,10 @@ def _family_group(build_family: str) -> str:
 
 def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | None:
     """Why a database cell cannot run (a version of another server family, MyRocks on a build
-    without its plugin), or None."""
+    without its plugin, a workload the engine cannot run), or None."""
     values = cell.as_dict()
     if "engine" not in values or "version" not in values:
-        return None
+        return _workload_not_applicable(cell, wls)
     engine, version = values["engine"], str(values["version"])
     family = engines.ENGINES.get(engine)
     if version in builds:
@@ -324,12 +324,25 @@ def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | No
             return f"{version} is a {build['family']} build; {engine} runs on {family}"
         if not engines.family(engine).supports(engine, Path(build["basedir"])):
             return f"{engine} is not in the build {version} (MyRocks needs its ha_rocksdb plugin)"
-        return None
+        return _workload_not_applicable(cell, wls)
     if version not in servers.available(family):
         return f"{version} is not a {family} version"
     if engine == "myrocks" and not servers.is_debian(family, version):
         return f"MyRocks ships only with Debian's mariadb-plugin-rocksdb (MariaDB {version} has no plugin)"
-    return None
+    return _workload_not_applicable(cell, wls)
+
+
+def _workload_not_applicable(cell: Cell, wls: dict) -> str | None:
+    """Why the cell's workload cannot run on its engine (the workload module's not_applicable), or None."""
+    values = cell.as_dict()
+    wl = wls.get(values["workload"])
+    if wl is None or "engine" not in values:
+        return None
+    module = workloads.module(wl["tool"])
+    if not hasattr(module, "not_applicable"):
+        return None
+    options = {k: _substitute(v, values) for k, v in wl["options"].items()}
+    return module.not_applicable(options, values["engine"])
 
 
 def _baseline(baseline: dict, axes: dict) -> dict:

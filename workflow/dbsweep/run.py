@@ -176,6 +176,13 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
         _measure(argv, scratch, fs.devices, raw, record, log, sampler)
         if sampler.error:
             raise RuntimeError(f"server counters: {sampler.error}")
+        if hasattr(tool, "after_run"):  # e.g. tpcc's consistency check, against the still-running server
+            argv, name = tool.after_run(recipe["options"], recipe["threads"], db.option_file)
+            argv = db.sysbench(argv)
+            record["commands"].append(argv)
+            errors = name.replace("stdout", "stderr")
+            if run_tool(argv, scratch, raw / name, raw / errors) != 0:
+                raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
 
 
 def _tail(raw: Path, *names: str, lines: int = 3) -> str:

@@ -8,12 +8,20 @@ from importlib import import_module
 
 from dbsweep.errors import ConfigError
 
-TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp"}
-DATABASE_TOOLS = {"sysbench"}  # tools that run against a database server
+TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "tpcc": "tpcc"}
+DATABASE_TOOLS = {"sysbench", "tpcc"}  # tools that run against a database server
 
 
 def module(tool: str):
     return import_module(f"dbsweep.workloads.{TOOLS[tool]}")
+
+
+def extra_keys() -> list[str]:
+    """Summary keys some workloads add to the common ones (their EXTRA_KEYS), in TOOLS order."""
+    keys = []
+    for tool in TOOLS:
+        keys += [k for k in getattr(module(tool), "EXTRA_KEYS", []) if k not in keys]
+    return keys
 
 
 def duration(tool: str, options: dict) -> int | None:
