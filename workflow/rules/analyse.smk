@@ -127,3 +127,19 @@ rule versions:
         "results/logs/versions.log",
     script:
         "../scripts/versions.R"
+
+
+rule tpcc_table:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/tpcc.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        tpcc_csv=report(f"{TABLES}/tpcc.csv", caption="../report/tpcc.rst", category="Tables"),
+        tpcc_md=f"{TABLES}/tpcc.md",
+    params:
+        axes=STUDY.axes,
+    log:
+        "results/logs/tpcc.log",
+    script:
+        "../scripts/tpcc.R"

@@ -66,6 +66,8 @@ def final_targets():
         targets += [*rules.tables.output, *rules.plots.output]
     if tools & workloads.DATABASE_TOOLS:
         targets += [*rules.db_tables.output, *rules.db_plots.output]
+    if "tpcc" in tools:
+        targets += [*rules.tpcc_table.output]
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         targets += [*rules.versions.output]
     return targets

@@ -31,13 +31,13 @@ DATABASE_SUMMARY_COLUMNS <- c("tps", "qps", "transactions", "hit_ratio",
                               "cpu_us_per_txn", "datadir_mb_start",
                               "datadir_mb_end", "memory_limit_mb")
 DATABASE_SAMPLES_COLUMNS <- c("tps", "qps")
-# The tool of database cells; storage cells (fio, sysbench-fileio) share the
+# The tools of database cells; storage cells (fio, sysbench-fileio) share the
 # tables with their database axes empty.
-DATABASE_TOOL <- "sysbench"
+DATABASE_TOOL <- c("sysbench", "tpcc")
 
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device", "name")
+TEXT_COLUMNS <- c("tool", "device", "name", "check")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.
