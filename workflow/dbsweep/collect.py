@@ -37,7 +37,8 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     final = tool.summary(raw)
     final.setdefault("lat_p95_ms", final.get("lat_pct_ms"))
     summary = {k: final.get(k) for k in SUMMARY_KEYS}
-    summary |= {k: final.get(k) for k in getattr(tool, "EXTRA_KEYS", [])}
+    # a workload's own figures (aggregated as columns) and details (summary.json only)
+    summary |= {k: final.get(k) for k in [*getattr(tool, "EXTRA_KEYS", []), *getattr(tool, "DETAIL_KEYS", [])]}
     summary |= {"tool": record["recipe"]["tool"], "duration_s": record["recipe"]["duration_s"],
                 "seconds": len(samples)}
     if "engine" in record["recipe"]:

@@ -30,6 +30,8 @@ DATASET_DEFAULTS = {"tables": 1, "scale": 1, "foreign_keys": False}
 RUN_DEFAULTS = {"isolation": "RC", "purge": 0}
 # Summary keys beyond the common ones (collect.py writes them; aggregate.py adds the columns).
 EXTRA_KEYS = ["tpmc", *TYPES, "rollbacks", "retries", "check", "check_failures", "check_warehouses"]
+# Written to summary.json only: retries per SQL error, and every failing (set, warehouse, condition).
+DETAIL_KEYS = ["retries_by_error", "check_failed"]
 CHECK_STDOUT = "check.stdout.txt"
 THREAD_LINE = re.compile(r"^tpcc-thread (\{.*\})$", re.M)
 CHECK_LINE = re.compile(r"^tpcc-check (\{.*\})$", re.M)

@@ -1,0 +1,146 @@
+"""tpcc: the TPC-C-like sysbench workload written here (workflow/lua/tpcc.lua) and its adapter.
+
+The workflow test runs the real pipeline on MariaDB InnoDB, MyRocks (RC) and PostgreSQL at
+scale 1: prepare into the image, a few seconds of run, and the consistency check after it;
+then a district counter is corrupted inside the prepared InnoDB image, and the rerun's check
+must fail, in summary.json and in the tables.
+"""
+import csv
+import gzip
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import leftovers
+from dbsweep import database, engines, storage
+from dbsweep.config import load
+from dbsweep.errors import ConfigError
+from dbsweep.workloads import tpcc
+
+from test_database_workflow import servers_in
+
+
+def study(engines_=("innodb", "myrocks", "postgresql"), **options) -> dict:
+    return {
+        "study": "tpcc",
+        "axes": {"engine": list(engines_), "memory": ["64M"], "filesystem": ["ext4"], "threads": [2],
+                 "workload": ["tpcc"]},
+        "filesystems": {"ext4": {"type": "ext4", "size": "1G"}},
+        "workloads": {"tpcc": {"tool": "tpcc", "options": {"scale": 1, "isolation": "RC", "time": 3} | options}},
+    }
+
+
+@pytest.fixture
+def workdir():
+    """A folder the servers, which run as mysql and postgres, can reach (pytest's are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-tpcc-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    if not leftovers(folder) and not servers_in(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+# --- config --------------------------------------------------------------------
+
+@pytest.mark.parametrize("key, value, message", [
+    ("isolation", "SNAPSHOT", "workloads.tpcc.options.isolation: 'SNAPSHOT' is not one of RR, RC, SERIALIZABLE"),
+    ("scale", 0, "workloads.tpcc.options.scale: 0 is not a positive integer"),
+    ("tables", "two", "workloads.tpcc.options.tables: 'two' is not a positive integer"),
+    ("purge", -1, "workloads.tpcc.options.purge: -1 is not a whole number of orders (0: no purge)"),
+    ("foreign_keys", "maybe", "workloads.tpcc.options.foreign_keys: 'maybe' is not on/off"),
+    ("warehouses", 4, "workloads.tpcc.options.warehouses: 4 is not an option of tpcc"),
+    ("threads", 4, "workloads.tpcc.options.threads: 4 is set by dbsweep"),
+    ("mysql-password", "x", "workloads.tpcc.options.mysql-password: '***' is set by dbsweep"),
+])
+def test_bad_options_stop_before_any_work(key, value, message):
+    config = study()
+    config["workloads"]["tpcc"]["options"][key] = value
+    with pytest.raises(ConfigError) as err:
+        load(config)
+    assert str(err.value).startswith(message) and "\n" not in str(err.value)
+
+
+def test_myrocks_with_foreign_keys_is_not_applicable():
+    s = load(study(foreign_keys=True))
+    assert {c["engine"] for c in s.cells} == {"innodb", "postgresql"}
+    (path, why), = s.not_applicable
+    assert path.startswith("engine~myrocks/") and "foreign keys" in why
+
+
+def test_dataset_is_sets_warehouses_and_foreign_keys_only():
+    base = tpcc.dataset({"scale": 1})
+    assert base == tpcc.dataset({"scale": "1", "tables": 1, "foreign_keys": "off", "isolation": "RR", "purge": 50,
+                                 "time": 60})
+    assert base != tpcc.dataset({"scale": 2}) and base != tpcc.dataset({"foreign_keys": True})
+    s = load(study(engines_=["innodb"]))
+    other = study(engines_=["innodb"])
+    other["workloads"]["tpcc"]["options"]["isolation"] = "SERIALIZABLE"
+    assert s.image(s.cells[0]) == load(other).image(load(other).cells[0])
+
+
+def test_commands():
+    cfg = Path("/run/x/sysbench.cfg")
+    (prep,) = tpcc.prepare({"scale": 2, "tables": 3}, cfg, threads=8)
+    assert prep[:3] == ["sysbench", str(tpcc.SCRIPT), f"--config-file={cfg}"]
+    assert prep[-2:] == ["--threads=8", "prepare"] and "--scale=2" in prep and "--tables=3" in prep
+    run = tpcc.command({"scale": 2, "isolation": "rr", "rand-seed": 7}, 4, Path("/tmp"), cfg, time_s=5)
+    assert run[-1] == "run" and "--isolation=RR" in run and "--time=5" in run and "--threads=4" in run
+    assert "--rand-seed=7" in run and "--report-interval=1" in run
+    argv, name = tpcc.after_run({"purge": 10}, 2, cfg)
+    assert argv[-1] == "check" and "--purge=10" in argv and name == "check.stdout.txt"
+
+
+# --- real servers, the whole pipeline --------------------------------------------
+
+def corrupt_district(s, root: Path, cell) -> None:
+    """Set one district's D_NEXT_O_ID wrong inside the cell's prepared image (a clean shutdown after)."""
+    image = root / s.image(cell)
+    recipe = s.recipe(cell)
+    mnt, active = root / "corrupt", root / "results/.active"
+    active.mkdir(parents=True, exist_ok=True)
+    with storage.loop_device(image, active) as dev, storage.mounted(dev, mnt, "ext4", [], active), \
+            open(root / "corrupt.log", "w") as log, database.running(recipe, mnt, log) as db:
+        session = engines.family(recipe["engine"]).connect(db.conn)
+        with session.cursor() as cursor:
+            cursor.execute("UPDATE district1 SET d_next_o_id = d_next_o_id + 5 WHERE d_w_id = 1 AND d_id = 3")
+        session.close()
+
+
+def test_three_engines_prepare_run_check_and_a_corrupted_district_fails(study_factory, workdir):
+    config = study()
+    run = study_factory(config)
+    run.run()
+    summary = {r["engine"]: r for r in rows(run.path("results/tables/summary.csv.gz"))}
+    assert set(summary) == {"innodb", "myrocks", "postgresql"}
+    for engine, r in summary.items():
+        assert r["tool"] == "tpcc" and r["check"] == "ok" and r["check_failures"] == "0", engine
+        assert int(r["check_warehouses"]) == 1
+        assert float(r["tpmc"]) > 0 and int(r["new_order"]) > 0 and int(r["payment"]) > 0, engine
+        committed = sum(int(r[t]) for t in tpcc.TYPES) + int(r["rollbacks"])
+        assert committed == int(r["transactions"]), engine
+    table = run.path("results/tables/tpcc.md").read_text()
+    assert "FAILED" not in table and table.count("| ok |") == 3
+
+    s = load(config)
+    (innodb,) = [c for c in s.cells if c["engine"] == "innodb"]
+    corrupt_district(s, run.root, innodb)
+    run.run()  # the image is newer than the run: the InnoDB cell runs again
+    rep = next(run.path("results/runs").glob("engine~innodb/*/*/*/*/rep~1"))
+    result = json.loads((rep / "summary.json").read_text())
+    assert result["check"] == "failed"
+    failed = {(f["set"], f["warehouse"], f["condition"]) for f in result["check_failed"]}
+    assert failed == {(1, 1, 2)}  # D_NEXT_O_ID - 1 = max(O_ID) = max(NO_O_ID), district 3
+    assert "d_id=3" in result["check_failed"][0]["sample"]
+    summary = {r["engine"]: r for r in rows(run.path("results/tables/summary.csv.gz"))}
+    assert summary["innodb"]["check"] == "failed" and summary["postgresql"]["check"] == "ok"
+    table = run.path("results/tables/tpcc.md").read_text()
+    assert "consistency check FAILED in 1 cell" in table and "FAILED (1 of 1 reps)" in table
+    assert servers_in(workdir) == [] and leftovers(workdir) == []
