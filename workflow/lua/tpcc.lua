@@ -625,39 +625,40 @@ end
 
 -- ---------------------------------------------------------------- check
 
--- The consistency conditions of clause 3.3.2, per warehouse. Each query returns the rows
--- that break the condition (district or customer, and the values compared). Conditions 10
+-- The consistency conditions of clause 3.3.2, per warehouse: {number, column names, query};
+-- each query returns the rows that break the condition (district or customer, and the
+-- values compared). Conditions 10
 -- and 12 sum a customer's delivered order lines, which a purge deletes: skipped then.
 -- Condition 11 holds only for the initial database and is not checked.
 local function conditions(set, w)
    local n = set
    local c = {
-      {1, string.format([[SELECT w_ytd, (SELECT SUM(d_ytd) FROM district%d WHERE d_w_id = w_id)
+      {1, {"w_ytd", "sum_d_ytd"}, string.format([[SELECT w_ytd, (SELECT SUM(d_ytd) FROM district%d WHERE d_w_id = w_id)
  FROM warehouse%d WHERE w_id = %d AND w_ytd <> (SELECT SUM(d_ytd) FROM district%d WHERE d_w_id = w_id)]], n, n, w, n)},
-      {2, string.format([[SELECT d_id, d_next_o_id - 1, mo, mno FROM district%d,
+      {2, {"d_id", "d_next_o_id_minus_1", "max_o_id", "max_no_o_id"}, string.format([[SELECT d_id, d_next_o_id - 1, mo, mno FROM district%d,
  (SELECT o_d_id, MAX(o_id) AS mo FROM orders%d WHERE o_w_id = %d GROUP BY o_d_id) o
  LEFT JOIN (SELECT no_d_id, MAX(no_o_id) AS mno FROM new_order%d WHERE no_w_id = %d GROUP BY no_d_id) nw
  ON nw.no_d_id = o.o_d_id
  WHERE d_w_id = %d AND o.o_d_id = d_id AND (d_next_o_id - 1 <> mo OR (mno IS NOT NULL AND mno <> mo))]],
          n, n, w, n, w, w)},
-      {3, string.format([[SELECT no_d_id, MAX(no_o_id) - MIN(no_o_id) + 1, COUNT(*) FROM new_order%d
+      {3, {"d_id", "no_span", "no_count"}, string.format([[SELECT no_d_id, MAX(no_o_id) - MIN(no_o_id) + 1, COUNT(*) FROM new_order%d
  WHERE no_w_id = %d GROUP BY no_d_id HAVING MAX(no_o_id) - MIN(no_o_id) + 1 <> COUNT(*)]], n, w)},
-      {4, string.format([[SELECT o.o_d_id, o.s, l.c FROM
+      {4, {"d_id", "sum_o_ol_cnt", "order_lines"}, string.format([[SELECT o.o_d_id, o.s, l.c FROM
  (SELECT o_d_id, SUM(o_ol_cnt) AS s FROM orders%d WHERE o_w_id = %d GROUP BY o_d_id) o
  LEFT JOIN (SELECT ol_d_id, COUNT(*) AS c FROM order_line%d WHERE ol_w_id = %d GROUP BY ol_d_id) l
  ON l.ol_d_id = o.o_d_id WHERE l.c IS NULL OR o.s <> l.c]], n, w, n, w)},
-      {5, string.format([[SELECT o_d_id, o_id, o_carrier_id, no_o_id FROM orders%d
+      {5, {"d_id", "o_id", "o_carrier_id", "no_o_id"}, string.format([[SELECT o_d_id, o_id, o_carrier_id, no_o_id FROM orders%d
  LEFT JOIN new_order%d ON no_w_id = o_w_id AND no_d_id = o_d_id AND no_o_id = o_id
  WHERE o_w_id = %d AND ((o_carrier_id IS NULL) <> (no_o_id IS NOT NULL)) LIMIT 10]], n, n, w)},
-      {6, string.format([[SELECT o_d_id, o_id, o_ol_cnt, COUNT(ol_number) FROM orders%d
+      {6, {"d_id", "o_id", "o_ol_cnt", "order_lines"}, string.format([[SELECT o_d_id, o_id, o_ol_cnt, COUNT(ol_number) FROM orders%d
  LEFT JOIN order_line%d ON ol_w_id = o_w_id AND ol_d_id = o_d_id AND ol_o_id = o_id
  WHERE o_w_id = %d GROUP BY o_d_id, o_id, o_ol_cnt HAVING o_ol_cnt <> COUNT(ol_number) LIMIT 10]], n, n, w)},
-      {7, string.format([[SELECT ol_d_id, ol_o_id, ol_number FROM order_line%d
+      {7, {"d_id", "o_id", "ol_number"}, string.format([[SELECT ol_d_id, ol_o_id, ol_number FROM order_line%d
  JOIN orders%d ON o_w_id = ol_w_id AND o_d_id = ol_d_id AND o_id = ol_o_id
  WHERE ol_w_id = %d AND ((ol_delivery_d IS NULL) <> (o_carrier_id IS NULL)) LIMIT 10]], n, n, w)},
-      {8, string.format([[SELECT w_ytd, (SELECT SUM(h_amount) FROM history%d WHERE h_w_id = w_id)
+      {8, {"w_ytd", "sum_h_amount"}, string.format([[SELECT w_ytd, (SELECT SUM(h_amount) FROM history%d WHERE h_w_id = w_id)
  FROM warehouse%d WHERE w_id = %d AND w_ytd <> (SELECT SUM(h_amount) FROM history%d WHERE h_w_id = w_id)]], n, n, w, n)},
-      {9, string.format([[SELECT d_id, d_ytd, h FROM district%d
+      {9, {"d_id", "d_ytd", "sum_h_amount"}, string.format([[SELECT d_id, d_ytd, h FROM district%d
  LEFT JOIN (SELECT h_d_id, SUM(h_amount) AS h FROM history%d WHERE h_w_id = %d GROUP BY h_d_id) x ON h_d_id = d_id
  WHERE d_w_id = %d AND (h IS NULL OR d_ytd <> h)]], n, n, w, w)},
    }
@@ -667,10 +668,10 @@ local function conditions(set, w)
  WHERE ol_w_id = %d AND ol_delivery_d IS NOT NULL GROUP BY ol_d_id, o_c_id]], n, n, w)
       local paid = string.format([[SELECT h_c_d_id AS hd, h_c_id AS hc, SUM(h_amount) AS hamt FROM history%d
  WHERE h_c_w_id = %d GROUP BY h_c_d_id, h_c_id]], n, w)
-      c[#c + 1] = {10, string.format([[SELECT c_d_id, c_id, c_balance, COALESCE(amt, 0) - COALESCE(hamt, 0)
+      c[#c + 1] = {10, {"d_id", "c_id", "c_balance", "delivered_minus_paid"}, string.format([[SELECT c_d_id, c_id, c_balance, COALESCE(amt, 0) - COALESCE(hamt, 0)
  FROM customer%d LEFT JOIN (%s) dl ON dd = c_d_id AND cc = c_id LEFT JOIN (%s) py ON hd = c_d_id AND hc = c_id
  WHERE c_w_id = %d AND c_balance <> COALESCE(amt, 0) - COALESCE(hamt, 0) LIMIT 10]], n, delivered, paid, w)}
-      c[#c + 1] = {12, string.format([[SELECT c_d_id, c_id, c_balance + c_ytd_payment, COALESCE(amt, 0)
+      c[#c + 1] = {12, {"d_id", "c_id", "c_balance_plus_ytd_payment", "delivered"}, string.format([[SELECT c_d_id, c_id, c_balance + c_ytd_payment, COALESCE(amt, 0)
  FROM customer%d LEFT JOIN (%s) dl ON dd = c_d_id AND cc = c_id
  WHERE c_w_id = %d AND c_balance + c_ytd_payment <> COALESCE(amt, 0) LIMIT 10]], n, delivered, w)}
    end
@@ -687,14 +688,14 @@ function cmd_check()
             warehouses = warehouses + 1
             for _, cond in ipairs(conditions(set, w)) do
                checked = checked + 1
-               local bad = rows(cond[2])
+               local bad = rows(cond[3])
                if #bad > 0 then
                   failures = failures + 1
                   local sample = {}
                   for i, r in ipairs(bad) do
                      local cells = {}
-                     for j = 1, #cond.columns do
-                        cells[j] = cond.columns[j] .. "=" .. tostring(r[j] or "NULL")
+                     for j, name in ipairs(cond[2]) do
+                        cells[j] = name .. "=" .. tostring(r[j] or "NULL")
                      end
                      sample[i] = table.concat(cells, " ")
                   end
