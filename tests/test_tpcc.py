@@ -98,6 +98,60 @@ def test_commands():
     assert argv[-1] == "check" and "--purge=10" in argv and name == "check.stdout.txt"
 
 
+# --- parsers, on output captured from real runs (tests/fixtures/capture_tpcc.py) ---------
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def fixture_copy(tmp_path, name, edit=None, path="stdout.txt"):
+    """A fixture's folder, with edit(text) applied to one file."""
+    raw = tmp_path / name
+    shutil.copytree(FIXTURES / name, raw)
+    if edit:
+        (raw / path).write_text(edit((raw / path).read_text()))
+    return raw
+
+
+def test_summary_of_a_run_and_its_passed_check():
+    out = tpcc.summary(FIXTURES / "tpcc_innodb")
+    assert sum(out[t] for t in tpcc.TYPES) + out["rollbacks"] == out["transactions"] > 0
+    assert out["tpmc"] == pytest.approx(out["new_order"] / out["time_s"] * 60)
+    assert out["new_order"] > out["order_status"] and out["payment"] > out["delivery"]
+    assert out["check"] == "ok" and out["check_failures"] == 0 and out["check_warehouses"] == 1
+    assert out["check_failed"] == []
+    seconds = tpcc.samples(FIXTURES / "tpcc_innodb", 0.0)
+    assert [r["second"] for r in seconds] == [1, 2, 3] and all(r["tps"] > 0 for r in seconds)
+
+
+def test_retries_are_counted_per_error_and_match_sysbenchs_ignored_errors():
+    out = tpcc.summary(FIXTURES / "tpcc_pgsql_serializable")
+    assert set(out["retries_by_error"]) == {"40001"}
+    assert out["retries"] == out["retries_by_error"]["40001"] == out["ignored_errors"] > 0
+
+
+def test_a_failed_check_lists_every_failing_condition():
+    out = tpcc.summary(FIXTURES / "tpcc_check_failed")
+    assert out["check"] == "failed" and out["check_failures"] == 3
+    assert [(f["warehouse"], f["condition"]) for f in out["check_failed"]] == [(1, 1), (1, 2), (1, 8)]
+    assert out["check_failed"][1]["sample"].startswith("d_id=4 ")
+
+
+def test_per_type_counts_that_do_not_add_up_are_refused(tmp_path):
+    raw = fixture_copy(tmp_path, "tpcc_innodb", lambda t: "\n".join(
+        line for line in t.splitlines() if not line.startswith('tpcc-thread {"committed"') or '"thread":1' not in line))
+    with pytest.raises(ValueError, match="do not add up"):
+        tpcc.summary(raw)
+
+
+def test_a_check_that_did_not_finish_is_refused_and_one_not_run_is_none(tmp_path):
+    raw = fixture_copy(tmp_path, "tpcc_check_failed", lambda t: t.replace("tpcc-check-done", "tpcc-check-don"),
+                       "check.stdout.txt")
+    with pytest.raises(ValueError, match="did not finish"):
+        tpcc.summary(raw)
+    (raw / "check.stdout.txt").unlink()
+    assert tpcc.summary(raw)["check"] is None
+
+
 # --- real servers, the whole pipeline --------------------------------------------
 
 def corrupt_district(s, root: Path, cell) -> None:
