@@ -2,7 +2,11 @@
 
 Each module exposes TOOL, check, dataset, prepare, command, samples, summary and
 version (see fio.py); adding a tool is one module plus its name in TOOLS and in
-the schema's `tool` enum.
+the schema's `tool` enum. Optional (see tpcc.py): EXTRA_KEYS (summary figures that
+become columns of the summary table), DETAIL_KEYS (summary.json only),
+not_applicable(options, engine) (a reason, or None), and after_run(options, threads,
+option_file) (a command run against the server after the measured window, and the raw
+file for its stdout).
 """
 from importlib import import_module
 
