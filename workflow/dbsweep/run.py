@@ -171,11 +171,43 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
                             "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
         with open(raw / "variables.tsv", "w") as f:
             f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
-        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
         sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
-        _measure(argv, scratch, fs.devices, raw, record, log, sampler)
+        if hasattr(tool, "phases"):
+            _measure_phases(tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
+                            scratch, record, log, sampler)
+        else:
+            argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
+            _measure(argv, scratch, fs.devices, raw, record, log, sampler)
         if sampler.error:
             raise RuntimeError(f"server counters: {sampler.error}")
+
+
+def _measure_phases(phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict, log,
+                    sampler) -> None:
+    """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
+    raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
+    each phase, so a failed phase keeps what the earlier ones measured."""
+    done = []
+    with Monitors(raw, fs.devices) as mon, sampler:
+        record["monitors"] = mon.commands
+        record["measure_start"] = time.time()
+        for name, argv in phases:
+            argv = db.sysbench(argv)
+            record["commands"].append(argv)
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            (raw / name).mkdir()
+            start = time.time()
+            status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt")
+            done.append({"phase": name, "argv": argv, "start": start, "end": time.time(), "exit_status": status,
+                         "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})
+            manifest.write_json(raw / "phases.json", done)
+            if status != 0:
+                record["exit_status"] = status
+                raise RuntimeError(f"phase {name}: sysbench exited with {status}: "
+                                   f"{_tail(raw / name, 'stderr.txt', 'stdout.txt')}")
+        record["exit_status"] = 0
+        record["measure_end"] = time.time()
 
 
 def _tail(raw: Path, *names: str, lines: int = 3) -> str:

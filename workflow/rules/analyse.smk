@@ -15,6 +15,7 @@ rule aggregate:
         samples=f"{TABLES}/samples.csv.gz",
         system=f"{TABLES}/system.csv.gz",
         counters=f"{TABLES}/counters.csv.gz",
+        phases=f"{TABLES}/phases.csv.gz",
         provenance=f"{TABLES}/provenance.json",
         not_applicable=f"{TABLES}/not_applicable.csv",
     params:
@@ -127,3 +128,22 @@ rule versions:
         "results/logs/versions.log",
     script:
         "../scripts/versions.R"
+
+
+rule insert_benchmark:
+    input:
+        phases=rules.aggregate.output.phases,
+        provenance=rules.aggregate.output.provenance,
+        script=f"{SCRIPTS}/insert_benchmark.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        table_csv=report(f"{TABLES}/insert_benchmark.csv", caption="../report/insert_benchmark.rst", category="Tables"),
+        table_md=f"{TABLES}/insert_benchmark.md",
+        plot=report(f"{PLOTS}/insert_benchmark.png", caption="../report/insert_benchmark.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/insert_benchmark.log",
+    script:
+        "../scripts/insert_benchmark.R"

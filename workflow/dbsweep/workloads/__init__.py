@@ -8,8 +8,9 @@ from importlib import import_module
 
 from dbsweep.errors import ConfigError
 
-TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp"}
-DATABASE_TOOLS = {"sysbench"}  # tools that run against a database server
+TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "insert": "insert_bench"}
+DATABASE_TOOLS = {"sysbench", "insert"}  # tools that run against a database server
+OWN_ANALYSIS = {"insert"}  # database tools with tables and plots of their own (not db_tables / db_plots)
 
 
 def module(tool: str):

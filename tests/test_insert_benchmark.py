@@ -1,0 +1,79 @@
+"""The insert benchmark's phases through the real workflow, on a tiny table, with InnoDB and PostgreSQL."""
+import csv
+import gzip
+import json
+
+import pytest
+
+from dbsweep.errors import ConfigError
+from dbsweep.config import load
+from dbsweep.workloads import insert_bench
+from test_database_workflow import db_study, servers_in, workdir  # noqa: F401 - the fixture
+
+RATE = 50  # rows/s per client
+
+
+def insert_study(engines=("innodb", "postgresql"), **options) -> dict:
+    config = db_study(engines=list(engines), workload=["ib"])
+    config["axes"]["threads"] = [1]
+    config["filesystems"]["ext4"]["size"] = "512M"
+    config["workloads"] = {"ib": {"tool": "insert", "options": {
+        "tables": 2, "table_size": 30000, "load_batch": 100, "insert_batch": 5, "insert_rate": RATE,
+        "time": 3} | options}}
+    config["baseline"] = {"engine": engines[0]}
+    return config
+
+
+def rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
+    study = study_factory(insert_study())
+    study.run()
+    assert servers_in(workdir) == []
+    phases = rows(study.path("results/tables/phases.csv.gz"))
+    got = {(r["engine"], r["phase"]): r for r in phases}
+    assert sorted(got) == [(e, p) for e in ("innodb", "postgresql") for p in ("index", "load", "qp", "qr")]
+    for engine in ("innodb", "postgresql"):
+        load_, index, qr, qp = (got[engine, p] for p in ("load", "index", "qr", "qp"))
+        assert float(load_["inserts"]) == 2 * 30000, engine  # every row, in batches of 100
+        assert float(load_["ops"]) == 60000 and load_["op"] == "row"
+        assert float(load_["cpu_us_per_op"]) > 0, engine
+        assert float(index["db_mb"]) > float(load_["db_mb"]) * 0.99, engine
+        for phase in (qr, qp):
+            target = float(phase["target_inserts_s"])
+            assert target == RATE  # one client
+            assert 0.7 * target < float(phase["inserts_s"]) < 1.2 * target, (engine, phase)
+            assert float(phase["queries_s"]) > 10 * target, (engine, phase)  # queries run flat out
+            assert phase["op"] == "query"
+    run = next(study.path("results/runs").glob("engine~postgresql/**/rep~1/run.json"))
+    record = json.loads(run.read_text())
+    assert [c[-2] for c in record["commands"] if "--phase=" in " ".join(c)] == [
+        "--events=0", "--events=0", "--time=3", "--time=3"]
+    raw = run.parent / record["attempt"] / "raw"
+    assert {p.name for p in raw.iterdir() if p.is_dir()} == {"load", "index", "qr", "qp"}
+    samples = rows(study.path("results/tables/samples.csv.gz"))
+    assert {r["phase"] for r in samples if r["engine"] == "innodb"} >= {"qr", "qp"}  # load: under a second
+    table = study.path("results/tables/insert_benchmark.csv").read_text()
+    assert "inserts_s" in table and study.path("results/plots/insert_benchmark.png").stat().st_size > 1000
+
+
+def test_options_are_checked_before_any_work():
+    config = insert_study(insert_rate=0)
+    with pytest.raises(ConfigError, match=r"^workloads\.ib\.options\.insert_rate: 0 is not a whole number"):
+        load(config)
+    with pytest.raises(ConfigError, match=r"^workloads\.ib\.options\.rate: 5 is not an option"):
+        load(insert_study(rate=5))
+    config = insert_study()
+    config["workloads"]["ib"]["warmup"] = 5
+    with pytest.raises(ConfigError, match=r"^workloads\.ib\.warmup: 5: the insert workload has no warm-up"):
+        load(config)
+
+
+def test_dataset_is_the_empty_tables_only():
+    a = insert_bench.dataset({"tables": 2, "table_size": 10, "insert_rate": 5})
+    b = insert_bench.dataset({"tables": 2, "table_size": 99999, "insert_rate": 1000})
+    assert a == b and a["tables"] == 2
+    assert insert_bench.dataset({"tables": 3}) != a
