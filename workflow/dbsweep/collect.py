@@ -42,6 +42,8 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     if "engine" in record["recipe"]:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
+    if "executions" in final:
+        summary["executions"] = final["executions"]
     if "phases" in final:
         summary["phases"] = [phase | per_op(phase, system, record["host"]["cpus"]) for phase in final["phases"]]
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")

@@ -145,6 +145,15 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
         raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
 
 
+class Window:
+    """What a workload that drives the server itself gets: the running server (db), the cell's recipe,
+    the raw folder, and restart(): stop the server, drop the OS caches, start it again (sets db)."""
+
+    def __init__(self, db, recipe: dict, raw: Path):
+        self.db, self.recipe, self.raw = db, recipe, raw
+        self.restart = None
+
+
 def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log) -> None:
     """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
     again; then measure with server counters sampled beside vmstat and iostat."""
@@ -171,6 +180,23 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
                             "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
         with open(raw / "variables.tsv", "w") as f:
             f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
+        if hasattr(tool, "measure"):  # the workload drives the server itself, restarts included
+            window = Window(db, recipe, raw)
+
+            def restart():
+                session.close()
+                database.drop_caches()
+                window.db = session.enter_context(server())
+                return window.db
+
+            window.restart = restart
+            with Monitors(raw, fs.devices) as mon:
+                record["monitors"] = mon.commands
+                record["measure_start"] = time.time()
+                tool.measure(window)
+                record["measure_end"] = time.time()
+                record["exit_status"] = 0
+            return
         sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
         if hasattr(tool, "phases"):
             _measure_phases(tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,

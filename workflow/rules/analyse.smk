@@ -16,6 +16,7 @@ rule aggregate:
         system=f"{TABLES}/system.csv.gz",
         counters=f"{TABLES}/counters.csv.gz",
         phases=f"{TABLES}/phases.csv.gz",
+        executions=f"{TABLES}/executions.csv.gz",
         provenance=f"{TABLES}/provenance.json",
         not_applicable=f"{TABLES}/not_applicable.csv",
     params:
@@ -147,3 +148,22 @@ rule insert_benchmark:
         "results/logs/insert_benchmark.log",
     script:
         "../scripts/insert_benchmark.R"
+
+
+rule query_timing:
+    input:
+        executions=rules.aggregate.output.executions,
+        provenance=rules.aggregate.output.provenance,
+        script=f"{SCRIPTS}/query_timing.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        table_csv=report(f"{TABLES}/query_timing.csv", caption="../report/query_timing.rst", category="Tables"),
+        table_md=f"{TABLES}/query_timing.md",
+        plot=report(f"{PLOTS}/query_timing.png", caption="../report/query_timing.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/query_timing.log",
+    script:
+        "../scripts/query_timing.R"

@@ -68,6 +68,8 @@ def final_targets():
         targets += [*rules.db_tables.output, *rules.db_plots.output]
     if "insert" in tools:
         targets += [*rules.insert_benchmark.output]
+    if "query" in tools:
+        targets += [*rules.query_timing.output]
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         targets += [*rules.versions.output]
     return targets

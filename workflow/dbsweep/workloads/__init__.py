@@ -8,9 +8,10 @@ from importlib import import_module
 
 from dbsweep.errors import ConfigError
 
-TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "insert": "insert_bench"}
-DATABASE_TOOLS = {"sysbench", "insert"}  # tools that run against a database server
-OWN_ANALYSIS = {"insert"}  # database tools with tables and plots of their own (not db_tables / db_plots)
+TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "insert": "insert_bench",
+         "query": "query"}
+DATABASE_TOOLS = {"sysbench", "insert", "query"}  # tools that run against a database server
+OWN_ANALYSIS = {"insert", "query"}  # database tools with tables and plots of their own (not db_tables / db_plots)
 
 
 def module(tool: str):
@@ -21,6 +22,8 @@ def duration(tool: str, options: dict) -> int | None:
     """The measured window in seconds, as configured (warm-up excluded)."""
     if tool == "fio":
         value = options.get("runtime")
+    elif tool == "query":
+        return None  # as many executions as it takes
     else:  # sysbench runs 10 s unless told otherwise
         value = options.get("time", 10)
     return None if value is None else int(str(value).rstrip("s"))

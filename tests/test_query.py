@@ -1,0 +1,76 @@
+"""The query workload through the real workflow: a setup file, a join run cold and warm on InnoDB and
+PostgreSQL, counters per execution; bad setup and missing files."""
+import csv
+import gzip
+from pathlib import Path
+
+import pytest
+
+from dbsweep.config import load
+from dbsweep.errors import ConfigError
+from test_database_workflow import db_study, servers_in, workdir  # noqa: F401 - the fixture
+
+SQL = Path(__file__).parent / "fixtures" / "query"
+
+
+def query_study(engines=("innodb", "postgresql"), setup="setup.sql", **options) -> dict:
+    config = db_study(engines=list(engines), workload=["join"], cache=["cold", "warm"])
+    config["axes"]["threads"] = [1]
+    config["filesystems"]["ext4"]["size"] = "512M"
+    config["workloads"] = {"join": {"tool": "query", "options": {
+        "setup": str(SQL / setup), "query": str(SQL / "join.sql"), "executions": 2, "cache": "{cache}"} | options}}
+    config["baseline"] = {"cache": "warm"}
+    return config
+
+
+def rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_cold_reads_from_disk_and_warm_does_not(study_factory, workdir):  # noqa: F811
+    study = study_factory(query_study())
+    study.run()
+    assert servers_in(workdir) == []
+    got = {}
+    for r in rows(study.path("results/tables/executions.csv.gz")):
+        got.setdefault((r["engine"], r["cache"], r["name"]), []).append(float(r["value"]))
+    for engine, reads in (("innodb", "Innodb_buffer_pool_reads"), ("postgresql", "statio.heap_blks_read")):
+        assert len(got[engine, "cold", "ms"]) == 2 and len(got[engine, "warm", "ms"]) == 2
+        assert got[engine, "cold", "rows"] == [10.0, 10.0]  # ten regions
+        assert min(got[engine, "cold", reads]) > 50, engine  # ~8 MB of orders from disk, every execution
+        assert max(got[engine, "warm", reads]) <= 1, engine
+    assert min(got["innodb", "cold", "Innodb_data_read"]) > 1e6
+    assert min(got["innodb", "warm", "Handler_read_rnd_next"]) >= 40000  # the orders scanned
+    assert max(got["innodb", "warm", "Innodb_data_read"]) == 0
+    table = study.path("results/tables/query_timing.md").read_text()
+    assert "Innodb_buffer_pool_reads" in table and "statio.heap_blks_read" in table
+    assert study.path("results/plots/query_timing.png").stat().st_size > 1000
+
+
+def test_sql_error_in_setup_names_the_file_and_the_error(study_factory, workdir):  # noqa: F811
+    study = study_factory(query_study(engines=["innodb", "postgresql"], setup="broken_setup.sql"))
+    done = study.run("--keep-going", check=False)
+    assert done.returncode != 0
+    logs = done.stdout + done.stderr
+    assert f"setup {SQL / 'broken_setup.sql'}" in logs
+    assert "ERROR 1146 (42S02) at line 2: Table 'dbsweep.no_such_table' doesn't exist" in logs
+    assert 'relation "no_such_table" does not exist' in logs
+    assert not list(study.path("results/runs").rglob("run.json"))
+    assert servers_in(workdir) == []
+
+
+@pytest.mark.parametrize("key", ["setup", "query"])
+def test_a_missing_file_stops_before_any_work(key, tmp_path):
+    config = query_study(**{key: str(tmp_path / "nowhere.sql")})
+    with pytest.raises(ConfigError, match=rf"^workloads\.join\.options\.{key}: '{tmp_path}/nowhere.sql' does not exist$"):
+        load(config)
+
+
+def test_options_are_checked():
+    with pytest.raises(ConfigError, match=r"^workloads\.join\.options\.cache: 'hot' is not one of cold, warm$"):
+        load(query_study(cache="hot"))
+    with pytest.raises(ConfigError, match=r"^workloads\.join\.options\.executions: 0 is not a whole number"):
+        load(query_study(executions=0))
+    with pytest.raises(ConfigError, match=r"^workloads\.join\.options\.session\.a;b: 'a;b' is not a setting name"):
+        load(query_study(**{"session.a;b": 1}))

@@ -1,0 +1,72 @@
+# The user's own query (study 10): per configuration, the median time per
+# execution and the median deltas of the server's counters per execution,
+# each also relative to the baseline configuration (= 1.0), as bars.
+#
+# Snakemake: input executions (+ provenance); output table_csv, table_md,
+# plot; params axes, baseline (axis -> value, may be empty); log.
+#
+# executions.csv.gz is long: one row per (cell, rep, execution, name), name
+# being ms, rows or a counter. A configuration is a cell's values of the axes
+# that vary; the baseline one takes each varying axis's baseline value.
+
+read_executions <- function(path, axes) {
+  read_table(path, axes, required = c("rep", "execution", "name", "value"))
+}
+
+query_table <- function(executions, axes, baseline = list()) {
+  if (nrow(executions) == 0) stop("executions: no rows (no query cells ran)")
+  vary <- varying_axes(executions, axes)
+  cells <- executions[, .(value = median_or_na(value), executions = .N),
+                      by = c(vary, "name")]
+  cells[, configuration := if (length(vary)) do.call(paste, c(lapply(vary, function(a) paste0(a, "=", get(a))), sep = ", ")) else "all"]
+  base <- rep(TRUE, nrow(cells))
+  for (axis in vary) {
+    base <- base & cells[[axis]] == baseline_value(cells[[axis]], axis, baseline)
+  }
+  cells[, baseline := base]
+  ref <- cells[baseline == TRUE, .(name, base_value = value)]
+  cells <- merge(cells, ref, by = "name", all.x = TRUE)
+  cells[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
+  cells[, base_value := NULL]
+  first <- c("ms", "rows")
+  cells[, name_order := ifelse(name %in% first, match(name, first), 3L)]
+  setorderv(cells, c("name_order", "name", vary))
+  cells[, name_order := NULL]
+  cells[]
+}
+
+query_plot <- function(table, caption = NULL) {
+  dt <- copy(table)[!is.na(value) & name != "rows"]
+  if (nrow(dt) == 0) return(empty_plot("Query timing", "nothing measured", caption))
+  dt[, name := factor(name, levels = unique(name))]
+  ggplot(dt, aes(x = configuration, y = value, fill = configuration)) +
+    geom_col() +
+    facet_wrap(~name, scales = "free_y") +
+    scale_fill_dbsweep() +
+    labs(title = "Query: median per execution (ms, then counter deltas)",
+         subtitle = sprintf("baseline: %s", unique(table[baseline == TRUE]$configuration)[1]),
+         x = NULL, y = "per execution", fill = NULL, caption = caption) +
+    theme_dbsweep() +
+    theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
+}
+
+main <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+  axes <- axes_param(params)
+  executions <- read_executions(input[["executions"]], axes)
+  provenance <- read_provenance(input[["provenance"]])
+  caption <- if (length(provenance)) caption_text(provenance) else NULL
+  table <- query_table(executions, axes, params[["baseline"]])
+  log_line("query timing: %d execution rows -> %d table rows", nrow(executions), nrow(table))
+  write_csv(table, output[["table_csv"]])
+  write_md_table(table[, .(name, configuration, value, relative)], output[["table_md"]],
+                 group_by = "name")
+  save_plot(query_plot(table, caption), output[["plot"]], width = 10, height = 8)
+  invisible(table)
+}
+
+if (exists("snakemake")) {
+  source(file.path(snakemake@scriptdir, "common.R"))
+  main(snakemake@input, snakemake@output, snakemake@params)
+}
