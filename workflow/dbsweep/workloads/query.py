@@ -36,12 +36,11 @@ def check(options: dict, where: str) -> None:
     for key in FILES:
         value = options.get(key)
         if value is None:
-            raise ConfigError(f"{where}.{key}: missing (the absolute path of an .sql file)")
+            raise ConfigError(f"{where}.{key}: missing (the path of an .sql file)")
         path = Path(str(value))
-        if not path.is_absolute():
-            raise ConfigError(f"{where}.{key}: {value!r} is not an absolute path")
         if not path.is_file():
             raise ConfigError(f"{where}.{key}: {value!r} does not exist")
+        options[key] = str(path.resolve())  # a relative path is relative to where snakemake runs
     if not Path(options["query"]).read_text().strip().rstrip(";").strip():
         raise ConfigError(f"{where}.query: {options['query']!r} holds no statement")
     for name, value in options.items():
