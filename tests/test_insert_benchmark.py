@@ -56,8 +56,14 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
     assert {p.name for p in raw.iterdir() if p.is_dir()} == {"load", "index", "qr", "qp"}
     samples = rows(study.path("results/tables/samples.csv.gz"))
     assert {r["phase"] for r in samples if r["engine"] == "innodb"} >= {"qr", "qp"}  # load: under a second
-    table = study.path("results/tables/insert_benchmark.csv").read_text()
-    assert "inserts_s" in table and study.path("results/plots/insert_benchmark.png").stat().st_size > 1000
+    with open(study.path("results/tables/insert_benchmark.csv"), newline="") as f:
+        table = {(r["engine"], r["phase"], r["metric"]): r for r in csv.DictReader(f)}
+    for phase in ("qr", "qp"):  # relative to the baseline engine, innodb (= 1.0)
+        pg, innodb = (table[e, phase, "queries_s"] for e in ("postgresql", "innodb"))
+        assert float(innodb["relative"]) == 1.0 and innodb["baseline"] == "TRUE"
+        assert float(pg["relative"]) == pytest.approx(float(pg["value"]) / float(innodb["value"]), rel=1e-6)
+        assert float(pg["value"]) == pytest.approx(float(got["postgresql", phase]["queries_s"]), rel=1e-6)
+    assert study.path("results/plots/insert_benchmark.png").stat().st_size > 1000
 
 
 def test_options_are_checked_before_any_work():
