@@ -2,11 +2,13 @@
 import csv
 import gzip
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
-from dbsweep.errors import ConfigError
 from dbsweep.config import load
+from dbsweep.errors import ConfigError
 from dbsweep.workloads import insert_bench
 from test_database_workflow import db_study, servers_in, workdir  # noqa: F401 - the fixture
 
@@ -83,3 +85,46 @@ def test_dataset_is_the_empty_tables_only():
     b = insert_bench.dataset({"tables": 2, "table_size": 99999, "insert_rate": 1000})
     assert a == b and a["tables"] == 2
     assert insert_bench.dataset({"tables": 3}) != a
+
+
+# A real captured run (tests/fixtures/capture_insert_query.py): the InnoDB cell of insert_study().
+FIXTURE = Path(__file__).parent / "fixtures" / "insert_innodb"
+
+
+def test_summary_of_a_real_run():
+    phases = {p["phase"]: p for p in insert_bench.summary(FIXTURE)["phases"]}
+    assert list(phases) == ["load", "index", "qr", "qp"]
+    assert phases["load"]["inserts"] == phases["load"]["ops"] == 60000 and phases["load"]["op"] == "row"
+    assert phases["index"]["inserts"] == 0 and phases["index"]["ops"] == 60000
+    for name in ("qr", "qp"):
+        p = phases[name]
+        assert p["target_inserts_s"] == RATE and p["op"] == "query" and p["ops"] == p["queries"] > 1000
+        assert p["inserts"] % 5 == 0  # insert_batch rows per INSERT
+        assert p["inserts_s"] == pytest.approx(p["inserts"] / p["seconds"])
+    assert phases["load"]["db_mb"] <= phases["index"]["db_mb"] <= phases["qp"]["db_mb"]
+
+
+def test_samples_carry_their_phase_on_one_clock():
+    start = json.loads((FIXTURE / "phases.json").read_text())[0]["start"]
+    rows = insert_bench.samples(FIXTURE, start)
+    assert {r["phase"] for r in rows} <= {"load", "index", "qr", "qp"} and {"qr", "qp"} <= {r["phase"] for r in rows}
+    seconds = [r["second"] for r in rows]
+    assert seconds == sorted(seconds) and len(set(seconds)) == len(seconds)
+
+
+def test_summary_refuses_a_run_cut_short(tmp_path):
+    shutil.copytree(FIXTURE, tmp_path / "raw")
+    phases = json.loads((tmp_path / "raw" / "phases.json").read_text())
+    (tmp_path / "raw" / "phases.json").write_text(json.dumps(phases[:2]))
+    with pytest.raises(ValueError, match="phases qr, qp did not run"):
+        insert_bench.summary(tmp_path / "raw")
+
+
+def test_per_op_takes_the_system_rows_within_the_phase():
+    from dbsweep.collect import per_op
+    phase = {"start": 100.0, "end": 102.0, "ops": 1000}
+    system = [{"time": t, "us": 10, "sy": 10, "rkb_s": 100, "wkb_s": 200} for t in (100.0, 101.0, 102.0, 103.0)]
+    got = per_op(phase, system, cpus=2)
+    assert got["system_seconds"] == 2  # the rows at 101 and 102 cover the phase's two seconds
+    assert got["cpu_us_per_op"] == pytest.approx(2 * 0.2 * 2 * 1e6 / 1000)
+    assert got["kb_read_per_op"] == pytest.approx(0.2) and got["kb_written_per_op"] == pytest.approx(0.4)

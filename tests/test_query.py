@@ -2,6 +2,7 @@
 PostgreSQL, counters per execution; bad setup and missing files."""
 import csv
 import gzip
+import json
 from pathlib import Path
 
 import pytest
@@ -74,3 +75,43 @@ def test_options_are_checked():
         load(query_study(executions=0))
     with pytest.raises(ConfigError, match=r"^workloads\.join\.options\.session\.a;b: 'a;b' is not a setting name"):
         load(query_study(**{"session.a;b": 1}))
+
+
+# Real captured executions (tests/fixtures/capture_insert_query.py): the join above, 2 executions.
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def test_executions_subtract_what_reading_the_counters_costs():
+    from dbsweep.workloads import query
+    raw = FIXTURES / "query_innodb_warm"
+    passes = [json.loads(line) for line in (raw / "executions.jsonl").read_text().splitlines()]
+    assert [p["pass"] for p in passes] == ["warmup", "idle", "measured", "idle", "measured"]
+    idle = passes[1]["after"]["Handler_read_rnd_next"] - passes[1]["before"]["Handler_read_rnd_next"]
+    measured = passes[2]["after"]["Handler_read_rnd_next"] - passes[2]["before"]["Handler_read_rnd_next"]
+    assert idle > 100  # SHOW GLOBAL STATUS scans its own rows
+    first = query.executions(raw)[0]
+    assert first["Handler_read_rnd_next"] == measured - idle
+    assert first["ms"] == pytest.approx(passes[2]["seconds"] * 1000)
+    assert "Com_select" not in first  # only the reported counters
+
+
+@pytest.mark.parametrize("engine, reads", [("innodb", "Innodb_buffer_pool_reads"),
+                                           ("postgresql", "statio.heap_blks_read")])
+def test_cold_executions_read_blocks_and_warm_ones_do_not(engine, reads):
+    from dbsweep.workloads import query
+    cold = query.summary(FIXTURES / f"query_{engine}_cold")
+    warm = query.summary(FIXTURES / f"query_{engine}_warm")
+    assert [e["rows"] for e in cold["executions"]] == [10, 10]
+    assert all(e[reads] > 50 for e in cold["executions"])
+    assert all(e[reads] == 0 for e in warm["executions"])
+    assert cold["transactions"] == 2 and cold["lat_mean_ms"] > warm["lat_mean_ms"]
+
+
+def test_summary_refuses_a_run_without_measured_executions(tmp_path):
+    from dbsweep.workloads import query
+    lines = (FIXTURES / "query_innodb_warm" / "executions.jsonl").read_text().splitlines()
+    (tmp_path / "executions.jsonl").write_text(lines[0] + "\n")  # killed after the warm-up
+    with pytest.raises(ValueError, match="no measured execution"):
+        query.summary(tmp_path)
+    with pytest.raises(ValueError, match="missing"):
+        query.summary(tmp_path / "nowhere")
