@@ -318,6 +318,24 @@ order_by_axes <- function(dt, cols) {
   invisible(dt)
 }
 
+# "engine=innodb, rate=100": a row's values of the axes that vary ("all" when
+# none does).
+configuration_label <- function(dt, vary) {
+  if (!length(vary)) return(rep("all", nrow(dt)))
+  parts <- lapply(vary, function(a) paste0(a, "=", dt[[a]]))
+  do.call(paste, c(parts, sep = ", "))
+}
+
+# Whether each row is the baseline configuration: every varying axis at its
+# baseline value.
+is_baseline <- function(dt, vary, baseline = list()) {
+  base <- rep(TRUE, nrow(dt))
+  for (axis in vary) {
+    base <- base & dt[[axis]] == baseline_value(dt[[axis]], axis, baseline)
+  }
+  base
+}
+
 # The value of an axis the others are compared with: params$baseline's, or
 # the axis's first value in reading order (for engine: innodb, myrocks,
 # postgresql, the first present).

@@ -29,12 +29,8 @@ insert_table <- function(phases, axes, baseline = list()) {
   by <- c(vary, "phase")
   cells <- phases[, c(lapply(.SD, median_or_na), list(reps = .N)), by = by,
                   .SDcols = c("target_inserts_s", INSERT_METRICS)]
-  cells[, configuration := if (length(vary)) do.call(paste, c(lapply(vary, function(a) paste0(a, "=", get(a))), sep = ", ")) else "all"]
-  base <- rep(TRUE, nrow(cells))
-  for (axis in vary) {
-    base <- base & cells[[axis]] == baseline_value(cells[[axis]], axis, baseline)
-  }
-  cells[, baseline := base]
+  cells[, configuration := configuration_label(cells, vary)]
+  cells[, baseline := is_baseline(cells, vary, baseline)]
   long <- melt(cells, id.vars = c(by, "configuration", "baseline", "reps", "target_inserts_s"),
                measure.vars = INSERT_METRICS, variable.name = "metric", variable.factor = FALSE)
   ref <- long[baseline == TRUE, .(phase, metric, base_value = value)]

@@ -18,12 +18,8 @@ query_table <- function(executions, axes, baseline = list()) {
   vary <- varying_axes(executions, axes)
   cells <- executions[, .(value = median_or_na(value), executions = .N),
                       by = c(vary, "name")]
-  cells[, configuration := if (length(vary)) do.call(paste, c(lapply(vary, function(a) paste0(a, "=", get(a))), sep = ", ")) else "all"]
-  base <- rep(TRUE, nrow(cells))
-  for (axis in vary) {
-    base <- base & cells[[axis]] == baseline_value(cells[[axis]], axis, baseline)
-  }
-  cells[, baseline := base]
+  cells[, configuration := configuration_label(cells, vary)]
+  cells[, baseline := is_baseline(cells, vary, baseline)]
   ref <- cells[baseline == TRUE, .(name, base_value = value)]
   cells <- merge(cells, ref, by = "name", all.x = TRUE)
   cells[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
