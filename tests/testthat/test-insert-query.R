@@ -45,3 +45,13 @@ test_that("query figures are medians over executions, relative to the baseline",
   expect_true(is.na(t[name == "Innodb_buffer_pool_reads" & cache == "cold"]$relative))  # baseline 0
   expect_equal(t$name[1], "ms")
 })
+
+test_that("a baseline naming one axis compares within the other axes", {
+  ex <- data.table(engine = rep(c("innodb", "postgresql"), each = 4),
+                   plan = rep(c("default", "nested"), 4), rep = 1L, execution = rep(1:2, each = 2),
+                   name = "ms", value = c(10, 20, 10, 20, 100, 50, 100, 50))
+  t <- query_table(ex, c("engine", "plan"), list(plan = "default"))
+  expect_equal(t[engine == "innodb" & plan == "nested"]$relative, 2)
+  expect_equal(t[engine == "postgresql" & plan == "nested"]$relative, 0.5)
+  expect_equal(t[plan == "default"]$relative, c(1, 1))
+})

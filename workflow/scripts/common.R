@@ -326,8 +326,16 @@ configuration_label <- function(dt, vary) {
   do.call(paste, c(parts, sep = ", "))
 }
 
-# Whether each row is the baseline configuration: every varying axis at its
-# baseline value.
+# The varying axes a baseline compares along: those params$baseline names, or
+# every varying axis when it names none. The other varying axes form groups,
+# each compared with its own baseline row.
+baseline_axes <- function(vary, baseline = list()) {
+  named <- intersect(names(baseline), vary)
+  if (length(named)) named else vary
+}
+
+# Whether each row is a baseline row: every axis of `vary` at its baseline
+# value (params$baseline's, else the axis's first value).
 is_baseline <- function(dt, vary, baseline = list()) {
   base <- rep(TRUE, nrow(dt))
   for (axis in vary) {

@@ -6,9 +6,10 @@
 # Snakemake: input phases (+ provenance); output table_csv, table_md, plot;
 # params axes, baseline (axis -> value, may be empty); log.
 #
-# A configuration is a cell's values of the axes that vary; the baseline one
-# takes each varying axis's baseline value (params$baseline, else its first
-# value). Figures are medians over repetitions.
+# A configuration is a cell's values of the axes that vary. Figures are
+# medians over repetitions, compared along the axes params$baseline names
+# (all varying axes when it names none): relative to the configuration with
+# those at their baseline values and the other axes the same.
 
 INSERT_METRICS <- c("inserts_s", "queries_s", "cpu_us_per_op", "kb_read_per_op",
                     "kb_written_per_op", "db_mb")
@@ -30,11 +31,13 @@ insert_table <- function(phases, axes, baseline = list()) {
   cells <- phases[, c(lapply(.SD, median_or_na), list(reps = .N)), by = by,
                   .SDcols = c("target_inserts_s", INSERT_METRICS)]
   cells[, configuration := configuration_label(cells, vary)]
-  cells[, baseline := is_baseline(cells, vary, baseline)]
+  groups <- setdiff(vary, baseline_axes(vary, baseline))
+  cells[, baseline := is_baseline(cells, baseline_axes(vary, baseline), baseline)]
   long <- melt(cells, id.vars = c(by, "configuration", "baseline", "reps", "target_inserts_s"),
                measure.vars = INSERT_METRICS, variable.name = "metric", variable.factor = FALSE)
-  ref <- long[baseline == TRUE, .(phase, metric, base_value = value)]
-  long <- merge(long, ref, by = c("phase", "metric"), all.x = TRUE)
+  ref <- long[baseline == TRUE, c(groups, "phase", "metric", "value"), with = FALSE]
+  setnames(ref, "value", "base_value")
+  long <- merge(long, ref, by = c(groups, "phase", "metric"), all.x = TRUE)
   long[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
   long[, short_of_target := metric == "inserts_s" & !is.na(target_inserts_s) &
          value < RATE_TOLERANCE * target_inserts_s]
@@ -60,7 +63,8 @@ insert_plot <- function(table, caption = NULL) {
     facet_grid(metric ~ phase, scales = "free_y") +
     scale_fill_dbsweep() +
     labs(title = "Insert benchmark: each phase relative to the baseline (= 1.0)",
-         subtitle = sprintf("baseline: %s", unique(table[baseline == TRUE]$configuration)[1]),
+         subtitle = sprintf("baseline: %s", paste(unique(table[baseline == TRUE]$configuration),
+                                                  collapse = "; ")),
          x = NULL, y = "relative to baseline", fill = NULL, caption = caption) +
     theme_dbsweep() +
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())

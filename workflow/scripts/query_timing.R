@@ -7,7 +7,8 @@
 #
 # executions.csv.gz is long: one row per (cell, rep, execution, name), name
 # being ms, rows or a counter. A configuration is a cell's values of the axes
-# that vary; the baseline one takes each varying axis's baseline value.
+# that vary; figures are compared along the axes params$baseline names (all
+# varying axes when it names none), within equal values of the others.
 
 read_executions <- function(path, axes) {
   read_table(path, axes, required = c("rep", "execution", "name", "value"))
@@ -19,9 +20,11 @@ query_table <- function(executions, axes, baseline = list()) {
   cells <- executions[, .(value = median_or_na(value), executions = .N),
                       by = c(vary, "name")]
   cells[, configuration := configuration_label(cells, vary)]
-  cells[, baseline := is_baseline(cells, vary, baseline)]
-  ref <- cells[baseline == TRUE, .(name, base_value = value)]
-  cells <- merge(cells, ref, by = "name", all.x = TRUE)
+  groups <- setdiff(vary, baseline_axes(vary, baseline))
+  cells[, baseline := is_baseline(cells, baseline_axes(vary, baseline), baseline)]
+  ref <- cells[baseline == TRUE, c(groups, "name", "value"), with = FALSE]
+  setnames(ref, "value", "base_value")
+  cells <- merge(cells, ref, by = c(groups, "name"), all.x = TRUE)
   cells[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
   cells[, base_value := NULL]
   first <- c("ms", "rows")
@@ -40,7 +43,8 @@ query_plot <- function(table, caption = NULL) {
     facet_wrap(~name, scales = "free_y") +
     scale_fill_dbsweep() +
     labs(title = "Query: median per execution (ms, then counter deltas)",
-         subtitle = sprintf("baseline: %s", unique(table[baseline == TRUE]$configuration)[1]),
+         subtitle = sprintf("baseline: %s", paste(unique(table[baseline == TRUE]$configuration),
+                                                  collapse = "; ")),
          x = NULL, y = "per execution", fill = NULL, caption = caption) +
     theme_dbsweep() +
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
