@@ -66,6 +66,7 @@ insert_plot <- function(table, caption = NULL) {
          subtitle = sprintf("baseline: %s", paste(unique(table[baseline == TRUE]$configuration),
                                                   collapse = "; ")),
          x = NULL, y = "relative to baseline", fill = NULL, caption = caption) +
+    guides(fill = guide_legend(ncol = 2)) +
     theme_dbsweep() +
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
 }

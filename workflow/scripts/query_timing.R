@@ -36,6 +36,7 @@ query_table <- function(executions, axes, baseline = list()) {
 
 query_plot <- function(table, caption = NULL) {
   dt <- copy(table)[!is.na(value) & name != "rows"]
+  dt <- dt[, if (any(value != 0)) .SD, by = name]  # counters that never moved say nothing
   if (nrow(dt) == 0) return(empty_plot("Query timing", "nothing measured", caption))
   dt[, name := factor(name, levels = unique(name))]
   ggplot(dt, aes(x = configuration, y = value, fill = configuration)) +
@@ -43,11 +44,12 @@ query_plot <- function(table, caption = NULL) {
     facet_wrap(~name, scales = "free_y") +
     scale_fill_dbsweep() +
     labs(title = "Query: median per execution (ms, then counter deltas)",
-         subtitle = sprintf("baseline: %s", paste(unique(table[baseline == TRUE]$configuration),
-                                                  collapse = "; ")),
+         subtitle = "counters that never moved are left out; the table has them all",
          x = NULL, y = "per execution", fill = NULL, caption = caption) +
+    guides(fill = guide_legend(ncol = 2)) +
     theme_dbsweep() +
-    theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
+    theme(axis.text.x = element_blank(), axis.ticks.x = element_blank(),
+          strip.text = element_text(size = rel(0.7)))
 }
 
 main <- function(input, output, params, log = snakemake_log()) {
@@ -62,7 +64,7 @@ main <- function(input, output, params, log = snakemake_log()) {
   write_csv(table, output[["table_csv"]])
   write_md_table(table[, .(name, configuration, value, relative)], output[["table_md"]],
                  group_by = "name")
-  save_plot(query_plot(table, caption), output[["plot"]], width = 10, height = 8)
+  save_plot(query_plot(table, caption), output[["plot"]], width = 11, height = 10)
   invisible(table)
 }
 
