@@ -128,3 +128,14 @@ def test_per_op_takes_the_system_rows_within_the_phase():
     assert got["system_seconds"] == 2  # the rows at 101 and 102 cover the phase's two seconds
     assert got["cpu_us_per_op"] == pytest.approx(2 * 0.2 * 2 * 1e6 / 1000)
     assert got["kb_read_per_op"] == pytest.approx(0.2) and got["kb_written_per_op"] == pytest.approx(0.4)
+
+
+def test_module_contracts():
+    from dbsweep import workloads
+    from dbsweep.workloads import query
+    assert workloads.module("insert") is insert_bench and workloads.module("query") is query
+    for module, own in ((insert_bench, "phases"), (query, "measure")):
+        for name in ("TOOL", "check", "dataset", "prepare", "samples", "summary", "version", own):
+            assert hasattr(module, name), (module.TOOL, name)
+    assert callable(query.load)
+    assert {"insert", "query"} <= workloads.DATABASE_TOOLS and {"insert", "query"} == workloads.OWN_ANALYSIS

@@ -156,7 +156,9 @@ class Window:
 
 def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log) -> None:
     """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
-    again; then measure with server counters sampled beside vmstat and iostat."""
+    again; then measure with server counters sampled beside vmstat and iostat: one sysbench run, the
+    tool's phases (several runs in one window), or a tool that drives the server itself (tool.measure,
+    given a Window; no per-second counters, which would disturb its own)."""
     tool = workloads.module(recipe["tool"])
 
     def server():
@@ -186,6 +188,7 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
             def restart():
                 session.close()
                 database.drop_caches()
+                record.setdefault("restarts", []).append(manifest.now())
                 window.db = session.enter_context(server())
                 return window.db
 

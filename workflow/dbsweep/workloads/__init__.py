@@ -2,7 +2,10 @@
 
 Each module exposes TOOL, check, dataset, prepare, command, samples, summary and
 version (see fio.py); adding a tool is one module plus its name in TOOLS and in
-the schema's `tool` enum.
+the schema's `tool` enum. Database tools may instead offer phases (several
+sysbench runs in one measured window, insert_bench.py) or measure (the tool
+drives the server itself, query.py), and load (the dataset loaded through the
+engine's client rather than sysbench prepare).
 """
 from importlib import import_module
 
