@@ -9,11 +9,14 @@ from pathlib import Path
 
 from dbsweep import engines, workloads
 from dbsweep.collect import COUNTER_COLUMNS, DATABASE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
+from dbsweep.workloads.insert_bench import PHASE_COLUMNS
+from dbsweep.workloads.query import EXECUTION_COLUMNS
 
 
 def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path],
               not_applicable: list[tuple[str, str]] = ()) -> None:
-    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv and counters.csv;
+    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv and counters.csv (phases.csv.gz:
+    the insert benchmark's phases, executions.csv.gz: the query workload's executions, from summary.json);
     not_applicable lists the cells that were not run, and why."""
     with open(out["not_applicable"], "w", newline="") as f:
         writer = csv.writer(f)
@@ -24,12 +27,22 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
     with _gz(out["summary"], summary_cols) as summary, \
             _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
             _gz(out["system"], keys + SYSTEM_COLUMNS) as system, \
-            _gz(out["counters"], keys + COUNTER_COLUMNS) as counters:
+            _gz(out["counters"], keys + COUNTER_COLUMNS) as counters, \
+            _gz(out["phases"], keys + PHASE_COLUMNS) as phases, \
+            _gz(out["executions"], keys + EXECUTION_COLUMNS) as executions:
         tools, hosts = {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
             ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"]}
-            summary.writerow(ident | json.loads((rep_dir / "summary.json").read_text()))
+            final = json.loads((rep_dir / "summary.json").read_text())
+            summary.writerow(ident | final)
+            for phase in final.get("phases", []):  # the insert benchmark's
+                phases.writerow(ident | phase)
+            for execution in final.get("executions", []):  # the query workload's, long
+                for name, value in execution.items():
+                    if name != "execution":
+                        executions.writerow(ident | {"execution": execution["execution"], "name": name,
+                                                     "value": value})
             for name, writer in (("samples.csv", samples), ("system.csv", system), ("counters.csv", counters)):
                 with open(rep_dir / name, newline="") as f:
                     for row in csv.DictReader(f):

@@ -9,7 +9,7 @@ from pathlib import Path
 from dbsweep import engines, monitors, workloads
 
 SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
-                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue"]
+                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue", "phase"]
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
@@ -44,6 +44,10 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     if "engine" in record["recipe"]:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
+    if "executions" in final:
+        summary["executions"] = final["executions"]
+    if "phases" in final:
+        summary["phases"] = [phase | per_op(phase, system, record["host"]["cpus"]) for phase in final["phases"]]
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
 
 
@@ -65,6 +69,23 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
     cpu_us = None if None in cpu else (cpu[0] + cpu[1]) / 100 * cpus * 1e6
     return {"kb_read_per_txn": per_txn(total("rkb_s")), "kb_written_per_txn": per_txn(total("wkb_s")),
             "cpu_us_per_txn": per_txn(cpu_us)}
+
+
+def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
+    """CPU microseconds (vmstat us+sy) and KB read and written (iostat) per operation of one phase of
+    several in a measured window: over the seconds of the system rows sampled within the phase (each
+    row covers the second before its time)."""
+    rows = [row for row in system if phase["start"] < float(row["time"]) <= phase["end"] + 0.5]
+    ops = phase.get("ops")
+
+    def per(key: str, scale: float = 1.0) -> float | None:
+        values = [row[key] for row in rows if row.get(key) not in (None, "")]
+        return None if not values or not ops else sum(values) * scale / ops
+
+    cpu = [row for row in rows if row.get("us") not in (None, "")]
+    return {"cpu_us_per_op": None if not cpu or not ops else
+            sum(row["us"] + row["sy"] for row in cpu) / 100 * cpus * 1e6 / ops,
+            "kb_read_per_op": per("rkb_s"), "kb_written_per_op": per("wkb_s"), "system_seconds": len(rows)}
 
 
 def counter_rows(path: Path, window_start: float, family) -> list[dict]:

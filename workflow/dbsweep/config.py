@@ -139,6 +139,9 @@ def load(config: dict) -> Study:
     wls = config["workloads"]
     for name, wl in wls.items():
         workloads.module(wl["tool"]).check(wl["options"], f"workloads.{name}.options")
+        if wl.get("warmup") and wl["tool"] in workloads.OWN_ANALYSIS:
+            raise ConfigError(f"workloads.{name}.warmup: {wl['warmup']!r}: the {wl['tool']} workload has no "
+                              "warm-up run; remove it")
     server = config.get("server", {})
     for key in ("cgroup_overhead",):
         if key in server and not SIZE.match(server[key]):

@@ -103,6 +103,8 @@ def load(recipe: dict, root: Path, log) -> list[list[str]]:
     creds = new_credentials(root)
     with running(recipe, root, log) as db:
         family.create_user(db.handle, creds["user"], creds["password"], creds["database"])
+        if hasattr(tool, "load"):  # loaded through the engine's own client
+            commands += tool.load(db, recipe["dataset"], log)
         for argv in map(db.sysbench, tool.prepare(recipe["dataset"], db.option_file)):
             log.write(f"$ {' '.join(argv)}\n")
             log.flush()

@@ -145,9 +145,20 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
         raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
 
 
+class Window:
+    """What a workload that drives the server itself gets: the running server (db), the cell's recipe,
+    the raw folder, and restart(): stop the server, drop the OS caches, start it again (sets db)."""
+
+    def __init__(self, db, recipe: dict, raw: Path):
+        self.db, self.recipe, self.raw = db, recipe, raw
+        self.restart = None
+
+
 def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log) -> None:
     """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
-    again; then measure with server counters sampled beside vmstat and iostat."""
+    again; then measure with server counters sampled beside vmstat and iostat: one sysbench run, the
+    tool's phases (several runs in one window), or a tool that drives the server itself (tool.measure,
+    given a Window; no per-second counters, which would disturb its own)."""
     tool = workloads.module(recipe["tool"])
 
     def server():
@@ -171,9 +182,31 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
                             "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
         with open(raw / "variables.tsv", "w") as f:
             f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
-        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
+        if hasattr(tool, "measure"):  # the workload drives the server itself, restarts included
+            window = Window(db, recipe, raw)
+
+            def restart():
+                session.close()
+                database.drop_caches()
+                record.setdefault("restarts", []).append(manifest.now())
+                window.db = session.enter_context(server())
+                return window.db
+
+            window.restart = restart
+            with Monitors(raw, fs.devices) as mon:
+                record["monitors"] = mon.commands
+                record["measure_start"] = time.time()
+                tool.measure(window)
+                record["measure_end"] = time.time()
+                record["exit_status"] = 0
+            return
         sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
-        _measure(argv, scratch, fs.devices, raw, record, log, sampler)
+        if hasattr(tool, "phases"):
+            _measure_phases(tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
+                            scratch, record, log, sampler)
+        else:
+            argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
+            _measure(argv, scratch, fs.devices, raw, record, log, sampler)
         if sampler.error:
             raise RuntimeError(f"server counters: {sampler.error}")
         if hasattr(tool, "after_run"):  # e.g. tpcc's consistency check, against the still-running server
@@ -183,6 +216,34 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
             errors = name.replace("stdout", "stderr")
             if run_tool(argv, scratch, raw / name, raw / errors) != 0:
                 raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
+
+
+def _measure_phases(phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict, log,
+                    sampler) -> None:
+    """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
+    raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
+    each phase, so a failed phase keeps what the earlier ones measured."""
+    done = []
+    with Monitors(raw, fs.devices) as mon, sampler:
+        record["monitors"] = mon.commands
+        record["measure_start"] = time.time()
+        for name, argv in phases:
+            argv = db.sysbench(argv)
+            record["commands"].append(argv)
+            log.write(f"$ {' '.join(argv)}\n")
+            log.flush()
+            (raw / name).mkdir()
+            start = time.time()
+            status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt")
+            done.append({"phase": name, "argv": argv, "start": start, "end": time.time(), "exit_status": status,
+                         "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})
+            manifest.write_json(raw / "phases.json", done)
+            if status != 0:
+                record["exit_status"] = status
+                raise RuntimeError(f"phase {name}: sysbench exited with {status}: "
+                                   f"{_tail(raw / name, 'stderr.txt', 'stdout.txt')}")
+        record["exit_status"] = 0
+        record["measure_end"] = time.time()
 
 
 def _tail(raw: Path, *names: str, lines: int = 3) -> str:

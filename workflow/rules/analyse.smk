@@ -15,6 +15,8 @@ rule aggregate:
         samples=f"{TABLES}/samples.csv.gz",
         system=f"{TABLES}/system.csv.gz",
         counters=f"{TABLES}/counters.csv.gz",
+        phases=f"{TABLES}/phases.csv.gz",
+        executions=f"{TABLES}/executions.csv.gz",
         provenance=f"{TABLES}/provenance.json",
         not_applicable=f"{TABLES}/not_applicable.csv",
     params:
@@ -143,3 +145,39 @@ rule tpcc_table:
         "results/logs/tpcc.log",
     script:
         "../scripts/tpcc.R"
+rule insert_benchmark:
+    input:
+        phases=rules.aggregate.output.phases,
+        provenance=rules.aggregate.output.provenance,
+        script=f"{SCRIPTS}/insert_benchmark.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        table_csv=report(f"{TABLES}/insert_benchmark.csv", caption="../report/insert_benchmark.rst", category="Tables"),
+        table_md=f"{TABLES}/insert_benchmark.md",
+        plot=report(f"{PLOTS}/insert_benchmark.png", caption="../report/insert_benchmark.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/insert_benchmark.log",
+    script:
+        "../scripts/insert_benchmark.R"
+
+
+rule query_timing:
+    input:
+        executions=rules.aggregate.output.executions,
+        provenance=rules.aggregate.output.provenance,
+        script=f"{SCRIPTS}/query_timing.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        table_csv=report(f"{TABLES}/query_timing.csv", caption="../report/query_timing.rst", category="Tables"),
+        table_md=f"{TABLES}/query_timing.md",
+        plot=report(f"{PLOTS}/query_timing.png", caption="../report/query_timing.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/query_timing.log",
+    script:
+        "../scripts/query_timing.R"

@@ -64,10 +64,14 @@ def final_targets():
     targets = []
     if tools - workloads.DATABASE_TOOLS:
         targets += [*rules.tables.output, *rules.plots.output]
-    if tools & workloads.DATABASE_TOOLS:
+    if tools & workloads.DATABASE_TOOLS - workloads.OWN_ANALYSIS:
         targets += [*rules.db_tables.output, *rules.db_plots.output]
     if "tpcc" in tools:
         targets += [*rules.tpcc_table.output]
+    if "insert" in tools:
+        targets += [*rules.insert_benchmark.output]
+    if "query" in tools:
+        targets += [*rules.query_timing.output]
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         targets += [*rules.versions.output]
     return targets

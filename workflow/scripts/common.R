@@ -37,7 +37,7 @@ DATABASE_TOOL <- c("sysbench", "tpcc")
 
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device", "name", "check")
+TEXT_COLUMNS <- c("tool", "device", "name", "check", "phase", "op")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.
@@ -316,6 +316,32 @@ order_by_axes <- function(dt, cols) {
   setorderv(dt, ranks, na.last = TRUE)
   dt[, (ranks) := NULL]
   invisible(dt)
+}
+
+# "engine=innodb, rate=100": a row's values of the axes that vary ("all" when
+# none does).
+configuration_label <- function(dt, vary) {
+  if (!length(vary)) return(rep("all", nrow(dt)))
+  parts <- lapply(vary, function(a) paste0(a, "=", dt[[a]]))
+  do.call(paste, c(parts, sep = ", "))
+}
+
+# The varying axes a baseline compares along: those params$baseline names, or
+# every varying axis when it names none. The other varying axes form groups,
+# each compared with its own baseline row.
+baseline_axes <- function(vary, baseline = list()) {
+  named <- intersect(names(baseline), vary)
+  if (length(named)) named else vary
+}
+
+# Whether each row is a baseline row: every axis of `vary` at its baseline
+# value (params$baseline's, else the axis's first value).
+is_baseline <- function(dt, vary, baseline = list()) {
+  base <- rep(TRUE, nrow(dt))
+  for (axis in vary) {
+    base <- base & dt[[axis]] == baseline_value(dt[[axis]], axis, baseline)
+  }
+  base
 }
 
 # The value of an axis the others are compared with: params$baseline's, or

@@ -46,7 +46,7 @@ import pymysql
 from dbsweep.engines import (
     ENV, Conn, Handle, Launch, binary, check_identifier, check_reachable, check_socket_path, chown_tree, config_port,
     prepare_rundir, program_env, program_runs, run_client, run_logged, supervise, sysbench_line, version_line,
-    write_config)
+    write_config, write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -501,6 +501,26 @@ def admin_sql(handle: Handle, sql: str) -> str:
         client, env = b.tool(b.client)
     return run_client([*client, f"--socket={handle.socket}", "--user=root",
                        "--batch", "--skip-column-names"], sql, env=env)
+
+
+def user_sql(handle: Handle, conn: Conn, sql: str) -> str:
+    """Run sql (e.g. a study's setup file) with the client, as the benchmark user in its database; the
+    password goes through a 0600 option file that is removed afterwards. Raises with the server's error
+    ("ERROR 1064 (42000) at line 3: ...")."""
+    if handle.basedir is None:
+        client, env = [binary("mariadb", "/usr/bin")], ENV
+    else:
+        b = build(handle.basedir)
+        client, env = b.tool(b.client)
+    options = handle.rundir / "client.secret"
+    write_private(options, "[client]\n" + "\n".join([
+        sysbench_line("user", conn.user), sysbench_line("password", conn.password),
+        sysbench_line("host", conn.host), sysbench_line("port", conn.port),
+        sysbench_line("database", conn.database)]) + "\n")
+    try:
+        return run_client([client[0], f"--defaults-file={options}", *client[1:], "--batch"], sql, env=env)
+    finally:
+        options.unlink(missing_ok=True)
 
 
 def _native_hash(password: str) -> str:

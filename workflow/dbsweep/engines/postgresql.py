@@ -32,7 +32,8 @@ import psycopg
 
 from dbsweep.engines import (
     ENV, Conn, Handle, Launch, as_user, binary, check_identifier, check_reachable, check_socket_path, config_port,
-    prepare_rundir, program_env, run_client, run_logged, supervise, sysbench_line, version_line, write_config)
+    prepare_rundir, program_env, run_client, run_logged, supervise, sysbench_line, version_line, write_config,
+    write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -256,6 +257,32 @@ def admin_sql(handle: Handle, sql: str) -> str:
     return run_client([program, "-h", str(handle.rundir), "-p", str(handle.port), "-U", "postgres",
                        "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-F", "\t"],
                       sql, user=SERVICE_USER, env=_env(program, handle.basedir))
+
+
+def user_sql(handle: Handle, conn: Conn, sql: str) -> str:
+    """Run sql (e.g. a study's setup file) with psql, as the benchmark user in its database, stopping at the
+    first error; the password goes through a 0600 password file that is removed afterwards. Raises with
+    the server's error ("psql:<stdin>:3: ERROR:  ...")."""
+    program = _client("psql", handle.basedir)
+    passfile = handle.rundir / "client.pgpass"
+    write_private(passfile, ":".join(str(v).replace("\\", "\\\\").replace(":", "\\:") for v in
+                                     (conn.host, conn.port, conn.database, conn.user, conn.password)) + "\n")
+    try:
+        return run_client([program, "-h", conn.host, "-p", str(conn.port), "-U", conn.user, "-d", conn.database,
+                           "-w", "-v", "ON_ERROR_STOP=1", "-X", "-q"], sql,
+                          env=_env(program, handle.basedir) | {"PGPASSFILE": str(passfile)})
+    finally:
+        passfile.unlink(missing_ok=True)
+
+
+def statio(conn: Conn) -> dict[str, float]:
+    """Blocks read and hit in the user tables of conn's database, their indexes and TOAST
+    (pg_statio_user_tables, summed), as "statio.<column>"."""
+    columns = ["heap_blks_read", "heap_blks_hit", "idx_blks_read", "idx_blks_hit", "toast_blks_read",
+               "toast_blks_hit", "tidx_blks_read", "tidx_blks_hit"]
+    row = _query(conn, "SELECT " + ", ".join(f"coalesce(sum({c}), 0)::float8" for c in columns)
+                 + " FROM pg_statio_user_tables")[0]
+    return {f"statio.{c}": float(v) for c, v in zip(columns, row)}
 
 
 def _scram_verifier(password: str) -> str:

@@ -6,14 +6,19 @@ the schema's `tool` enum. Optional (see tpcc.py): EXTRA_KEYS (summary figures th
 become columns of the summary table), DETAIL_KEYS (summary.json only),
 not_applicable(options, engine) (a reason, or None), and after_run(options, threads,
 option_file) (a command run against the server after the measured window, and the raw
-file for its stdout).
+file for its stdout). Database tools may instead offer phases (several
+sysbench runs in one measured window, insert_bench.py) or measure (the tool
+drives the server itself, query.py), and load (the dataset loaded through the
+engine's client rather than sysbench prepare).
 """
 from importlib import import_module
 
 from dbsweep.errors import ConfigError
 
-TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "tpcc": "tpcc"}
-DATABASE_TOOLS = {"sysbench", "tpcc"}  # tools that run against a database server
+TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "tpcc": "tpcc",
+         "insert": "insert_bench", "query": "query"}
+DATABASE_TOOLS = {"sysbench", "tpcc", "insert", "query"}  # tools that run against a database server
+OWN_ANALYSIS = {"insert", "query"}  # database tools with tables and plots of their own (not db_tables / db_plots)
 
 
 def module(tool: str):
@@ -32,6 +37,8 @@ def duration(tool: str, options: dict) -> int | None:
     """The measured window in seconds, as configured (warm-up excluded)."""
     if tool == "fio":
         value = options.get("runtime")
+    elif tool == "query":
+        return None  # as many executions as it takes
     else:  # sysbench runs 10 s unless told otherwise
         value = options.get("time", 10)
     return None if value is None else int(str(value).rstrip("s"))

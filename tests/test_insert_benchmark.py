@@ -1,0 +1,141 @@
+"""The insert benchmark's phases through the real workflow, on a tiny table, with InnoDB and PostgreSQL."""
+import csv
+import gzip
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from dbsweep.config import load
+from dbsweep.errors import ConfigError
+from dbsweep.workloads import insert_bench
+from test_database_workflow import db_study, servers_in, workdir  # noqa: F401 - the fixture
+
+RATE = 50  # rows/s per client
+
+
+def insert_study(engines=("innodb", "postgresql"), **options) -> dict:
+    config = db_study(engines=list(engines), workload=["ib"])
+    config["axes"]["threads"] = [1]
+    config["filesystems"]["ext4"]["size"] = "512M"
+    config["workloads"] = {"ib": {"tool": "insert", "options": {
+        "tables": 2, "table_size": 30000, "load_batch": 100, "insert_batch": 5, "insert_rate": RATE,
+        "time": 3} | options}}
+    config["baseline"] = {"engine": engines[0]}
+    return config
+
+
+def rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
+    study = study_factory(insert_study())
+    study.run()
+    assert servers_in(workdir) == []
+    phases = rows(study.path("results/tables/phases.csv.gz"))
+    got = {(r["engine"], r["phase"]): r for r in phases}
+    assert sorted(got) == [(e, p) for e in ("innodb", "postgresql") for p in ("index", "load", "qp", "qr")]
+    for engine in ("innodb", "postgresql"):
+        load_, index, qr, qp = (got[engine, p] for p in ("load", "index", "qr", "qp"))
+        assert float(load_["inserts"]) == 2 * 30000, engine  # every row, in batches of 100
+        assert float(load_["ops"]) == 60000 and load_["op"] == "row"
+        assert float(load_["cpu_us_per_op"]) > 0, engine
+        assert float(index["db_mb"]) > float(load_["db_mb"]) * 0.99, engine
+        for phase in (qr, qp):
+            target = float(phase["target_inserts_s"])
+            assert target == RATE  # one client
+            assert 0.7 * target < float(phase["inserts_s"]) < 1.2 * target, (engine, phase)
+            assert float(phase["queries_s"]) > 10 * target, (engine, phase)  # queries run flat out
+            assert phase["op"] == "query"
+    run = next(study.path("results/runs").glob("engine~postgresql/**/rep~1/run.json"))
+    record = json.loads(run.read_text())
+    assert [c[-2] for c in record["commands"] if "--phase=" in " ".join(c)] == [
+        "--events=0", "--events=0", "--time=3", "--time=3"]
+    raw = run.parent / record["attempt"] / "raw"
+    assert {p.name for p in raw.iterdir() if p.is_dir()} == {"load", "index", "qr", "qp"}
+    samples = rows(study.path("results/tables/samples.csv.gz"))
+    assert {r["phase"] for r in samples if r["engine"] == "innodb"} >= {"qr", "qp"}  # load: under a second
+    with open(study.path("results/tables/insert_benchmark.csv"), newline="") as f:
+        table = {(r["engine"], r["phase"], r["metric"]): r for r in csv.DictReader(f)}
+    for phase in ("qr", "qp"):  # relative to the baseline engine, innodb (= 1.0)
+        pg, innodb = (table[e, phase, "queries_s"] for e in ("postgresql", "innodb"))
+        assert float(innodb["relative"]) == 1.0 and innodb["baseline"] == "TRUE"
+        assert float(pg["relative"]) == pytest.approx(float(pg["value"]) / float(innodb["value"]), rel=1e-6)
+        assert float(pg["value"]) == pytest.approx(float(got["postgresql", phase]["queries_s"]), rel=1e-6)
+    assert study.path("results/plots/insert_benchmark.png").stat().st_size > 1000
+
+
+def test_options_are_checked_before_any_work():
+    config = insert_study(insert_rate=0)
+    with pytest.raises(ConfigError, match=r"^workloads\.ib\.options\.insert_rate: 0 is not a whole number"):
+        load(config)
+    with pytest.raises(ConfigError, match=r"^workloads\.ib\.options\.rate: 5 is not an option"):
+        load(insert_study(rate=5))
+    config = insert_study()
+    config["workloads"]["ib"]["warmup"] = 5
+    with pytest.raises(ConfigError, match=r"^workloads\.ib\.warmup: 5: the insert workload has no warm-up"):
+        load(config)
+
+
+def test_dataset_is_the_empty_tables_only():
+    a = insert_bench.dataset({"tables": 2, "table_size": 10, "insert_rate": 5})
+    b = insert_bench.dataset({"tables": 2, "table_size": 99999, "insert_rate": 1000})
+    assert a == b and a["tables"] == 2
+    assert insert_bench.dataset({"tables": 3}) != a
+
+
+# A real captured run (tests/fixtures/capture_insert_query.py): the InnoDB cell of insert_study().
+FIXTURE = Path(__file__).parent / "fixtures" / "insert_innodb"
+
+
+def test_summary_of_a_real_run():
+    phases = {p["phase"]: p for p in insert_bench.summary(FIXTURE)["phases"]}
+    assert list(phases) == ["load", "index", "qr", "qp"]
+    assert phases["load"]["inserts"] == phases["load"]["ops"] == 60000 and phases["load"]["op"] == "row"
+    assert phases["index"]["inserts"] == 0 and phases["index"]["ops"] == 60000
+    for name in ("qr", "qp"):
+        p = phases[name]
+        assert p["target_inserts_s"] == RATE and p["op"] == "query" and p["ops"] == p["queries"] > 1000
+        assert p["inserts"] % 5 == 0  # insert_batch rows per INSERT
+        assert p["inserts_s"] == pytest.approx(p["inserts"] / p["seconds"])
+    assert phases["load"]["db_mb"] <= phases["index"]["db_mb"] <= phases["qp"]["db_mb"]
+
+
+def test_samples_carry_their_phase_on_one_clock():
+    start = json.loads((FIXTURE / "phases.json").read_text())[0]["start"]
+    rows = insert_bench.samples(FIXTURE, start)
+    assert {r["phase"] for r in rows} <= {"load", "index", "qr", "qp"} and {"qr", "qp"} <= {r["phase"] for r in rows}
+    seconds = [r["second"] for r in rows]
+    assert seconds == sorted(seconds) and len(set(seconds)) == len(seconds)
+
+
+def test_summary_refuses_a_run_cut_short(tmp_path):
+    shutil.copytree(FIXTURE, tmp_path / "raw")
+    phases = json.loads((tmp_path / "raw" / "phases.json").read_text())
+    (tmp_path / "raw" / "phases.json").write_text(json.dumps(phases[:2]))
+    with pytest.raises(ValueError, match="phases qr, qp did not run"):
+        insert_bench.summary(tmp_path / "raw")
+
+
+def test_per_op_takes_the_system_rows_within_the_phase():
+    from dbsweep.collect import per_op
+    phase = {"start": 100.0, "end": 102.0, "ops": 1000}
+    system = [{"time": t, "us": 10, "sy": 10, "rkb_s": 100, "wkb_s": 200} for t in (100.0, 101.0, 102.0, 103.0)]
+    got = per_op(phase, system, cpus=2)
+    assert got["system_seconds"] == 2  # the rows at 101 and 102 cover the phase's two seconds
+    assert got["cpu_us_per_op"] == pytest.approx(2 * 0.2 * 2 * 1e6 / 1000)
+    assert got["kb_read_per_op"] == pytest.approx(0.2) and got["kb_written_per_op"] == pytest.approx(0.4)
+
+
+def test_module_contracts():
+    from dbsweep import workloads
+    from dbsweep.workloads import query
+    assert workloads.module("insert") is insert_bench and workloads.module("query") is query
+    for module, own in ((insert_bench, "phases"), (query, "measure")):
+        for name in ("TOOL", "check", "dataset", "prepare", "samples", "summary", "version", own):
+            assert hasattr(module, name), (module.TOOL, name)
+    assert callable(query.load)
+    assert {"insert", "query"} <= workloads.DATABASE_TOOLS and {"insert", "query"} == workloads.OWN_ANALYSIS

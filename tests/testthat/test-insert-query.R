@@ -1,0 +1,57 @@
+# insert_benchmark.R and query_timing.R: medians per configuration, relative
+# to the baseline (= 1.0), and the rate shortfall mark.
+source(script_path("insert_benchmark.R"), local = TRUE)
+source(script_path("query_timing.R"), local = TRUE)
+
+phase_rows <- function(engine, rep, phase, inserts_s, queries_s, target = NA) {
+  data.table(engine = engine, rep = rep, phase = phase, target_inserts_s = target,
+             inserts_s = inserts_s, queries_s = queries_s, cpu_us_per_op = 100,
+             kb_read_per_op = 1, kb_written_per_op = 2, db_mb = 50)
+}
+
+test_that("insert figures are medians relative to the baseline engine", {
+  phases <- rbind(phase_rows("innodb", 1:3, "qr", c(100, 98, 99), c(1000, 1100, 900), 100),
+                  phase_rows("postgresql", 1:3, "qr", c(80, 70, 90), c(2000, 2200, 1800), 100),
+                  phase_rows("innodb", 1, "load", 5000, 0),
+                  phase_rows("postgresql", 1, "load", 10000, 0))
+  t <- insert_table(phases, c("engine"), list(engine = "innodb"))
+  qr <- t[phase == "qr" & metric == "queries_s"]
+  expect_equal(qr[engine == "innodb"]$relative, 1)
+  expect_equal(qr[engine == "postgresql"]$relative, 2)
+  expect_true(qr[engine == "innodb"]$baseline)
+  ins <- t[phase == "qr" & metric == "inserts_s"]
+  expect_equal(ins$short_of_target, c(FALSE, TRUE))  # 99 >= 95, 80 < 95
+  expect_equal(t[phase == "load" & metric == "inserts_s" & engine == "postgresql"]$relative, 2)
+  expect_equal(unique(t$phase), c("load", "qr"))
+  expect_equal(t[phase == "load" & metric == "queries_s"]$relative, c(NA_real_, NA_real_))
+})
+
+test_that("an empty phases table stops with a reason", {
+  expect_error(insert_table(phase_rows("innodb", 1, "qr", 1, 1)[0], "engine"), "no rows")
+})
+
+test_that("query figures are medians over executions, relative to the baseline", {
+  ex <- rbind(
+    data.table(cache = "warm", rep = 1L, execution = 1:3, name = "ms", value = c(10, 12, 11)),
+    data.table(cache = "cold", rep = 1L, execution = 1:3, name = "ms", value = c(50, 55, 60)),
+    data.table(cache = "cold", rep = 1L, execution = 1:3, name = "Innodb_buffer_pool_reads",
+               value = c(500, 500, 500)),
+    data.table(cache = "warm", rep = 1L, execution = 1:3, name = "Innodb_buffer_pool_reads",
+               value = 0))
+  t <- query_table(ex, "cache", list(cache = "warm"))
+  expect_equal(t[name == "ms" & cache == "cold"]$value, 55)
+  expect_equal(t[name == "ms" & cache == "cold"]$relative, 5)
+  expect_equal(t[name == "ms"]$configuration, c("cache=cold", "cache=warm"))
+  expect_true(is.na(t[name == "Innodb_buffer_pool_reads" & cache == "cold"]$relative))  # baseline 0
+  expect_equal(t$name[1], "ms")
+})
+
+test_that("a baseline naming one axis compares within the other axes", {
+  ex <- data.table(engine = rep(c("innodb", "postgresql"), each = 4),
+                   plan = rep(c("default", "nested"), 4), rep = 1L, execution = rep(1:2, each = 2),
+                   name = "ms", value = c(10, 20, 10, 20, 100, 50, 100, 50))
+  t <- query_table(ex, c("engine", "plan"), list(plan = "default"))
+  expect_equal(t[engine == "innodb" & plan == "nested"]$relative, 2)
+  expect_equal(t[engine == "postgresql" & plan == "nested"]$relative, 0.5)
+  expect_equal(t[plan == "default"]$relative, c(1, 1))
+})

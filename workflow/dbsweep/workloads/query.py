@@ -1,0 +1,207 @@
+"""The user's own SQL, timed: a setup file loaded into the prepared image, then a query file run
+`executions` times, cold (each execution after a server restart with the OS caches dropped) or warm
+(after one unmeasured warm-up pass), under session settings given as `session.<name>` options (a value may
+name an axis: {optimizer}); server-wide settings come from option sets as for every database workload.
+
+Raw output, raw/executions.jsonl: one line per pass (warmup, idle, measured) with its start, seconds, rows
+and the server's counters (SHOW GLOBAL STATUS; pg_stat_database and pg_statio_user_tables summed) right
+before and after. The idle pass reads the counters twice with nothing between: what reading them costs,
+subtracted from each execution's deltas.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import statistics
+import time
+from pathlib import Path
+
+from dbsweep.errors import ConfigError
+
+TOOL = "query"
+DEFAULTS = {"executions": 5, "cache": "warm"}
+FILES = ("setup", "query")
+CACHES = ("cold", "warm")
+SESSION = "session."
+NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+# Counters reported per execution (those present on the engine); the rest stay in the raw file.
+REPORTED = re.compile(r"^(handler_read_\w+|innodb_buffer_pool_reads|innodb_buffer_pool_read_requests|"
+                      r"innodb_data_read|innodb_data_reads|rocksdb_block_cache_(hit|miss)|rocksdb_bytes_read|"
+                      r"statio\.\w+|db\.(blks_read|blks_hit|tup_returned|tup_fetched|temp_bytes))$", re.I)
+EXECUTION_COLUMNS = ["execution", "name", "value"]
+
+
+def check(options: dict, where: str) -> None:
+    for key in FILES:
+        value = options.get(key)
+        if value is None:
+            raise ConfigError(f"{where}.{key}: missing (the path of an .sql file)")
+        path = Path(str(value))
+        if not path.is_file():
+            raise ConfigError(f"{where}.{key}: {value!r} does not exist")
+        options[key] = str(path.resolve())  # a relative path is relative to where snakemake runs
+    if not Path(options["query"]).read_text().strip().rstrip(";").strip():
+        raise ConfigError(f"{where}.query: {options['query']!r} holds no statement")
+    for name, value in options.items():
+        if name in FILES:
+            continue
+        if name.startswith(SESSION):
+            if not NAME.match(name[len(SESSION):]):
+                raise ConfigError(f"{where}.{name}: {name[len(SESSION):]!r} is not a setting name")
+            continue
+        if name not in DEFAULTS:
+            raise ConfigError(f"{where}.{name}: {value!r} is not an option of query (setup, query, executions, "
+                              "cache, session.<setting>)")
+        if isinstance(value, str) and "{" in value:
+            continue  # an axis placeholder
+        if name == "executions" and (isinstance(value, bool) or not str(value).isdigit() or int(value) < 1):
+            raise ConfigError(f"{where}.executions: {value!r} is not a whole number of at least 1")
+        if name == "cache" and value not in CACHES:
+            raise ConfigError(f"{where}.cache: {value!r} is not one of {', '.join(CACHES)}")
+
+
+def dataset(options: dict) -> dict:
+    """The setup file, by path and content."""
+    path = Path(options["setup"])
+    return {"setup": str(path), "sha256": hashlib.sha256(path.read_bytes()).hexdigest()}
+
+
+def prepare(data: dict, config_file: Path, threads: int = 1) -> list[list[str]]:
+    return []  # load() runs the setup file through the engine's client
+
+
+def load(db, data: dict, log) -> list[list[str]]:
+    """Run the setup file as the benchmark user; fail naming the file and the server's error."""
+    path = Path(data["setup"])
+    log.write(f"setup: {path}\n")
+    log.flush()
+    try:
+        db.family.user_sql(db.handle, db.conn, path.read_text())
+    except (RuntimeError, OSError) as e:
+        raise RuntimeError(f"setup {path}: {e}") from None
+    return [["setup", str(path)]]
+
+
+def _settings(options: dict) -> dict:
+    return {name[len(SESSION):]: value for name, value in options.items() if name.startswith(SESSION)}
+
+
+def _session(db, options: dict):
+    """A client session of the benchmark user with the cell's session settings."""
+    conn = db.family.connect(db.conn)
+    with conn.cursor() as cursor:
+        for name, value in _settings(options).items():
+            if db.family.FAMILY == "mariadb":
+                cursor.execute(f"SET SESSION {name} = %s", (int(value) if str(value).isdigit() else value,))
+            else:
+                cursor.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
+    return conn
+
+
+def _counters(db) -> dict:
+    sample = db.family.counters(db.conn)
+    if hasattr(db.family, "statio"):
+        sample |= db.family.statio(db.conn)
+    return sample
+
+
+def _flush(db, session) -> None:
+    """PostgreSQL reports a backend's statistics when it goes idle, at most once a second unless asked."""
+    if db.family.FAMILY != "postgresql":
+        return
+    with session.cursor() as cursor:
+        if session.info.server_version >= 150000:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+        else:
+            time.sleep(0.6)  # PGSTAT_STAT_INTERVAL is 500 ms before 15
+
+
+def _pass(db, session, sql: str, kind: str, n: int) -> dict:
+    before = _counters(db)
+    start = time.time()
+    t0 = time.perf_counter()
+    rows = None
+    if kind != "idle":
+        with session.cursor() as cursor:
+            cursor.execute(sql)
+            rows = len(cursor.fetchall()) if cursor.description else cursor.rowcount
+    seconds = time.perf_counter() - t0
+    _flush(db, session)
+    return {"pass": kind, "execution": n, "start": start, "seconds": seconds, "rows": rows,
+            "before": before, "after": _counters(db)}
+
+
+def measure(window) -> None:
+    """The executions: window gives db, restart() (stop, drop the OS caches, start), raw and recipe."""
+    options = window.recipe["options"]
+    sql = Path(options["query"]).read_text().strip().rstrip(";").strip()
+    cold = options.get("cache", DEFAULTS["cache"]) == "cold"
+    executions = int(options.get("executions", DEFAULTS["executions"]))
+    with open(window.raw / "executions.jsonl", "w") as out:
+        def write(entry: dict) -> None:
+            out.write(json.dumps(entry) + "\n")
+            out.flush()
+
+        session = None
+        try:
+            if not cold:
+                session = _session(window.db, options)
+                write(_pass(window.db, session, sql, "warmup", 0))
+            for n in range(1, executions + 1):
+                if cold:
+                    if session is not None:
+                        session.close()
+                    window.restart()
+                    session = _session(window.db, options)
+                write(_pass(window.db, session, sql, "idle", n))
+                write(_pass(window.db, session, sql, "measured", n))
+        finally:
+            if session is not None:
+                session.close()
+
+
+def _passes(rawdir: Path) -> list[dict]:
+    path = Path(rawdir) / "executions.jsonl"
+    if not path.exists():
+        raise ValueError(f"{path}: missing (the query did not run)")
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _deltas(entry: dict) -> dict:
+    return {name: entry["after"][name] - entry["before"][name] for name in entry["after"]
+            if name in entry["before"] and REPORTED.match(name)}
+
+
+def executions(rawdir: Path) -> list[dict]:
+    """Per measured execution: ms, rows and the reported counters' deltas less the idle pass's."""
+    passes = _passes(rawdir)
+    idle = {p["execution"]: _deltas(p) for p in passes if p["pass"] == "idle"}
+    out = []
+    for p in passes:
+        if p["pass"] != "measured":
+            continue
+        cost = idle.get(p["execution"], {})
+        row = {"execution": p["execution"], "ms": p["seconds"] * 1000, "rows": p["rows"]}
+        row |= {name: value - cost.get(name, 0) for name, value in sorted(_deltas(p).items())}
+        out.append(row)
+    return out
+
+
+def samples(rawdir: Path, start: float) -> list[dict]:
+    return []  # no per-second samples: the executions are the measurements
+
+
+def summary(rawdir: Path) -> dict:
+    rows = executions(rawdir)
+    if not rows:
+        raise ValueError(f"{Path(rawdir) / 'executions.jsonl'}: no measured execution (killed or failed)")
+    ms = [r["ms"] for r in rows]
+    return {"lat_mean_ms": statistics.mean(ms), "lat_max_ms": max(ms), "transactions": len(rows),
+            "executions": rows}
+
+
+def version() -> str:
+    import psycopg
+    import pymysql
+    return f"PyMySQL {pymysql.__version__}, psycopg {psycopg.__version__}"

@@ -1,0 +1,94 @@
+# The insert benchmark (study 8): per phase (load, index, qr, qp) inserted rows
+# and queries per second against the target rate, CPU us and KB read and
+# written per operation, and the database size; every figure also relative to
+# the baseline configuration (= 1.0), as bars.
+#
+# Snakemake: input phases (+ provenance); output table_csv, table_md, plot;
+# params axes, baseline (axis -> value, may be empty); log.
+#
+# A configuration is a cell's values of the axes that vary. Figures are
+# medians over repetitions, compared along the axes params$baseline names
+# (all varying axes when it names none): relative to the configuration with
+# those at their baseline values and the other axes the same.
+
+INSERT_METRICS <- c("inserts_s", "queries_s", "cpu_us_per_op", "kb_read_per_op",
+                    "kb_written_per_op", "db_mb")
+PHASE_ORDER <- c("load", "index", "qr", "qp")
+# A phase whose inserts fall short of this share of the target is marked.
+RATE_TOLERANCE <- 0.95
+
+read_phases <- function(path, axes) {
+  dt <- read_table(path, axes, required = c("rep", "phase", "target_inserts_s",
+                                            INSERT_METRICS))
+  dt[, phase := as.character(phase)]
+  dt
+}
+
+insert_table <- function(phases, axes, baseline = list()) {
+  if (nrow(phases) == 0) stop("phases: no rows (no insert benchmark cells ran)")
+  vary <- varying_axes(phases, axes)
+  by <- c(vary, "phase")
+  cells <- phases[, c(lapply(.SD, median_or_na), list(reps = .N)), by = by,
+                  .SDcols = c("target_inserts_s", INSERT_METRICS)]
+  cells[, configuration := configuration_label(cells, vary)]
+  groups <- setdiff(vary, baseline_axes(vary, baseline))
+  cells[, baseline := is_baseline(cells, baseline_axes(vary, baseline), baseline)]
+  long <- melt(cells, id.vars = c(by, "configuration", "baseline", "reps", "target_inserts_s"),
+               measure.vars = INSERT_METRICS, variable.name = "metric", variable.factor = FALSE)
+  ref <- long[baseline == TRUE, c(groups, "phase", "metric", "value"), with = FALSE]
+  setnames(ref, "value", "base_value")
+  long <- merge(long, ref, by = c(groups, "phase", "metric"), all.x = TRUE)
+  long[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
+  long[, short_of_target := metric == "inserts_s" & !is.na(target_inserts_s) &
+         value < RATE_TOLERANCE * target_inserts_s]
+  long[, phase := factor(phase, levels = intersect(PHASE_ORDER, unique(phase)))]
+  long[, metric := factor(metric, levels = INSERT_METRICS)]
+  setorderv(long, c("phase", "metric", vary))
+  long[, phase := as.character(phase)]
+  long[, metric := as.character(metric)]
+  long[, base_value := NULL]
+  long[]
+}
+
+insert_plot <- function(table, caption = NULL) {
+  dt <- copy(table)[!is.na(relative)]
+  if (nrow(dt) == 0) {
+    return(empty_plot("Insert benchmark", "nothing to compare", caption))
+  }
+  dt[, phase := factor(phase, levels = intersect(PHASE_ORDER, unique(phase)))]
+  dt[, metric := factor(metric, levels = INSERT_METRICS)]
+  ggplot(dt, aes(x = configuration, y = relative, fill = configuration)) +
+    geom_col() +
+    geom_hline(yintercept = 1, linetype = "dashed", colour = "grey30") +
+    facet_grid(metric ~ phase, scales = "free_y") +
+    scale_fill_dbsweep() +
+    labs(title = "Insert benchmark: each phase relative to the baseline (= 1.0)",
+         subtitle = sprintf("baseline: %s", paste(unique(table[baseline == TRUE]$configuration),
+                                                  collapse = "; ")),
+         x = NULL, y = "relative to baseline", fill = NULL, caption = caption) +
+    guides(fill = guide_legend(ncol = 2)) +
+    theme_dbsweep() +
+    theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
+}
+
+main <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+  axes <- axes_param(params)
+  phases <- read_phases(input[["phases"]], axes)
+  provenance <- read_provenance(input[["provenance"]])
+  caption <- if (length(provenance)) caption_text(provenance) else NULL
+  table <- insert_table(phases, axes, params[["baseline"]])
+  log_line("insert benchmark: %d phase rows -> %d table rows", nrow(phases), nrow(table))
+  write_csv(table, output[["table_csv"]])
+  shown <- table[, .(phase, metric, configuration, value, relative,
+                     short_of_target = ifelse(short_of_target, "SHORT", ""))]
+  write_md_table(shown, output[["table_md"]], group_by = "phase")
+  save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 9)
+  invisible(table)
+}
+
+if (exists("snakemake")) {
+  source(file.path(snakemake@scriptdir, "common.R"))
+  main(snakemake@input, snakemake@output, snakemake@params)
+}
