@@ -25,6 +25,31 @@ def duration(tool: str, options: dict) -> int | None:
     return None if value is None else int(str(value).rstrip("s"))
 
 
+def rate(options: dict) -> int | None:
+    """The fixed arrival rate of an open-loop run (sysbench's --rate, transactions or events per
+    second), or None for a closed loop. check_rate() has refused anything but a positive integer."""
+    for name, value in options.items():
+        if str(name) == "rate":
+            return int(str(value))
+    return None
+
+
+def check_rate(options: dict, where: str) -> None:
+    """sysbench takes --rate=0 as "no limit" and reads a fraction as 0: either would silently
+    measure a closed loop, so only a whole number of at least 1 per second passes."""
+    for name, value in options.items():
+        if str(name) != "rate" or (isinstance(value, str) and "{" in value):
+            continue  # a placeholder is checked per cell, once substituted
+        if isinstance(value, bool):
+            number = None
+        elif isinstance(value, int):
+            number = value
+        else:
+            number = int(value) if isinstance(value, str) and value.strip().isdigit() else None
+        if number is None or number < 1:
+            raise ConfigError(f"{where}.{name}: {value!r} is not a positive whole number of arrivals per second")
+
+
 def refuse(options: dict, where: str, reserved: set, key, command: str) -> None:
     """Refuse options dbsweep sets itself (compared as key(name)) and values that are not one scalar."""
     for name, value in options.items():
