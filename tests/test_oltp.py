@@ -524,3 +524,21 @@ def test_module_contract():
 @needs_sysbench
 def test_version():
     assert oltp.version().startswith("sysbench 1.")
+
+
+def test_open_loop_summary_marks_a_run_short_of_its_rate():
+    from dbsweep.collect import open_loop
+
+    def judge(name, target):
+        raw = FIXTURES / name
+        return open_loop(target, oltp.summary(raw), oltp.samples(raw, 0.0))
+
+    over = judge("oltp_read_write_overload", 5000)
+    assert over == {"rate": 5000, "rate_achieved": pytest.approx(1375 / 3.0055), "queue_max": 13388,
+                    "queue_end": 13388, "rate_short": 1}
+    # 85 arrivals in 2.06 s at 50/s is 17% below the target, yet within 3 sd of Poisson arrivals
+    # (sysbench draws exponential gaps), and the queue stayed empty: not short
+    kept = judge("oltp_point_select_rate", 50)
+    assert (kept["rate_achieved"], kept["queue_end"], kept["rate_short"]) == (pytest.approx(85 / 2.0635), 0, 0)
+    # the same run judged against a rate 4 times higher falls short
+    assert judge("oltp_point_select_rate", 200)["rate_short"] == 1

@@ -48,7 +48,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     summary = {k: final.get(k) for k in SUMMARY_KEYS}
     summary |= {"tool": record["recipe"]["tool"], "duration_s": record["recipe"]["duration_s"],
                 "seconds": len(samples)}
-    target = workloads.rate(record["recipe"]["options"])
+    target = workloads.rate(record["recipe"]["tool"], record["recipe"]["options"])
     if target:
         summary |= open_loop(target, final, samples)
     if "engine" in record["recipe"]:

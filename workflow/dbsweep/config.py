@@ -248,7 +248,7 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
         for name in _placeholders(value):
             if name not in order:
                 raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
-    if wls[wl]["tool"] in ("sysbench", "sysbench-fileio"):  # fio's own `rate` is a bandwidth
+    if wls[wl]["tool"] in workloads.SYSBENCH_TOOLS:  # fio's own `rate` is a bandwidth
         options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
         workloads.check_rate(options, f"workloads.{wl}.options")
 

@@ -59,8 +59,10 @@ def image_spec(wildcards):
 
 
 def final_targets():
-    """Storage tables and plots when the study has storage cells, database ones when it has servers."""
-    tools = {STUDY.recipe(cell)["tool"] for cell in STUDY.cells}
+    """Storage tables and plots when the study has storage cells, database ones when it has servers,
+    version tables with several versions, open-loop ones with cells at a fixed rate."""
+    recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
+    tools = {r["tool"] for r in recipes}
     targets = []
     if tools - workloads.DATABASE_TOOLS:
         targets += [*rules.tables.output, *rules.plots.output]
@@ -68,4 +70,6 @@ def final_targets():
         targets += [*rules.db_tables.output, *rules.db_plots.output]
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         targets += [*rules.versions.output]
+    if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
+        targets += [*rules.openloop.output]
     return targets

@@ -10,6 +10,7 @@ from dbsweep.errors import ConfigError
 
 TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp"}
 DATABASE_TOOLS = {"sysbench"}  # tools that run against a database server
+SYSBENCH_TOOLS = {"sysbench", "sysbench-fileio"}  # tools that take --rate
 
 
 def module(tool: str):
@@ -25,13 +26,13 @@ def duration(tool: str, options: dict) -> int | None:
     return None if value is None else int(str(value).rstrip("s"))
 
 
-def rate(options: dict) -> int | None:
+def rate(tool: str, options: dict) -> int | None:
     """The fixed arrival rate of an open-loop run (sysbench's --rate, transactions or events per
-    second), or None for a closed loop. check_rate() has refused anything but a positive integer."""
-    for name, value in options.items():
-        if str(name) == "rate":
-            return int(str(value))
-    return None
+    second), or None for a closed loop (fio's own `rate` is a bandwidth limit, not arrivals).
+    check_rate() has refused anything but a positive whole number."""
+    if tool not in SYSBENCH_TOOLS or options.get("rate") is None:
+        return None
+    return int(str(options["rate"]))
 
 
 def check_rate(options: dict, where: str) -> None:

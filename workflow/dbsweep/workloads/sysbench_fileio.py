@@ -52,7 +52,7 @@ def check(options: dict, where: str) -> None:
 
 
 def percentile(options: dict) -> int:
-    return OPEN_LOOP_PERCENTILE if rate(options) else PERCENTILE
+    return OPEN_LOOP_PERCENTILE if rate(TOOL, options) else PERCENTILE
 
 
 def dataset(options: dict) -> dict:

@@ -175,7 +175,7 @@ def check(options: dict, where: str) -> None:
 
 def percentile(options: dict) -> int:
     """The latency percentile sysbench is asked for: the 99th in an open loop, else the 95th."""
-    return OPEN_LOOP_PERCENTILE if rate(options) else PERCENTILE
+    return OPEN_LOOP_PERCENTILE if rate(TOOL, options) else PERCENTILE
 
 
 def dataset(options: dict) -> dict:
