@@ -517,7 +517,7 @@ def test_fixtures_are_small_and_complete(name):
 def test_module_contract():
     assert workloads.module("sysbench") is oltp
     assert oltp.TOOL == "sysbench"
-    for name in ("check", "dataset", "prepare", "command", "samples", "summary", "histogram", "version"):
+    for name in ("check", "dataset", "prepare", "command", "samples", "summary", "histogram", "live", "version"):
         assert callable(getattr(oltp, name))
 
 

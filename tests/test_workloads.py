@@ -379,6 +379,6 @@ def test_parsing_leaves_raw_output_untouched():
 
 @pytest.mark.parametrize("module", [fio, sb])
 def test_module_contract(module):
-    for name in ("TOOL", "check", "dataset", "prepare", "command", "samples", "summary", "version"):
+    for name in ("TOOL", "check", "dataset", "prepare", "command", "samples", "summary", "live", "version"):
         assert hasattr(module, name)
     assert module.TOOL in ("fio", "sysbench-fileio")

@@ -43,6 +43,10 @@ def cell_values(wildcards):
     return CELLS[wildcards.cell].as_dict()
 
 
+def run_priority(wildcards):
+    return STUDY.priority(int(wildcards.rep))
+
+
 def image_of(wildcards):
     """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
     cell = CELLS[wildcards.cell]

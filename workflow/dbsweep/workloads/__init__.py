@@ -1,6 +1,6 @@
 """Workload adapters, one module per tool.
 
-Each module exposes TOOL, check, dataset, prepare, command, samples, summary and
+Each module exposes TOOL, check, dataset, prepare, command, samples, summary, live and
 version (see fio.py); adding a tool is one module plus its name in TOOLS and in
 the schema's `tool` enum.
 """

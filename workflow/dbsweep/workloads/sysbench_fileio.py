@@ -136,6 +136,21 @@ def samples(rawdir: Path, start: float) -> list[dict]:
     return rows
 
 
+def live(line: str, state: dict) -> tuple[int, float, str] | None:
+    """(second, IOPS, "IOPS") of an interval line, for the progress line; the block size comes
+    from the header, read before (MiB/s until then)."""
+    block = BLOCK.match(line)
+    if block:
+        state["bs"] = float(block["n"]) * UNITS[block["unit"]]
+    match = INTERVAL.match(line)
+    if not match:
+        return None
+    mibs = float(match["r"]) + float(match["w"])
+    if "bs" in state:
+        return int(match["t"]), mibs * 2**20 / state["bs"], "IOPS"
+    return int(match["t"]), mibs, "MiB/s"
+
+
 def _figure(text: str, label: str, path: Path) -> float:
     match = re.search(rf"^\s+{re.escape(label)}\s+([\d.]+)s?$", text, re.M)
     if not match:

@@ -298,6 +298,12 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
     return rows
 
 
+def live(line: str, state: dict) -> tuple[int, float, str] | None:
+    """(second, tps, "tps") of an interval line as sysbench prints it, for the progress line."""
+    match = INTERVAL.match(line)
+    return (int(match["t"]), float(match["tps"]), "tps") if match else None
+
+
 def _fatal(text: str, path: Path) -> None:
     fatal = [line for line in text.splitlines() if line.startswith("FATAL:")]
     if fatal:
