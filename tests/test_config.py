@@ -207,3 +207,14 @@ def test_a_rate_from_an_axis_is_checked_per_cell():
 
 def test_fio_rate_is_fios_own_bandwidth_limit():
     assert load(with_change("workloads.fio-randread.options.rate", "10m")).cells
+
+
+def test_interleaved_repetitions_by_default():
+    study = load(with_change("repetitions", 3))
+    assert study.interleave is True
+    # preparing (as repetition 0) first, then repetition 1 of every cell, then 2, then 3
+    assert [study.priority(rep) for rep in (0, 1, 2, 3)] == [4, 3, 2, 1]
+    off = load(with_change("interleave", False))
+    assert off.interleave is False and {off.priority(rep) for rep in (0, 1, 2)} == {0}
+    with pytest.raises(ConfigError, match="^interleave: 'no' is not of type boolean$"):
+        load(with_change("interleave", "no"))

@@ -27,6 +27,7 @@ class Follow:
         self.path, self.live, self.total_s, self.log, self.label, self.every = path, live, total_s, log, label, every
         self.state: dict = {}
         self.latest = None  # (second or None, rate, unit) of the latest line read
+        self._shown = None
         self.lines_written = 0
         self._offset, self._tail = 0, ""
         self._stop = threading.Event()
@@ -41,15 +42,18 @@ class Follow:
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self._show()  # what the tool wrote in its last moments
         return False
 
     def _loop(self) -> None:
-        shown = None
         while not self._stop.wait(self.every):
-            self.read()
-            if self.latest is not None and self.latest != shown:
-                self.write()
-                shown = self.latest
+            self._show()
+
+    def _show(self) -> None:
+        self.read()
+        if self.latest is not None and self.latest != self._shown:
+            self.write()
+            self._shown = self.latest
 
     def read(self) -> None:
         """Parse the complete lines written since the last call (\\r ends fio's status lines)."""

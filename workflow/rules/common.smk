@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import workloads
+from dbsweep import estimate, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -24,6 +24,21 @@ for _cell in STUDY.cells:
     if _image:
         IMAGES.setdefault(_image, _cell)
 
+
+
+def print_estimate():
+    """How long the missing repetitions will take (dbsweep/estimate.py), on stderr."""
+    missing, done = [], []
+    for cell in STUDY.cells:
+        runs = [Path(RUNS, cell.path, f"rep~{rep}", "run.json") for rep in REPS]
+        done += [run for run in runs if run.exists()]
+        missing += [STUDY.recipe(cell)] * sum(not run.exists() for run in runs)
+    images = sum(not Path(image).exists() for image in IMAGES)
+    print(estimate.describe(estimate.estimate(missing, done), images), file=sys.stderr)
+
+
+if workflow.is_main_process:  # not again in each job of a cluster run
+    print_estimate()
 
 wildcard_constraints:
     cell=r"[^/~]+~.+",
