@@ -68,7 +68,8 @@ def describe(e: dict, images: int = 0) -> str:
         return "dbsweep: no repetition missing"
     kinds = ", ".join(f"{k} {v:.1f} s" for k, v in e["per_rep_s"].items())
     source = f"measured from {e['measured_from']} earlier runs" if e["measured_from"] else "defaults"
-    text = (f"dbsweep: {e['repetitions']} repetitions to run, about {_duration(e['total_s'])}: "
+    reps = e["repetitions"]
+    text = (f"dbsweep: {reps} repetition{'s' if reps > 1 else ''} to run, about {_duration(e['total_s'])}: "
             f"{e['window_s']:.0f} s measured windows and warm-ups + {e['overhead_s']:.0f} s overhead "
             f"(per repetition {kinds}; {source})")
     if e["no_duration"]:
