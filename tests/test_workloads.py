@@ -4,6 +4,7 @@ The fixtures under tests/fixtures/ are real runs (see capture.py there); the
 expected numbers below are copied from those files as the tools wrote them.
 """
 import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -382,3 +383,19 @@ def test_module_contract(module):
     for name in ("TOOL", "check", "dataset", "prepare", "command", "samples", "summary", "live", "version"):
         assert hasattr(module, name)
     assert module.TOOL in ("fio", "sysbench-fileio")
+
+
+def test_sysbench_fileio_open_loop():
+    """--rate=2000 against one file: the 99th percentile (from arrival) per second and for the run;
+    sysbench fileio prints no queue length. It kept up: 5957 events in 3.0043 s."""
+    from dbsweep.collect import open_loop
+
+    raw = FIXTURES / "sysbench_rndrd_rate"
+    assert "--percentile=99" in json.loads((raw / "argv.json").read_text())
+    rows = sb.samples(raw, 0.0)
+    assert [(r["lat_pct_ms"], r["lat_p99_ms"]) for r in rows] == [(None, 2.913), (None, 0.348), (None, 0.395)]
+    s = sb.summary(raw)
+    assert (s["lat_p95_ms"], s["lat_p99_ms"], s["events"], s["time_s"]) == (None, 2.07, 5957, 3.0043)
+    assert open_loop(2000, s, rows) == {"rate": 2000, "rate_achieved": pytest.approx(5957 / 3.0043),
+                                        "queue_max": None, "queue_end": None, "rate_short": 0}
+    assert open_loop(2500, s, rows)["rate_short"] == 1
