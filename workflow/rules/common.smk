@@ -25,7 +25,6 @@ for _cell in STUDY.cells:
         IMAGES.setdefault(_image, _cell)
 
 
-
 def print_estimate():
     """How long the missing repetitions will take (dbsweep/estimate.py), on stderr."""
     missing, done = [], []
@@ -39,6 +38,7 @@ def print_estimate():
 
 if workflow.is_main_process:  # not again in each job of a cluster run
     print_estimate()
+
 
 wildcard_constraints:
     cell=r"[^/~]+~.+",
