@@ -75,7 +75,7 @@ def describe(e: dict, images: int = 0) -> str:
     if e["no_duration"]:
         text += f"; {e['no_duration']} without a configured duration not counted"
     if images:
-        text += f"; plus {images} images to prepare"
+        text += f"; plus {images} image{'s' if images > 1 else ''} to prepare"
     return text
 
 
