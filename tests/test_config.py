@@ -183,3 +183,38 @@ def test_myrocks_on_a_registry_build_is_not_applicable_and_reported():
 def test_two_names_of_one_build_are_refused():
     with pytest.raises(ConfigError, match="axes.version: 'debian' and '15' are the same postgresql build; keep one"):
         load(with_change("axes.version", ["debian", "15"]))
+
+
+@pytest.mark.parametrize("workload, value", [("oltp-rw", 0), ("oltp-rw", -5), ("oltp-rw", 2.5), ("oltp-rw", "fast"),
+                                             ("oltp-rw", True), ("fileio-rndrd", 0), ("fileio-rndrd", "-1")])
+def test_a_rate_must_be_a_positive_whole_number(workload, value):
+    # sysbench reads --rate=0 as "no limit": it would silently measure a closed loop
+    with pytest.raises(ConfigError) as err:
+        load(with_change(f"workloads.{workload}.options.rate", value))
+    assert str(err.value) == (f"workloads.{workload}.options.rate: {value!r} is not a positive whole number "
+                              "of arrivals per second")
+
+
+def test_a_rate_from_an_axis_is_checked_per_cell():
+    config = with_change("workloads.oltp-rw.options.rate", "{arrivals}")
+    config["axes"]["arrivals"] = [500, 0]
+    with pytest.raises(ConfigError, match=r"^workloads.oltp-rw.options.rate: '0' is not a positive whole number"):
+        load(config)
+    config["axes"]["arrivals"] = [500, 2000]
+    study = load(config)
+    assert {c["options"]["rate"] for c in map(study.recipe, study.cells) if c["tool"] == "sysbench"} == {"500", "2000"}
+
+
+def test_fio_rate_is_fios_own_bandwidth_limit():
+    assert load(with_change("workloads.fio-randread.options.rate", "10m")).cells
+
+
+def test_interleaved_repetitions_by_default():
+    study = load(with_change("repetitions", 3))
+    assert study.interleave is True
+    # preparing (as repetition 0) first, then repetition 1 of every cell, then 2, then 3
+    assert [study.priority(rep) for rep in (0, 1, 2, 3)] == [4, 3, 2, 1]
+    off = load(with_change("interleave", False))
+    assert off.interleave is False and {off.priority(rep) for rep in (0, 1, 2)} == {0}
+    with pytest.raises(ConfigError, match="^interleave: 'no' is not of type boolean$"):
+        load(with_change("interleave", "no"))

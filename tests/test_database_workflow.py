@@ -175,3 +175,32 @@ def test_fetched_versions_beside_debians_and_myrocks_where_it_does_not_apply(stu
     again = json.loads((rep / "run.json").read_text())
     assert again["attempt"] != manifest["attempt"] and again["server"]["version"] == manifest["server"]["version"]
     assert study.path("resources/servers/postgresql-16/origin.json").exists()
+
+
+def test_open_loop_reports_a_queue_when_the_rate_exceeds_capacity(study_factory, workdir):
+    """4000 arrivals/s against oltp_read_write at 1 and 2 threads (a few hundred tps on 2 cores):
+    the queue grows each second, the latency measured from arrival grows with it, and each cell
+    is marked short of its rate, in summary.json, the open-loop table and the plots' legend."""
+    config = db_study(engines=("innodb",), threads=[1, 2])
+    config["workloads"]["oltp"] = {"tool": "sysbench", "options": {
+        "script": "oltp_read_write", "tables": 1, "table_size": 2000, "time": 3, "rate": 4000}}
+    study = study_factory(config)
+    study.run()
+    for path in study.path("results/runs").glob("**/rep~1/summary.json"):
+        summary = json.loads(path.read_text())
+        assert summary["rate"] == 4000 and summary["rate_short"] == 1, summary
+        assert 0 < summary["rate_achieved"] < 0.5 * 4000 and summary["queue_max"] > 1000, summary
+        assert summary["lat_p99_ms"] > 0 and summary["lat_p95_ms"] is None
+    samples = rows(study.path("results/tables/samples.csv.gz"))
+    for threads in ("1", "2"):
+        cell = [r for r in samples if r["threads"] == threads]
+        queues = [int(r["queue"]) for r in cell]
+        assert len(queues) >= 2 and queues == sorted(queues) and queues[-1] > queues[0], queues
+        p99 = [float(r["lat_p99_ms"]) for r in cell]
+        assert p99[-1] > p99[0], p99  # time in the queue counts
+    table = list(csv.DictReader(open(study.path("results/tables/openloop.csv"))))
+    assert [(r["threads"], r["rate"], r["status"]) for r in table] == [
+        ("1", "4000", "short of its rate"), ("2", "4000", "short of its rate")]
+    for name in ("openloop_p99", "openloop_queue"):
+        assert study.path("results/plots", f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    assert servers_in(workdir) == [] and leftovers(workdir) == []

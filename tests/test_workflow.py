@@ -3,6 +3,7 @@ import copy
 import csv
 import gzip
 import json
+import re
 import signal
 import subprocess
 import time
@@ -150,3 +151,46 @@ def test_an_option_the_tool_rejects_fails_only_its_cell_with_the_tools_message(s
     assert "fio exited with 1" in done.stderr and "bogus_option" in done.stderr
     assert study.path("results/runs/filesystem~tmpfs/threads~1/workload~sb-rr/rep~1/summary.json").exists()
     assert not study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json").exists()
+
+
+def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_time(study_factory):
+    config = {
+        "study": "order", "repetitions": 2,
+        "axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr", "sb-rr"]},
+        "workloads": {
+            # fio's first status line can take 2 s to come
+            "fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "16M", "runtime": 3}},
+            "sb-rr": {"tool": "sysbench-fileio", "options": {"file-test-mode": "rndrd", "file-num": 1,
+                                                             "file-total-size": "16M", "time": 2}},
+        },
+    }
+    study = study_factory(config)
+    # Nothing measured yet: 4 repetitions of 2 s each, and the documented default overhead.
+    err = study.run("-n").stderr
+    assert "dbsweep: 4 repetitions to run, about 16 s: 10 s measured windows and warm-ups + 6 s overhead " \
+           "(per repetition storage 1.6 s; defaults)" in err, err
+    study.run()
+
+    # Repetition 1 of every cell started before repetition 2 of any.
+    started = {}
+    for path in study.path("results/runs").glob("*/*/*/rep~*/run.json"):
+        record = json.loads(path.read_text())
+        started[(record["cell"]["workload"], record["rep"])] = record["started"]
+    assert len(started) == 4
+    assert max(t for (_, rep), t in started.items() if rep == 1) < min(t for (_, rep), t in started.items() if rep == 2)
+
+    # Each run's log has the live line, read from the tool's per-second output.
+    for workload in ("fio-rr", "sb-rr"):
+        log = study.path(f"results/logs/run/filesystem~tmpfs/threads~1/workload~{workload}/rep~1.log").read_text()
+        lines = [line for line in log.splitlines() if line.startswith("progress: run ")]
+        assert lines, log[-2000:]
+        match = re.fullmatch(r"progress: run (\d+)/[23] s, ([\d,]+) IOPS", lines[-1])
+        assert match and int(match[1]) >= 1 and int(match[2].replace(",", "")) > 100, lines
+
+    # A new thread value: the estimate counts only its 4 repetitions, with the overhead the runs measured.
+    config["axes"]["threads"] = [1, 2]
+    study.write(config)
+    err = study.run("-n").stderr
+    match = re.search(r"dbsweep: 4 repetitions to run, about .*\(per repetition storage ([\d.]+) s; "
+                      r"measured from 4 earlier runs\)", err)
+    assert match and 1.0 < float(match[1]) < 10, err

@@ -4,6 +4,7 @@ The fixtures under tests/fixtures/ are real runs (see capture.py there); the
 expected numbers below are copied from those files as the tools wrote them.
 """
 import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -260,7 +261,7 @@ def test_sysbench_samples_rndrd():
     # a 3 s run printed only [ 1s ] and [ 2s ]: sysbench's last interval line is not guaranteed
     assert [r["second"] for r in rows] == [1, 2]
     assert rows[0] == {"time": t0 + 1, "second": 1, "iops": pytest.approx(1101.21 * 2**20 / 16384),
-                       "mibs": 1101.21, "lat_ms": None, "lat_pct_ms": 0.038}
+                       "mibs": 1101.21, "lat_ms": None, "lat_pct_ms": 0.038, "lat_p99_ms": None}
     assert rows[1]["mibs"] == 1097.12 and rows[1]["lat_pct_ms"] == 0.037
 
 
@@ -290,6 +291,7 @@ def test_sysbench_summary_rndrd():
     assert sb.summary(FIXTURES / "sysbench_rndrd") == {
         "iops": 72236.84, "read_iops": 72236.84, "write_iops": 0.0, "mibs": 1128.70, "fsyncs": 0.0,
         "lat_mean_ms": 0.03, "lat_p95_ms": 0.04, "lat_p99_ms": None, "lat_max_ms": 6.35,
+        "events": 216754, "time_s": 3.0002,
     }
 
 
@@ -345,8 +347,8 @@ def test_sysbench_samples_idle_interval_has_no_latency(tmp_path):
 
 def test_sysbench_samples_refuse_other_lines_and_percentiles(tmp_path):
     text = (FIXTURES / "sysbench_rndwr" / "stdout.txt").read_text()
-    (tmp_path / "stdout.txt").write_text(text.replace("(ms,95%)", "(ms,99%)"))
-    with pytest.raises(ValueError, match="99th percentile"):
+    (tmp_path / "stdout.txt").write_text(text.replace("(ms,95%)", "(ms,90%)"))
+    with pytest.raises(ValueError, match="90th percentile"):
         sb.samples(tmp_path, 0.0)
     (tmp_path / "stdout.txt").write_text(text.replace("[ 3s ] reads:", "[ 3s ] reeds:"))
     with pytest.raises(ValueError, match="not a sysbench fileio interval line"):
@@ -378,6 +380,22 @@ def test_parsing_leaves_raw_output_untouched():
 
 @pytest.mark.parametrize("module", [fio, sb])
 def test_module_contract(module):
-    for name in ("TOOL", "check", "dataset", "prepare", "command", "samples", "summary", "version"):
+    for name in ("TOOL", "check", "dataset", "prepare", "command", "samples", "summary", "live", "version"):
         assert hasattr(module, name)
     assert module.TOOL in ("fio", "sysbench-fileio")
+
+
+def test_sysbench_fileio_open_loop():
+    """--rate=2000 against one file: the 99th percentile (from arrival) per second and for the run;
+    sysbench fileio prints no queue length. It kept up: 5957 events in 3.0043 s."""
+    from dbsweep.collect import open_loop
+
+    raw = FIXTURES / "sysbench_rndrd_rate"
+    assert "--percentile=99" in json.loads((raw / "argv.json").read_text())
+    rows = sb.samples(raw, 0.0)
+    assert [(r["lat_pct_ms"], r["lat_p99_ms"]) for r in rows] == [(None, 2.913), (None, 0.348), (None, 0.395)]
+    s = sb.summary(raw)
+    assert (s["lat_p95_ms"], s["lat_p99_ms"], s["events"], s["time_s"]) == (None, 2.07, 5957, 3.0043)
+    assert open_loop(2000, s, rows) == {"rate": 2000, "rate_achieved": pytest.approx(5957 / 3.0043),
+                                        "queue_max": None, "queue_end": None, "rate_short": 0}
+    assert open_loop(2500, s, rows)["rate_short"] == 1

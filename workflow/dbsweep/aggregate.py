@@ -8,7 +8,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dbsweep import engines, workloads
-from dbsweep.collect import COUNTER_COLUMNS, DATABASE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS, SYSTEM_COLUMNS
+from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, RATE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS,
+                             SYSTEM_COLUMNS)
 from dbsweep.workloads.insert_bench import PHASE_COLUMNS
 from dbsweep.workloads.query import EXECUTION_COLUMNS
 
@@ -23,7 +24,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         writer.writerow(["cell", "reason"])
         writer.writerows(not_applicable)
     keys = axes + ["rep"]
-    summary_cols = keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS + workloads.extra_keys()
+    summary_cols = (keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS + RATE_KEYS
+                    + workloads.extra_keys())
     with _gz(out["summary"], summary_cols) as summary, \
             _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
             _gz(out["system"], keys + SYSTEM_COLUMNS) as system, \

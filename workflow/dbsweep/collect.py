@@ -9,13 +9,22 @@ from pathlib import Path
 from dbsweep import engines, monitors, workloads
 
 SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
-                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue", "phase"]
+                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue", "lat_p99_ms", "phase"]
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
 COUNTER_COLUMNS = ["second", "time", "name", "value"]
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
                 "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
+# An open-loop run (sysbench --rate): the target and achieved arrival rates, the event queue's
+# longest and last length, and whether the run fell short of its target (1) or not (0).
+RATE_KEYS = ["rate", "rate_achieved", "queue_max", "queue_end", "rate_short"]
+# Short: fewer events than the target rate brings, by more than this share and by more than
+# POISSON_SIGMAS standard deviations of the Poisson arrivals sysbench generates; or a queue that
+# ends longer than it started and longer than QUEUE_SHARE of a second's arrivals.
+SHORT_SHARE = 0.05
+POISSON_SIGMAS = 3
+QUEUE_SHARE = 0.1
 DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_per_txn",
                  "datadir_mb_start", "datadir_mb_end", "memory_limit_mb"]
 
@@ -41,6 +50,9 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     summary |= {k: final.get(k) for k in [*getattr(tool, "EXTRA_KEYS", []), *getattr(tool, "DETAIL_KEYS", [])]}
     summary |= {"tool": record["recipe"]["tool"], "duration_s": record["recipe"]["duration_s"],
                 "seconds": len(samples)}
+    target = workloads.rate(record["recipe"]["tool"], record["recipe"]["options"])
+    if target:
+        summary |= open_loop(target, final, samples)
     if "engine" in record["recipe"]:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
@@ -49,6 +61,19 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     if "phases" in final:
         summary["phases"] = [phase | per_op(phase, system, record["host"]["cpus"]) for phase in final["phases"]]
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
+
+
+def open_loop(target: int, final: dict, samples: list[dict]) -> dict:
+    """How an open-loop run kept up with its arrival rate. The achieved rate is the tool's
+    events per second over its whole run; the queue is sysbench's (None where it prints none)."""
+    achieved = final["events"] / final["time_s"] if final.get("time_s") else None
+    expected = target * final.get("time_s", 0)
+    slack = max(SHORT_SHARE * expected, POISSON_SIGMAS * math.sqrt(expected))
+    queues = [row["queue"] for row in samples if row.get("queue") is not None]
+    growing = bool(queues) and queues[-1] > queues[0] and queues[-1] > QUEUE_SHARE * target
+    short = achieved is None or final["events"] < expected - slack or growing
+    return {"rate": target, "rate_achieved": achieved, "queue_max": max(queues) if queues else None,
+            "queue_end": queues[-1] if queues else None, "rate_short": int(short)}
 
 
 def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:

@@ -40,6 +40,7 @@ class Study:
     name: str
     description: str
     repetitions: int
+    interleave: bool  # repetition k of every cell before repetition k+1 of any
     axes: list[str]
     cells: list[Cell]
     filesystems: dict[str, dict]
@@ -86,6 +87,13 @@ class Study:
             "cold_start": self.server.get("cold_start", False),
             "memory_limit": units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None,
         }
+
+    def priority(self, rep: int) -> int:
+        """Snakemake's priority of a measuring job: with interleave, repetition 1 highest, so that
+        among the runs ready to start (one at a time: they share the `measure` resource) every
+        cell's repetition k comes before any repetition k+1. Preparing and fetching, which
+        runs wait for, ask as repetition 0: before all runs."""
+        return self.repetitions + 1 - rep if self.interleave else 0
 
     def basedir(self, family: str, version: str) -> str | None:
         """Where a version's server programs are: a user's build, a fetched one, or None for Debian's."""
@@ -177,6 +185,7 @@ def load(config: dict) -> Study:
         name=config["study"],
         description=config.get("description", ""),
         repetitions=config.get("repetitions", 1),
+        interleave=config.get("interleave", True),
         axes=order,
         cells=cells,
         filesystems=filesystems | used_fs,
@@ -251,6 +260,9 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
         for name in _placeholders(value):
             if name not in order:
                 raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
+    if wls[wl]["tool"] in workloads.SYSBENCH_TOOLS:  # fio's own `rate` is a bandwidth
+        options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
+        workloads.check_rate(options, f"workloads.{wl}.options")
 
 
 def _option_sets(user: dict, axes: dict) -> dict[str, dict]:

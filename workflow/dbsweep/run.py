@@ -19,6 +19,7 @@ import psutil
 
 from dbsweep import database, manifest, storage, workloads
 from dbsweep.monitors import Monitors
+from dbsweep.progress import Follow
 
 
 class Interrupted(BaseException):
@@ -41,9 +42,10 @@ def signals_raise():
             signal.signal(sig, h)
 
 
-def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path) -> int:
-    """Run argv in a session of its own; if we are interrupted, it and all its descendants are stopped."""
-    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, progress: Follow | None = None) -> int:
+    """Run argv in a session of its own; if we are interrupted, it and all its descendants are stopped.
+    `progress` follows its stdout into the run log while it runs."""
+    with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
         proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
         try:
             return proc.wait()
@@ -136,10 +138,12 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
+    recipe = record["recipe"]
+    progress = Follow(raw / "stdout.txt", workloads.module(recipe["tool"]).live, recipe["duration_s"], log)
     with Monitors(raw, devices) as mon, (sampler or nullcontext()):
         record["monitors"] = mon.commands
         record["measure_start"] = time.time()
-        record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt")
+        record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress)
         record["measure_end"] = time.time()
     if record["exit_status"] != 0:
         raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
@@ -170,7 +174,8 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
             argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file,
                                             time_s=recipe["warmup_s"]))
             record["commands"].append(argv)
-            if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt") != 0:
+            progress = Follow(raw / "warmup.stdout.txt", tool.live, recipe["warmup_s"], log, "warm-up")
+            if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress) != 0:
                 raise RuntimeError(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
         if recipe.get("cold_start"):
             session.close()

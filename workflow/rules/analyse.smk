@@ -145,6 +145,8 @@ rule tpcc_table:
         "results/logs/tpcc.log",
     script:
         "../scripts/tpcc.R"
+
+
 rule insert_benchmark:
     input:
         phases=rules.aggregate.output.phases,
@@ -181,3 +183,21 @@ rule query_timing:
         "results/logs/query_timing.log",
     script:
         "../scripts/query_timing.R"
+
+
+rule openloop:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/openloop.R",
+        common=f"{SCRIPTS}/common.R",
+    output:
+        table_csv=report(f"{TABLES}/openloop.csv", caption="../report/openloop.rst", category="Tables"),
+        table_md=f"{TABLES}/openloop.md",
+        p99=report(f"{PLOTS}/openloop_p99.png", caption="../report/openloop_p99.rst", category="Plots"),
+        queue=report(f"{PLOTS}/openloop_queue.png", caption="../report/openloop_queue.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+    log:
+        "results/logs/openloop.log",
+    script:
+        "../scripts/openloop.R"

@@ -3,7 +3,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import workloads
+from dbsweep import estimate, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -25,6 +25,21 @@ for _cell in STUDY.cells:
         IMAGES.setdefault(_image, _cell)
 
 
+def print_estimate():
+    """How long the missing repetitions will take (dbsweep/estimate.py), on stderr."""
+    missing, done = [], []
+    for cell in STUDY.cells:
+        runs = [Path(RUNS, cell.path, f"rep~{rep}", "run.json") for rep in REPS]
+        done += [run for run in runs if run.exists()]
+        missing += [STUDY.recipe(cell)] * sum(not run.exists() for run in runs)
+    images = sum(not Path(image).exists() for image in IMAGES)
+    print(estimate.describe(estimate.estimate(missing, done), images), file=sys.stderr)
+
+
+if workflow.is_main_process:  # not again in each job of a cluster run
+    print_estimate()
+
+
 wildcard_constraints:
     cell=r"[^/~]+~.+",
     rep=r"\d+",
@@ -43,6 +58,10 @@ def cell_values(wildcards):
     return CELLS[wildcards.cell].as_dict()
 
 
+def run_priority(wildcards):
+    return STUDY.priority(int(wildcards.rep))
+
+
 def image_of(wildcards):
     """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
     cell = CELLS[wildcards.cell]
@@ -59,8 +78,10 @@ def image_spec(wildcards):
 
 
 def final_targets():
-    """Storage tables and plots when the study has storage cells, database ones when it has servers."""
-    tools = {STUDY.recipe(cell)["tool"] for cell in STUDY.cells}
+    """Storage tables and plots when the study has storage cells, database ones when it has servers,
+    version tables with several versions, open-loop ones with cells at a fixed rate."""
+    recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
+    tools = {r["tool"] for r in recipes}
     targets = []
     if tools - workloads.DATABASE_TOOLS:
         targets += [*rules.tables.output, *rules.plots.output]
@@ -74,4 +95,6 @@ def final_targets():
         targets += [*rules.query_timing.output]
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         targets += [*rules.versions.output]
+    if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
+        targets += [*rules.openloop.output]
     return targets

@@ -8,6 +8,7 @@ rule fetch_server:
         "results/logs/fetch/{family}-{version}.log",
     resources:
         measure=1,  # never while a measurement runs
+    priority: STUDY.priority(0)  # before the runs that wait for it
     script:
         "../scripts/fetch.py"
 
@@ -23,5 +24,6 @@ rule prepare:
         "results/logs/prepare/{image}.log",
     resources:
         measure=1,
+    priority: STUDY.priority(0)
     script:
         "../scripts/prepare.py"

@@ -13,5 +13,6 @@ rule run:
         f"results/logs/run/{{cell}}/rep~{{rep}}.log",
     resources:
         measure=1,
+    priority: run_priority  # interleaved repetitions (config key interleave)
     script:
         "../scripts/run.py"

@@ -73,11 +73,28 @@ def command(options: dict, threads: int, rawdir: Path) -> list[str]:
         "--output-format=json", f"--output={rawdir / 'fio.json'}",
         f"--write_bw_log={logs}", f"--write_iops_log={logs}", f"--write_lat_log={logs}",
         "--log_avg_msec=1000", "--log_unix_epoch=1",
+        # a status line on stdout every second, for the run log's progress line (live())
+        "--eta=always", "--eta-interval=1", "--eta-newline=1",
     ]
     if "runtime" in options and "time_based" not in options:
         argv.append("--time_based=1")  # with a value, fio lists it under "job options" in fio.json
     argv += [f"--{name}={_value(value)}" for name, value in options.items()]
     return argv
+
+
+# fio's status line: "Jobs: 1 (f=1): [r(1)][66.7%][r=51.2MiB/s][r=13.1k IOPS][eta 00m:02s]";
+# with reads and writes "[r=9.8k,w=4212 IOPS]".
+STATUS_IOPS = re.compile(r"\[([^\[\]]*) IOPS\]")
+STATUS_NUMBER = re.compile(r"[rwt]=(\d+(?:\.\d+)?)([kMG]?)")
+STATUS_UNITS = {"": 1, "k": 1e3, "M": 1e6, "G": 1e9}
+
+
+def live(line: str, state: dict) -> tuple[None, float, str] | None:
+    """(None, IOPS, "IOPS") of a status line (fio gives no elapsed second there), for the progress line."""
+    match = STATUS_IOPS.search(line)
+    if not match:
+        return None
+    return None, sum(float(n) * STATUS_UNITS[u] for n, u in STATUS_NUMBER.findall(match[1])), "IOPS"
 
 
 def _read_log(path: Path) -> list[tuple[int, int, int]]:

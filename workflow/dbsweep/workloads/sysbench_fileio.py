@@ -10,10 +10,11 @@ import subprocess
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import refuse
+from dbsweep.workloads import check_rate, rate, refuse
 
 TOOL = "sysbench-fileio"
 PERCENTILE = 95
+OPEN_LOOP_PERCENTILE = 99  # with --rate, as for OLTP (sysbench_oltp.py), queue time included
 
 # Options the pipeline sets itself, or that would change the stdout this module
 # parses (verbosity hides the interval lines, checkpoints add other ones).
@@ -47,6 +48,11 @@ def check(options: dict, where: str) -> None:
     for name in REQUIRED:
         if name not in present:
             raise ConfigError(f"{where}.{name}: missing (one of seqwr, seqrewr, seqrd, rndrd, rndwr, rndrw)")
+    check_rate(options, where)
+
+
+def percentile(options: dict) -> int:
+    return OPEN_LOOP_PERCENTILE if rate(TOOL, options) else PERCENTILE
 
 
 def dataset(options: dict) -> dict:
@@ -61,7 +67,7 @@ def prepare(options: dict) -> list[list[str]]:
 
 
 def command(options: dict, threads: int, rawdir: Path) -> list[str]:
-    return (["sysbench", "fileio", f"--threads={threads}", "--report-interval=1", f"--percentile={PERCENTILE}"]
+    return (["sysbench", "fileio", f"--threads={threads}", "--report-interval=1", f"--percentile={percentile(options)}"]
             + [f"--{name}={_value(value)}" for name, value in options.items()]
             + ["run"])
 
@@ -95,7 +101,8 @@ def samples(rawdir: Path, start: float) -> list[dict]:
     The lines give MiB/s, not operations: iops = MiB/s * 2**20 / block size, and
     fsyncs are not counted. The latency is the interval's 95th percentile over
     all events (fsyncs included); sysbench prints 0 for an interval without
-    events, which is reported as None.
+    events, which is reported as None. With --rate it is the 99th percentile,
+    queue time included, in lat_p99_ms (sysbench fileio prints no queue length).
     """
     text, path = _stdout(rawdir)
     bs = block_size(text, path)
@@ -106,23 +113,42 @@ def samples(rawdir: Path, start: float) -> list[dict]:
         match = INTERVAL.match(line)
         if not match:
             raise ValueError(f"{path}: not a sysbench fileio interval line: {line!r}")
-        if int(match["pct"]) != PERCENTILE:
-            raise ValueError(f"{path}: interval latency is the {match['pct']}th percentile, expected {PERCENTILE}th")
+        pct = int(match["pct"])
+        if pct not in (PERCENTILE, OPEN_LOOP_PERCENTILE):
+            raise ValueError(f"{path}: interval latency is the {pct}th percentile, expected {PERCENTILE}th "
+                             f"(or {OPEN_LOOP_PERCENTILE}th with --rate)")
         second = int(match["t"])
         mibs = float(match["r"]) + float(match["w"])
         idle = mibs == 0 and float(match["f"]) == 0
+        latency = None if idle else float(match["lat"])
         rows.append({
             "time": start + second,
             "second": second,
             "iops": mibs * 2**20 / bs,
             "mibs": mibs,
             "lat_ms": None,
-            "lat_pct_ms": None if idle else float(match["lat"]),
+            "lat_pct_ms": latency if pct == PERCENTILE else None,
+            "lat_p99_ms": latency if pct == OPEN_LOOP_PERCENTILE else None,
         })
     seconds = [r["second"] for r in rows]
     if seconds != sorted(set(seconds)):
         raise ValueError(f"{path}: interval lines are not in increasing seconds: {seconds}")
     return rows
+
+
+def live(line: str, state: dict) -> tuple[int, float, str] | None:
+    """(second, IOPS, "IOPS") of an interval line, for the progress line; the block size comes
+    from the header, read before (MiB/s until then)."""
+    block = BLOCK.match(line)
+    if block:
+        state["bs"] = float(block["n"]) * UNITS[block["unit"]]
+    match = INTERVAL.match(line)
+    if not match:
+        return None
+    mibs = float(match["r"]) + float(match["w"])
+    if "bs" in state:
+        return int(match["t"]), mibs * 2**20 / state["bs"], "IOPS"
+    return int(match["t"]), mibs, "MiB/s"
 
 
 def _figure(text: str, label: str, path: Path) -> float:
@@ -134,7 +160,7 @@ def _figure(text: str, label: str, path: Path) -> float:
 
 def summary(rawdir: Path) -> dict:
     """sysbench's final report. Its latencies are in ms rounded to 2 decimals
-    and include fsyncs; it gives no 99th percentile."""
+    and include fsyncs; it gives one percentile: the 95th, or with --rate the 99th."""
     text, path = _stdout(rawdir)
     if "\nGeneral statistics:" not in text or "\nThreads fairness:" not in text:
         raise ValueError(f"{path}: no final report (sysbench killed or failed; see stderr.txt)")
@@ -145,6 +171,9 @@ def summary(rawdir: Path) -> dict:
     for ops, mibs, what in ((reads, read_mibs, "read"), (writes, write_mibs, "write")):
         if abs(ops * bs / 2**20 - mibs) > 0.006 + 1e-4 * mibs:
             raise ValueError(f"{path}: {what} {ops}/s at {bs} B is not {mibs} MiB/s; block size misread?")
+    pct = re.search(r"^\s+(\d+)th percentile:\s+([\d.]+)$", text, re.M)
+    if not pct or int(pct[1]) not in (PERCENTILE, OPEN_LOOP_PERCENTILE):
+        raise ValueError(f"{path}: final report has no {PERCENTILE}th or {OPEN_LOOP_PERCENTILE}th percentile line")
     return {
         "iops": reads + writes,
         "read_iops": reads,
@@ -152,9 +181,11 @@ def summary(rawdir: Path) -> dict:
         "mibs": read_mibs + write_mibs,
         "fsyncs": _figure(text, "fsyncs/s:", path),
         "lat_mean_ms": _figure(text, "avg:", path),
-        "lat_p95_ms": _figure(text, f"{PERCENTILE}th percentile:", path),
-        "lat_p99_ms": None,
+        "lat_p95_ms": float(pct[2]) if int(pct[1]) == PERCENTILE else None,
+        "lat_p99_ms": float(pct[2]) if int(pct[1]) == OPEN_LOOP_PERCENTILE else None,
         "lat_max_ms": _figure(text, "max:", path),
+        "events": int(_figure(text, "total number of events:", path)),
+        "time_s": _figure(text, "total time:", path),
     }
 
 

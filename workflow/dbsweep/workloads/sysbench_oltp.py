@@ -20,9 +20,16 @@ import subprocess
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
+from dbsweep.workloads import check_rate, rate
 
 TOOL = "sysbench"
 PERCENTILE = 95
+# With --rate (an open loop) the per-second and final latency is the 99th percentile instead, as
+# study 9 reports it. sysbench measures it from each event's arrival in its queue, not from when
+# a thread took it up (1.0.20's sb_timer_stop adds the queue time), so time in the queue counts.
+OPEN_LOOP_PERCENTILE = 99
+# The samples and summary key of each percentile sysbench may be asked for.
+PERCENTILE_KEY = {PERCENTILE: "lat_pct_ms", OPEN_LOOP_PERCENTILE: "lat_p99_ms"}
 
 # The scripts in /usr/share/sysbench that build on oltp_common.lua, and each one's options
 # beyond oltp_common's.
@@ -163,6 +170,12 @@ def check(options: dict, where: str) -> None:
             raise ConfigError(f"{where}.{name}: {value!r} is not a positive integer")
         if _script_key(name) == "table_size" and _int(value, 0) is None:
             raise ConfigError(f"{where}.{name}: {value!r} is not a whole number of rows")
+    check_rate(options, where)
+
+
+def percentile(options: dict) -> int:
+    """The latency percentile sysbench is asked for: the 99th in an open loop, else the 95th."""
+    return OPEN_LOOP_PERCENTILE if rate(TOOL, options) else PERCENTILE
 
 
 def dataset(options: dict) -> dict:
@@ -211,7 +224,7 @@ def prepare(options: dict, config_file: Path, threads: int = 2) -> list[list[str
 
 def command(options: dict, threads: int, rawdir: Path, config_file: Path, time_s: int | None = None) -> list[str]:
     argv = (["sysbench", str(options["script"]), f"--config-file={config_file}"]
-            + [f"--threads={threads}", "--report-interval=1", f"--percentile={PERCENTILE}"])
+            + [f"--threads={threads}", "--report-interval=1", f"--percentile={percentile(options)}"])
     timed = False
     for name, value in options.items():
         if name == "script":
@@ -237,8 +250,10 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
 
     Rates are per second as printed (2 decimals): tps, qps and its reads/writes/other split,
     err_s (ignored errors) and reconn_s. lat_pct_ms is the interval's 95th percentile; sysbench
-    prints 0.00 for an interval without transactions, which is reported as None. queue is the
-    event queue length of a --rate run, None without --rate.
+    prints 0.00 for an interval without transactions, which is reported as None. With --rate
+    the interval's latency is the 99th percentile, lat_p99_ms (lat_pct_ms None), time in the
+    queue included, and queue is the event queue length at the end of the interval; without
+    --rate, lat_p99_ms and queue are None.
     """
     text, path = _stdout(rawdir, stdout)
     rows = []
@@ -254,9 +269,12 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
         match = INTERVAL.match(line)
         if not match:
             raise ValueError(f"{path}: not a sysbench OLTP interval line: {line!r}")
-        if int(match["pct"]) != PERCENTILE:
-            raise ValueError(f"{path}: interval latency is the {match['pct']}th percentile, expected {PERCENTILE}th")
+        pct = int(match["pct"])
+        if pct not in PERCENTILE_KEY:
+            raise ValueError(f"{path}: interval latency is the {pct}th percentile, expected "
+                             f"{PERCENTILE}th (or {OPEN_LOOP_PERCENTILE}th with --rate)")
         second, tps = int(match["t"]), float(match["tps"])
+        latency = dict.fromkeys(PERCENTILE_KEY.values()) | {PERCENTILE_KEY[pct]: float(match["lat"]) if tps > 0 else None}
         rows.append({
             "time": start + second,
             "second": second,
@@ -266,7 +284,7 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
             "reads": float(match["r"]),
             "writes": float(match["w"]),
             "other": float(match["o"]),
-            "lat_pct_ms": float(match["lat"]) if tps > 0 else None,
+            **latency,
             "err_s": float(match["err"]),
             "reconn_s": float(match["reconn"]),
             "queue": None,
@@ -278,6 +296,12 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
     if seconds != sorted(set(seconds)):
         raise ValueError(f"{path}: interval lines are not in increasing seconds: {seconds}")
     return rows
+
+
+def live(line: str, state: dict) -> tuple[int, float, str] | None:
+    """(second, tps, "tps") of an interval line as sysbench prints it, for the progress line."""
+    match = INTERVAL.match(line)
+    return (int(match["t"]), float(match["tps"]), "tps") if match else None
 
 
 def _fatal(text: str, path: Path) -> None:
@@ -301,7 +325,8 @@ def _count_rate(text: str, label: str, path: Path) -> tuple[int, float]:
 
 def summary(rawdir: Path, stdout: str = "stdout.txt") -> dict:
     """sysbench's final report. Counts are whole numbers, rates per second, latencies in ms
-    (2 decimals); sysbench gives one percentile, the 95th here."""
+    (2 decimals); sysbench gives one percentile: the 95th (lat_pct_ms), or with --rate the 99th
+    (lat_p99_ms)."""
     text, path = _stdout(rawdir, stdout)
     _fatal(text, path)
     if "\nSQL statistics:" not in text or "\nThreads fairness:" not in text \
@@ -315,7 +340,9 @@ def summary(rawdir: Path, stdout: str = "stdout.txt") -> dict:
     reconnects, _ = _count_rate(text, "reconnects:", path)
     if counts["read"] + counts["write"] + counts["other"] != counts["total"] or counts["total"] != queries:
         raise ValueError(f"{path}: query counts do not add up: {counts}, queries {queries}")
-    pct = _figure(text, f"{PERCENTILE}th percentile:", path)
+    pct = re.search(r"^\s+(\d+)th percentile:\s+([\d.]+)$", text, re.M)
+    if not pct or int(pct[1]) not in PERCENTILE_KEY:
+        raise ValueError(f"{path}: final report has no {PERCENTILE}th or {OPEN_LOOP_PERCENTILE}th percentile line")
     return {
         "transactions": transactions,
         "tps": tps,
@@ -328,7 +355,8 @@ def summary(rawdir: Path, stdout: str = "stdout.txt") -> dict:
         "reconnects": reconnects,
         "lat_min_ms": float(_figure(text, "min:", path)[1]),
         "lat_mean_ms": float(_figure(text, "avg:", path)[1]),
-        "lat_pct_ms": float(pct[1]),
+        **dict.fromkeys(PERCENTILE_KEY.values()),
+        PERCENTILE_KEY[int(pct[1])]: float(pct[2]),
         "lat_max_ms": float(_figure(text, "max:", path)[1]),
         "lat_sum_ms": float(_figure(text, "sum:", path)[1]),
         "time_s": float(_figure(text, "total time:", path)[1]),

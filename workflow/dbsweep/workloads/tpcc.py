@@ -39,6 +39,7 @@ CHECK_DONE = re.compile(r"^tpcc-check-done (\{.*\})$", re.M)
 
 samples = oltp.samples
 version = oltp.version
+live = oltp.live  # the interval lines are sysbench's own
 
 
 def check(options: dict, where: str) -> None:
