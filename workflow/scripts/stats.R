@@ -1,0 +1,333 @@
+# dbsweep's statistics, shared by the analysis scripts (sourced after
+# common.R): the steady-state window and stalls of each repetition, per-cell
+# statistics with a bootstrap confidence interval of the median, and ratios
+# against a baseline value of an axis with a within-noise verdict.
+#
+# Every function takes long per-second tables (one row per repetition and
+# second) and returns data.tables; none reads or writes files. Vectorised over
+# cells with data.table so that 10 million per-second samples take seconds.
+#
+# Method, as the tables' preambles state it (STATS_METHOD):
+# - Warm-up: the first `trim_s` seconds of each repetition are dropped (the
+#   study's fixed trim); then the steady state starts where MSER-5 truncates:
+#   on 5-second batch medians z_1..z_m, the d minimising
+#   sum((z_{d+1..m} - mean)^2) / (m - d)^2 over d <= m / 2. Batch *medians*
+#   (not means) keep a 1-2 s stall from moving the window. A repetition whose
+#   minimum is at that limit (still settling at its midpoint) never reached
+#   steady state: it is flagged, and its window is the second half.
+# - Stalls: seconds of the window whose throughput is below stall_share x the
+#   window's median; their count and the longest run of consecutive ones.
+# - Per cell: median, mean, sd, 5th and 95th percentile of the per-second
+#   values of all repetitions' windows; the spread between repetitions (sd and
+#   (max - min) / median of their medians); `median` is the median of the
+#   per-repetition medians. 95% CI of that median: percentile bootstrap over
+#   the per-repetition medians (2 repetitions or more), or over the medians of
+#   10-second blocks of the window (one repetition; at least 5 blocks).
+# - Comparisons: ratio = median / median of the cell with the axis's baseline
+#   value and the same other axes; its 95% CI from the two cells' independent
+#   bootstrap medians (ratio of the draws). Within noise when that CI contains
+#   1; otherwise higher or lower.
+
+STATS_DEFAULTS <- list(
+  trim_s = 0,          # seconds dropped at the start of every repetition
+  steady_state = TRUE, # detect the warm-up (MSER-5) after the trim
+  stall_share = 0.5,   # a second below this share of the window's median stalls
+  draws = 1000L,       # bootstrap draws
+  level = 0.95,        # confidence level of the intervals
+  block_s = 10L,       # seconds per block when a cell has one repetition
+  seed = 20261123L     # the bootstrap's random numbers are reproducible
+)
+
+MSER_BATCH <- 5L
+MIN_BLOCKS <- 5L
+
+VERDICT_NOISE <- "within noise"
+
+# The settings a study gives (params$analysis), completed with the defaults.
+stats_settings <- function(analysis = list()) {
+  out <- STATS_DEFAULTS
+  for (name in intersect(names(analysis), names(out))) {
+    value <- analysis[[name]]
+    if (!is.null(value)) out[[name]] <- value
+  }
+  out
+}
+
+# The method as people read it, for the tables' preambles and the report.
+stats_method <- function(settings = STATS_DEFAULTS) {
+  s <- settings
+  paste(
+    sprintf("Warm-up: the first %s s of every repetition are dropped%s.",
+            format(s$trim_s),
+            if (isTRUE(s$steady_state)) paste0(
+              ", then the steady state starts where MSER-5 (on 5-second batch medians, ",
+              "truncation searched up to half the series) truncates; a repetition whose ",
+              "truncation reaches that limit never reached steady state, is flagged, and ",
+              "keeps its second half") else ""),
+    sprintf(paste("Stalls: seconds of the window below %s%% of the repetition's median",
+                  "throughput (count and longest run)."), format(100 * s$stall_share)),
+    paste("Per cell: mean, sd, p5 and p95 of the per-second values of all windows;",
+          "median: median of the per-repetition medians; rep_sd and rep_spread_pct:",
+          "sd and (max - min) / median of the per-repetition medians."),
+    sprintf(paste("%d%% CI of the median: percentile bootstrap (%d draws) over the",
+                  "per-repetition medians, or over the medians of %d-second blocks",
+                  "(at least %d) when a cell has one repetition (column ci_method)."),
+            as.integer(round(100 * s$level)), as.integer(s$draws),
+            as.integer(s$block_s), MIN_BLOCKS),
+    sprintf(paste("Ratios: median / the baseline cell's median, %d%% CI from the two",
+                  "cells' independent bootstrap medians; within noise when the CI",
+                  "contains 1."), as.integer(round(100 * s$level))))
+}
+
+# ---------------------------------------------------------------------------
+# Per repetition
+
+# The throughput and latency columns of per-second samples: tps where the tool
+# gives it (sysbench OLTP), else iops; lat_ms (fio's per-second mean) where
+# given, else lat_pct_ms (sysbench's per-interval 95th percentile).
+THROUGHPUT_METRICS <- c("tps", "iops")
+LATENCY_METRICS <- c(lat_ms = "lat_ms", lat_pct_ms = "lat_p95_ms")
+
+# MSER truncation of one series of batch medians z: the number of batches to
+# drop (d, at most m / 2) and whether the series reached steady state (the
+# minimum lies before m / 2). Series of fewer than 4 batches are not judged
+# (d = 0, steady NA).
+mser_truncation <- function(z) {
+  m <- length(z)
+  if (m < 4L) return(list(d = 0L, steady = NA))
+  z <- z - mean(z)
+  kept <- m - seq_len(m) + 1          # batches kept when dropping 0..m-1
+  s1 <- rev(cumsum(rev(z)))
+  s2 <- rev(cumsum(rev(z * z)))
+  stat <- pmax(s2 - s1 * s1 / kept, 0) / kept^2
+  # the search stops at half the series: beyond it, few batches are left and
+  # their variance says little. A minimum at that limit means the series was
+  # still settling at its midpoint. Ties (a flat series) keep the earliest.
+  half <- m %/% 2L
+  d <- which.min(stat[seq_len(half + 1L)]) - 1L
+  list(d = d, steady = d < half)
+}
+
+# Runs of TRUE in x: count of TRUE, longest run.
+true_runs <- function(x) {
+  if (!any(x)) return(list(n = 0L, longest = 0L))
+  r <- rle(x)
+  list(n = sum(x), longest = max(r$lengths[r$values]))
+}
+
+# Per repetition of `samples` (keys = axes + rep; columns second and `value`,
+# sorted or not): the window the statistics use and its stalls. Returns one
+# row per repetition: keys, seconds (samples with a value), window_start,
+# window_end (seconds, inclusive), window_s, steady (TRUE, FALSE, or NA when
+# too short to judge or detection is off), median (of the window),
+# stall_threshold, stall_seconds, longest_stall_s.
+steady_windows <- function(samples, keys, value = "value",
+                           settings = STATS_DEFAULTS) {
+  dt <- samples[!is.na(get(value)) & second > settings$trim_s,
+                c(keys, "second", value), with = FALSE]
+  setnames(dt, value, ".x")
+  setkeyv(dt, c(keys, "second"))
+  dt[, .grp := rleidv(dt, keys)]
+  dt[, .i := rowid(.grp)]
+  reps <- dt[, .(seconds = .N, first = second[1L], last = second[.N]), by = .grp]
+  if (isTRUE(settings$steady_state)) {
+    batched <- dt[, .(z = stats::median(.x)),
+                  by = .(.grp, .b = (.i - 1L) %/% MSER_BATCH)]
+    # a last, partial batch is not a batch
+    batched <- batched[reps[, .(.grp, full = seconds %/% MSER_BATCH)], on = ".grp"][.b < full]
+    cut <- batched[, mser_truncation(z), by = .grp]
+    reps[cut, `:=`(drop = i.d * MSER_BATCH, steady = i.steady), on = ".grp"]
+    reps[is.na(drop), drop := 0L]
+  } else {
+    reps[, `:=`(drop = 0L, steady = NA)]
+  }
+  dt[reps, .drop := i.drop, on = ".grp"]
+  win <- dt[.i > .drop]
+  stats <- win[, .(window_start = second[1L], window_end = second[.N],
+                   window_s = .N, median = stats::median(.x)), by = .grp]
+  win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
+  win[, .stall := .x < .thr]
+  stalls <- win[, {
+    r <- true_runs(.stall)
+    list(stall_seconds = r$n, longest_stall_s = r$longest)
+  }, by = .grp]
+  ids <- unique(dt[, c(".grp", keys), with = FALSE])
+  out <- ids[reps[, .(.grp, seconds, steady)], on = ".grp"][stats, on = ".grp"]
+  out[stalls, `:=`(stall_seconds = i.stall_seconds,
+                   longest_stall_s = i.longest_stall_s), on = ".grp"]
+  out[, stall_threshold := settings$stall_share * median]
+  out[, .grp := NULL]
+  setcolorder(out, c(keys, "seconds", "window_start", "window_end", "window_s",
+                     "steady", "median", "stall_threshold", "stall_seconds",
+                     "longest_stall_s"))
+  out[]
+}
+
+# The per-second rows of `samples` inside their repetition's window (from
+# steady_windows()), with in_stall marking the stalled seconds.
+window_samples <- function(samples, windows, keys, value = "value") {
+  w <- windows[, c(keys, "window_start", "window_end", "stall_threshold"), with = FALSE]
+  dt <- samples[w, on = keys, nomatch = NULL]
+  dt <- dt[second >= window_start & second <= window_end & !is.na(get(value))]
+  dt[, in_stall := get(value) < stall_threshold]
+  dt[, c("window_start", "window_end", "stall_threshold") := NULL]
+  dt[]
+}
+
+# ---------------------------------------------------------------------------
+# Bootstrap
+
+# Percentile bootstrap of the median of each group's values, all groups at
+# once. `values`: a list of numeric vectors (one per group). Returns the
+# draws x length(values) matrix of bootstrap medians.
+#
+# The median of a resample depends only on which ranks were drawn, so for
+# each group size k a pool of resampled middle-rank pairs is drawn once and
+# every group of that size takes its draws from the pool independently.
+bootstrap_medians <- function(values, draws = STATS_DEFAULTS$draws,
+                              seed = STATS_DEFAULTS$seed) {
+  has_seed <- exists(".Random.seed", envir = globalenv(), inherits = FALSE)
+  if (has_seed) old <- get(".Random.seed", envir = globalenv())
+  on.exit(if (has_seed) assign(".Random.seed", old, envir = globalenv())
+          else rm(".Random.seed", envir = globalenv()))
+  set.seed(seed)
+  sizes <- lengths(values)
+  out <- matrix(NA_real_, draws, length(values))
+  pool_size <- 10L * draws
+  for (k in sort(unique(sizes[sizes > 0]))) {
+    which_groups <- which(sizes == k)
+    sorted <- matrix(unlist(lapply(values[which_groups], sort), use.names = FALSE),
+                     nrow = k)                        # k x groups
+    ranks <- matrix(sample.int(k, k * pool_size, replace = TRUE), nrow = k)
+    ranks <- matrix(ranks[order(col(ranks), ranks)], nrow = k)  # each column sorted
+    lo <- ranks[(k + 1L) %/% 2L, ]
+    hi <- ranks[k %/% 2L + 1L, ]
+    n <- length(which_groups)
+    pick <- sample.int(pool_size, draws * n, replace = TRUE)
+    column <- rep((seq_len(n) - 1L) * k, each = draws)
+    out[, which_groups] <- (sorted[column + lo[pick]] + sorted[column + hi[pick]]) / 2
+  }
+  out
+}
+
+# The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of m.
+column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
+  n <- nrow(m)
+  probs <- c((1 - level) / 2, (1 + level) / 2)
+  sorted <- matrix(m[order(col(m), m, na.last = TRUE)], nrow = n)
+  # type 7 quantiles, as stats::quantile gives by default
+  h <- (n - 1) * probs + 1
+  lo <- floor(h)
+  hi <- pmin(lo + 1, n)
+  q <- function(j) sorted[lo[j], ] + (h[j] - lo[j]) * (sorted[hi[j], ] - sorted[lo[j], ])
+  list(low = q(1), high = q(2))
+}
+
+# ---------------------------------------------------------------------------
+# Per cell
+
+# Per cell (the axes) of samples windowed by window_samples(): n, mean, sd,
+# p5, p95 of all per-second values; the per-repetition medians; the bootstrap
+# basis. Returns list(stats = data.table, basis = list of vectors, one per
+# row of stats).
+cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
+  setnames(win, value, ".x")
+  on.exit(setnames(win, ".x", value))
+  pooled <- win[, .(seconds = .N, mean = mean(.x),
+                    sd = if (.N > 1L) stats::sd(.x) else NA_real_,
+                    p5 = stats::quantile(.x, 0.05, names = FALSE),
+                    p95 = stats::quantile(.x, 0.95, names = FALSE)), by = axes]
+  per_rep <- win[, .(m = stats::median(.x)), by = c(axes, "rep")]
+  reps <- per_rep[, .(reps = .N, median = stats::median(m),
+                      rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
+                      rep_spread_pct = if (.N > 1L) 100 * (max(m) - min(m)) / stats::median(m)
+                                       else NA_real_,
+                      rep_values = list(m)), by = axes]
+  single <- reps[reps == 1L, ..axes]
+  blocks <- win[single, on = axes, nomatch = NULL]
+  blocks <- blocks[, {
+    n <- .N
+    k <- min(n, max(MIN_BLOCKS, n %/% settings$block_s))
+    b <- ceiling(seq_len(n) * k / n)
+    .(block_values = list(as.numeric(tapply(.x[order(second)], b, stats::median))))
+  }, by = axes]
+  cells <- reps[pooled, on = axes]
+  cells[blocks, block_values := i.block_values, on = axes]
+  cells[, ci_method := ifelse(reps > 1L,
+                              sprintf("bootstrap over %d repetitions", reps),
+                              sprintf("bootstrap over %d blocks of %s s",
+                                      lengths(block_values),
+                                      format(settings$block_s)))]
+  basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$block_values)
+  cells[, c("rep_values", "block_values") := NULL]
+  list(stats = cells, basis = basis)
+}
+
+# The statistics of every cell for one metric: what cell_values() gives plus
+# ci_low, ci_high; attr "draws" holds the bootstrap medians (a matrix, one
+# column per row) for ratio_to_baseline().
+cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
+  cv <- cell_values(win, axes, value, settings)
+  draws <- bootstrap_medians(cv$basis, settings$draws, settings$seed)
+  ci <- column_quantiles(draws, settings$level)
+  out <- cv$stats
+  out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
+  setcolorder(out, c(axes, "reps", "seconds", "median", "ci_low", "ci_high",
+                     "mean", "sd", "p5", "p95", "rep_sd", "rep_spread_pct",
+                     "ci_method"))
+  setattr(out, "draws", draws)
+  out[]
+}
+
+# ---------------------------------------------------------------------------
+# Comparisons
+
+# "higher", "lower" or "within noise" from a ratio's CI; NA without one.
+noise_verdict_ci <- function(low, high) {
+  fifelse(is.na(low) | is.na(high), NA_character_,
+          fifelse(low <= 1 & high >= 1, VERDICT_NOISE,
+                  fifelse(low > 1, "higher", "lower")))
+}
+
+# Each cell of `cells` (from cell_stats(), with attr draws) against the cell
+# with the baseline value of `axis` and the same other axes. Returns one row
+# per compared cell: the axes, axis (its name), baseline, median,
+# median_baseline, ratio, ratio_low, ratio_high, verdict. Cells whose
+# baseline cell is missing are left out.
+ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$level) {
+  draws <- attr(cells, "draws")
+  dt <- cells[, c(axes, "median"), with = FALSE]
+  dt[, .row := .I]
+  others <- setdiff(axes, axis)
+  base_rows <- dt[get(axis) == base]
+  pairs <- dt[get(axis) != base]
+  if (length(others)) {
+    pairs[base_rows, `:=`(.base_row = i..row, median_baseline = i.median), on = others]
+  } else if (nrow(base_rows)) {
+    pairs[, `:=`(.base_row = base_rows$.row[1], median_baseline = base_rows$median[1])]
+  }
+  if (!".base_row" %in% names(pairs)) pairs[, `:=`(.base_row = NA_integer_, median_baseline = NA_real_)]
+  pairs <- pairs[!is.na(.base_row)]
+  ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
+  ratio_draws[!is.finite(ratio_draws)] <- NA_real_
+  ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
+  pairs[, `:=`(axis = axis, baseline = base,
+               ratio = ifelse(median_baseline > 0, median / median_baseline, NA_real_),
+               ratio_low = ci$low, ratio_high = ci$high)]
+  pairs[, verdict := noise_verdict_ci(ratio_low, ratio_high)]
+  pairs[, c(".row", ".base_row") := NULL]
+  setcolorder(pairs, c("axis", "baseline", axes, "median", "median_baseline",
+                       "ratio", "ratio_low", "ratio_high", "verdict"))
+  pairs[]
+}
+
+# Two samples of values against each other by the same rule as the tables:
+# the verdict on a / b ("higher", "lower", "within noise"), with the ratio and
+# its CI. For tests and for scripts comparing two cells directly.
+compare_values <- function(a, b, settings = STATS_DEFAULTS) {
+  draws <- bootstrap_medians(list(a, b), settings$draws, settings$seed)
+  ratio <- draws[, 1] / draws[, 2]
+  ci <- column_quantiles(matrix(ratio, ncol = 1), settings$level)
+  list(ratio = stats::median(a) / stats::median(b), low = ci$low, high = ci$high,
+       verdict = noise_verdict_ci(ci$low, ci$high))
+}
