@@ -318,6 +318,17 @@ order_by_axes <- function(dt, cols) {
   invisible(dt)
 }
 
+# Long to wide: one row per combination of `rows`, one column per value of
+# `col`, both in reading order (memory by size); rows' columns keep their type.
+pivot_axis <- function(dt, rows, col, value) {
+  dt <- with_axis_factors(dt, c(rows, col))
+  lhs <- if (length(rows)) paste(sprintf("`%s`", rows), collapse = " + ") else "."
+  wide <- dcast(dt, stats::as.formula(sprintf("%s ~ `%s`", lhs, col)),
+                value.var = value)
+  if (!length(rows)) wide[, "." := NULL]
+  without_axis_factors(wide, rows)
+}
+
 # The value of an axis the others are compared with: params$baseline's, or
 # the axis's first value in reading order (for engine: innodb, myrocks,
 # postgresql, the first present).

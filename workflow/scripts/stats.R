@@ -14,7 +14,9 @@
 #   sum((z_{d+1..m} - mean)^2) / (m - d)^2 over d <= m / 2. Batch *medians*
 #   (not means) keep a 1-2 s stall from moving the window. A repetition whose
 #   minimum is at that limit (still settling at its midpoint) never reached
-#   steady state: it is flagged, and its window is the second half.
+#   steady state: it is flagged, and its window is the second half. A series
+#   shorter than 100 s (20 batches) is too short to judge: steady is NA and
+#   the window is the whole series after the trim.
 # - Stalls: seconds of the window whose throughput is below stall_share x the
 #   window's median; their count and the longest run of consecutive ones.
 # - Per cell: median, mean, sd, 5th and 95th percentile of the per-second
@@ -39,6 +41,7 @@ STATS_DEFAULTS <- list(
 )
 
 MSER_BATCH <- 5L
+MSER_MIN_BATCHES <- 20L
 MIN_BLOCKS <- 5L
 
 VERDICT_NOISE <- "within noise"
@@ -63,7 +66,8 @@ stats_method <- function(settings = STATS_DEFAULTS) {
               ", then the steady state starts where MSER-5 (on 5-second batch medians, ",
               "truncation searched up to half the series) truncates; a repetition whose ",
               "truncation reaches that limit never reached steady state, is flagged, and ",
-              "keeps its second half") else ""),
+              "keeps its second half; a repetition shorter than 100 s is not judged ",
+              "(steady NA, whole series)") else ""),
     sprintf(paste("Stalls: seconds of the window below %s%% of the repetition's median",
                   "throughput (count and longest run)."), format(100 * s$stall_share)),
     paste("Per cell: mean, sd, p5 and p95 of the per-second values of all windows;",
@@ -90,11 +94,13 @@ LATENCY_METRICS <- c(lat_ms = "lat_ms", lat_pct_ms = "lat_p95_ms")
 
 # MSER truncation of one series of batch medians z: the number of batches to
 # drop (d, at most m / 2) and whether the series reached steady state (the
-# minimum lies before m / 2). Series of fewer than 4 batches are not judged
-# (d = 0, steady NA).
+# minimum lies before m / 2). Series of fewer than MSER_MIN_BATCHES batches
+# are not judged (d = 0, steady NA): on stationary noise of 30 s the minimum
+# falls on the limit one time in five, on 100 s one in thirty, on 300 s never
+# in 400 trials.
 mser_truncation <- function(z) {
   m <- length(z)
-  if (m < 4L) return(list(d = 0L, steady = NA))
+  if (m < MSER_MIN_BATCHES) return(list(d = 0L, steady = NA))
   z <- z - mean(z)
   kept <- m - seq_len(m) + 1          # batches kept when dropping 0..m-1
   s1 <- rev(cumsum(rev(z)))

@@ -1,0 +1,243 @@
+# Statistics of every cell, storage and database alike (stats.R has the
+# method): the steady-state window and stalls of each repetition, per-cell
+# statistics with a confidence interval of the median, and ratios against the
+# baseline value of each axis, with pivot tables a person reads.
+#
+# Snakemake: input summary, samples (+ optional provenance); output
+# steady_state (csv), cell_stats_csv, cell_stats_md, comparisons_csv,
+# comparisons_md; params axes, baseline (axis -> value, may be empty),
+# analysis (trim_s, steady_state, stall_share); log.
+#
+# Metrics: throughput is tps for sysbench OLTP cells, iops for the others;
+# latency is lat_ms (fio's per-second mean) or lat_p95_ms (sysbench's
+# per-interval 95th percentile). The window is found on the throughput and
+# used for both.
+
+# Per-second rows with the metrics as columns `throughput` and `latency`, and
+# their names per row (throughput_metric, latency_metric).
+metric_samples <- function(samples, summary, axes) {
+  keys <- c(axes, "rep")
+  dt <- samples[, intersect(c(keys, "second", "tps", "iops", "lat_ms", "lat_pct_ms"),
+                            names(samples)), with = FALSE]
+  if (!"tps" %in% names(dt)) dt[, tps := NA_real_]
+  tools <- unique(summary[, c(keys, "tool"), with = FALSE])
+  dt[tools, tool := i.tool, on = keys]
+  database <- dt$tool %in% DATABASE_TOOL
+  dt[, `:=`(throughput = fifelse(database, tps, iops),
+            throughput_metric = fifelse(database, "tps", "iops"),
+            latency = fifelse(is.na(lat_ms), lat_pct_ms, lat_ms),
+            latency_metric = fifelse(is.na(lat_ms), "lat_p95_ms", "lat_ms"))]
+  dt[, c("tps", "iops", "lat_ms", "lat_pct_ms", "tool") := NULL]
+  dt[]
+}
+
+# The metric name of each cell (axes) for one metric column.
+metric_names <- function(dt, axes, name_col) {
+  dt[, .(metric = get(name_col)[1L]), by = axes]
+}
+
+# Per-cell statistics of both metrics, long (column metric), with the
+# repetitions' steady-state flags and stalls; attr "draws" per metric
+# (a named list) for the ratios.
+all_cell_stats <- function(dt, windows, axes, settings) {
+  keys <- c(axes, "rep")
+  win <- window_samples(dt, windows, keys, "throughput")
+  flags <- windows[, .(not_steady = sum(steady %in% FALSE),
+                       stall_seconds = sum(stall_seconds),
+                       longest_stall_s = max(longest_stall_s)), by = axes]
+  out <- list()
+  draws <- list()
+  for (m in c("throughput", "latency")) {
+    part <- win[!is.na(get(m))]
+    if (nrow(part) == 0) next
+    s <- cell_stats(part, axes, m, settings)
+    names_dt <- metric_names(part, axes, paste0(m, "_metric"))
+    s[names_dt, metric := i.metric, on = axes]
+    s[, kind := m]
+    s[flags, `:=`(not_steady = i.not_steady), on = axes]
+    if (m == "throughput") {
+      s[flags, `:=`(stall_seconds = i.stall_seconds,
+                    longest_stall_s = i.longest_stall_s), on = axes]
+    } else {
+      s[, `:=`(stall_seconds = NA_integer_, longest_stall_s = NA_integer_)]
+    }
+    draws[[m]] <- attr(s, "draws")
+    out[[m]] <- s
+  }
+  cells <- rbindlist(out, use.names = TRUE)
+  setcolorder(cells, c(axes, "metric"))
+  setattr(cells, "draws", draws)
+  cells
+}
+
+# The axes compared with a baseline: those params$baseline names, and every
+# other axis with two values or more except workload (different workloads'
+# throughputs are not comparable).
+compared_axes <- function(cells, axes, baseline = list()) {
+  varying <- varying_axes(cells[, ..axes], axes)
+  named <- intersect(names(baseline), varying)
+  c(named, setdiff(varying, c("workload", named)))
+}
+
+# Ratios of every cell to its baseline cell, per compared axis and metric.
+comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS) {
+  draws <- attr(cells, "draws")
+  out <- list()
+  for (axis in compared_axes(cells, axes, baseline)) {
+    values <- cells[[axis]]
+    base <- baseline_value(values, axis, baseline)
+    for (k in names(draws)) {
+      part <- cells[kind == k]
+      rows <- which(cells$kind == k)
+      s <- part[, c(axes, "median"), with = FALSE]
+      setattr(s, "draws", draws[[k]])
+      r <- ratio_to_baseline(s, axes, axis, base, settings$level)
+      if (nrow(r) == 0) next
+      r[part, `:=`(metric = i.metric, kind = k), on = axes]
+      set(r, j = "value", value = as.character(r[[axis]]))
+      out[[length(out) + 1L]] <- r
+    }
+  }
+  if (!length(out)) return(data.table())
+  dt <- rbindlist(out, use.names = TRUE)
+  setcolorder(dt, c("axis", "baseline", "value", "metric", axes))
+  dt[, kind := NULL]
+  dt[]
+}
+
+# "1.23 [1.10, 1.35]", followed by "within noise" when it is.
+ratio_text <- function(ratio, low, high, verdict) {
+  txt <- sprintf("%s [%s, %s]", format_number(ratio), format_number(low),
+                 format_number(high))
+  txt[is.na(ratio)] <- "NA"
+  ifelse(verdict %in% VERDICT_NOISE, paste(txt, "within noise"), txt)
+}
+
+# The axis a comparison's pivot puts in rows: memory, then threads, then the
+# varying axis with the most values; NULL when no other axis varies.
+row_axis <- function(cells, axes, compared) {
+  others <- setdiff(varying_axes(cells[, ..axes], axes), compared)
+  if (!length(others)) return(NULL)
+  preferred <- intersect(c("memory", "threads"), others)
+  if (length(preferred)) return(preferred[1])
+  counts <- vapply(others, function(a) uniqueN(stats::na.omit(cells[[a]])), 0L)
+  others[which.max(counts)]
+}
+
+# The pivot of one compared axis and metric: rows the row axis (sections by
+# the other varying axes), one column per value of the axis with its median,
+# then "<value>/<baseline>" with the ratio, its CI and the noise mark.
+comparison_pivot <- function(cells, comparisons, axes, axis, metric_name) {
+  part <- cells[cells$metric == metric_name & !is.na(cells[[axis]])]
+  rows <- row_axis(part, axes, axis)
+  sections <- setdiff(varying_axes(part[, ..axes], axes), c(axis, rows))
+  by <- c(sections, rows)
+  if (!length(by)) {
+    part <- copy(part)[, .all := "all"]
+    by <- ".all"
+  }
+  wide <- pivot_axis(part, by, axis, "median")
+  keep <- comparisons$axis == axis & comparisons$metric == metric_name
+  cmp <- comparisons[keep]
+  base <- cmp$baseline[1]
+  if (nrow(cmp)) {
+    if (".all" %in% by) cmp <- copy(cmp)[, .all := "all"]
+    cmp[, name := paste0(value, "/", base)]
+    cmp[, text := ratio_text(ratio, ratio_low, ratio_high, verdict)]
+    names_order <- paste0(setdiff(axis_levels(part[[axis]], axis), base), "/", base)
+    cmp[, name := factor(name, levels = names_order)]
+    ratio_wide <- dcast(with_axis_factors(cmp, by),
+                        stats::as.formula(paste(paste(sprintf("`%s`", by), collapse = " + "),
+                                                "~ name")),
+                        value.var = "text", drop = c(TRUE, FALSE))
+    ratio_wide <- without_axis_factors(ratio_wide, by)
+    wide <- ratio_wide[wide, on = by]
+    setcolorder(wide, c(by, axis_levels(part[[axis]], axis)))
+  }
+  order_by_axes(wide, by)
+  if (".all" %in% by) wide[, .all := NULL]
+  setattr(wide, "group_by", sections)
+  setattr(wide, "baseline", base)
+  wide
+}
+
+comparisons_md_lines <- function(cells, comparisons, axes, settings) {
+  out <- c("# Comparisons with a baseline", "", stats_method(settings), "",
+           paste("Each table: the median per-second throughput of every value of the",
+                 "axis (columns), then <value>/<baseline>: the ratio with its CI in",
+                 "brackets, marked \"within noise\" when the CI contains 1."), "")
+  if (nrow(comparisons) == 0) {
+    return(c(out, "No axis with two values or more to compare.", ""))
+  }
+  for (axis in unique(comparisons$axis)) {
+    keep <- comparisons$axis == axis & comparisons$metric %in% THROUGHPUT_METRICS
+    metric_name <- comparisons$metric[keep][1]
+    if (is.na(metric_name)) next
+    wide <- comparison_pivot(cells, comparisons, axes, axis, metric_name)
+    out <- c(out, sprintf("## %s (baseline %s), %s", axis, attr(wide, "baseline"),
+                          metric_name), "",
+             md_table_lines(wide, attr(wide, "group_by")))
+  }
+  out
+}
+
+cell_stats_md_lines <- function(cells, windows, settings) {
+  shown <- copy(cells)
+  shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
+  cols <- setdiff(names(shown), c("ci_low", "ci_high", "kind", "ci"))
+  at <- which(cols == "median")
+  shown <- shown[, c(cols[seq_len(at)], "ci", cols[-seq_len(at)]), with = FALSE]
+  flagged <- windows[steady %in% FALSE]
+  c("# Statistics per cell", "", stats_method(settings), "",
+    if (nrow(flagged)) {
+      sprintf("%d repetition(s) never reached steady state (column not_steady; steady_state.csv).",
+              nrow(flagged))
+    } else {
+      "Every repetition that could be judged reached steady state."
+    }, "",
+    md_lines(shown), "")
+}
+
+main <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+
+  axes <- axes_param(params)
+  baseline <- params[["baseline"]]
+  settings <- stats_settings(params[["analysis"]])
+  summary <- read_summary(input[["summary"]], axes)
+  samples <- read_samples(input[["samples"]], axes)
+  provenance <- read_provenance(input[["provenance"]])
+  caption <- if (length(provenance)) caption_text(provenance) else NULL
+  log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
+           nrow(samples), paste(axes, collapse = ", "))
+  check_sample_counts(summary, samples, axes)
+
+  t0 <- proc.time()[["elapsed"]]
+  dt <- metric_samples(samples, summary, axes)
+  rm(samples)
+  windows <- steady_windows(dt, c(axes, "rep"), "throughput", settings)
+  log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
+           nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
+           proc.time()[["elapsed"]] - t0)
+  cells <- all_cell_stats(dt, windows, axes, settings)
+  log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
+  comparisons <- comparisons_table(cells, axes, baseline, settings)
+  log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - t0)
+
+  write_csv(windows, output[["steady_state"]])
+  cells_out <- copy(cells)[, kind := NULL]
+  write_csv(cells_out, output[["cell_stats_csv"]])
+  write_md_lines(cell_stats_md_lines(cells, windows, settings), output[["cell_stats_md"]],
+                 caption)
+  write_csv(comparisons, output[["comparisons_csv"]])
+  write_md_lines(comparisons_md_lines(cells, comparisons, axes, settings),
+                 output[["comparisons_md"]], caption)
+  invisible(list(windows = windows, cells = cells, comparisons = comparisons))
+}
+
+if (exists("snakemake")) {
+  source(file.path(snakemake@scriptdir, "common.R"))
+  source(file.path(snakemake@scriptdir, "stats.R"))
+  main(snakemake@input, snakemake@output, snakemake@params)
+}
