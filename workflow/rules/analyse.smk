@@ -127,3 +127,47 @@ rule versions:
         "results/logs/versions.log",
     script:
         "../scripts/versions.R"
+
+
+rule statistics:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/statistics.R",
+        common=f"{SCRIPTS}/common.R",
+        stats=f"{SCRIPTS}/stats.R",
+    output:
+        steady_state=report(f"{TABLES}/steady_state.csv", caption="../report/steady_state.rst", category="Tables"),
+        cell_stats_csv=report(f"{TABLES}/cell_stats.csv", caption="../report/cell_stats.rst", category="Tables"),
+        cell_stats_md=f"{TABLES}/cell_stats.md",
+        comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
+        comparisons_md=f"{TABLES}/comparisons.md",
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+        analysis=STUDY.analysis,
+    log:
+        "results/logs/statistics.log",
+    script:
+        "../scripts/statistics.R"
+
+
+rule figures:
+    input:
+        **rules.aggregate.output,
+        **rules.statistics.output,
+        script=f"{SCRIPTS}/figures.R",
+        common=f"{SCRIPTS}/common.R",
+        stats=f"{SCRIPTS}/stats.R",
+    output:
+        **{
+            kind: report(f"{PLOTS}/{kind}.png", caption=f"../report/{kind}.rst", category="Plots")
+            for kind in STUDY.analysis["plots"]
+        },
+        skipped=f"{TABLES}/skipped_plots.csv",
+    params:
+        axes=STUDY.axes,
+        analysis=STUDY.analysis,
+    log:
+        "results/logs/figures.log",
+    script:
+        "../scripts/figures.R"

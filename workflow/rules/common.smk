@@ -61,7 +61,7 @@ def image_spec(wildcards):
 def final_targets():
     """Storage tables and plots when the study has storage cells, database ones when it has servers."""
     tools = {STUDY.recipe(cell)["tool"] for cell in STUDY.cells}
-    targets = []
+    targets = [*rules.statistics.output, *rules.figures.output]
     if tools - workloads.DATABASE_TOOLS:
         targets += [*rules.tables.output, *rules.plots.output]
     if tools & workloads.DATABASE_TOOLS:

@@ -37,7 +37,8 @@ DATABASE_TOOL <- "sysbench"
 
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device", "name")
+TEXT_COLUMNS <- c("tool", "device", "name", "metric", "ci_method", "axis",
+                  "baseline", "axis_value", "verdict")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.
@@ -414,6 +415,34 @@ empty_plot <- function(title, message, caption) {
     labs(title = title, caption = caption, x = NULL, y = NULL) +
     theme_dbsweep() +
     theme(axis.text = element_blank(), axis.ticks = element_blank())
+}
+
+# A plot kind the data cannot support: why, instead of a ggplot. save_plots()
+# draws the reason as the image and lists it in skipped_plots.csv.
+skipped_plot <- function(reason) {
+  structure(list(reason = reason), class = "dbsweep_skipped")
+}
+
+is_skipped_plot <- function(p) inherits(p, "dbsweep_skipped")
+
+# Saves every plot of the named list `plots` to output[[name]] (a skipped one
+# as an image saying why) and returns the skipped ones: data.table(plot,
+# reason), the rows of skipped_plots.csv.
+save_plots <- function(plots, output, caption, titles = list()) {
+  skipped <- list()
+  for (name in names(plots)) {
+    p <- plots[[name]]
+    if (is_skipped_plot(p)) {
+      skipped[[name]] <- data.table(plot = name, reason = p$reason)
+      title <- if (is.null(titles[[name]])) name else titles[[name]]
+      p <- empty_plot(title, paste("skipped:", p$reason), caption)
+    }
+    size <- attr(p, "size")
+    if (is.null(size)) size <- c(width = 8, height = 5)
+    save_plot(p, output[[name]], width = size[["width"]], height = size[["height"]])
+  }
+  if (!length(skipped)) return(data.table(plot = character(), reason = character()))
+  rbindlist(skipped)
 }
 
 save_plot <- function(p, path, width = 8, height = 5, dpi = 110) {

@@ -13,29 +13,6 @@
 # per-interval 95th percentile). The window is found on the throughput and
 # used for both.
 
-# Per-second rows with the metrics as columns `throughput` and `latency`, and
-# their names per row (throughput_metric, latency_metric).
-metric_samples <- function(samples, summary, axes) {
-  keys <- c(axes, "rep")
-  dt <- samples[, intersect(c(keys, "second", "tps", "iops", "lat_ms", "lat_pct_ms"),
-                            names(samples)), with = FALSE]
-  if (!"tps" %in% names(dt)) dt[, tps := NA_real_]
-  tools <- unique(summary[, c(keys, "tool"), with = FALSE])
-  dt[tools, tool := i.tool, on = keys]
-  database <- dt$tool %in% DATABASE_TOOL
-  dt[, `:=`(throughput = fifelse(database, tps, iops),
-            throughput_metric = fifelse(database, "tps", "iops"),
-            latency = fifelse(is.na(lat_ms), lat_pct_ms, lat_ms),
-            latency_metric = fifelse(is.na(lat_ms), "lat_p95_ms", "lat_ms"))]
-  dt[, c("tps", "iops", "lat_ms", "lat_pct_ms", "tool") := NULL]
-  dt[]
-}
-
-# The metric name of each cell (axes) for one metric column.
-metric_names <- function(dt, axes, name_col) {
-  dt[, .(metric = get(name_col)[1L]), by = axes]
-}
-
 # Per-cell statistics of both metrics, long (column metric), with the
 # repetitions' steady-state flags and stalls; attr "draws" per metric
 # (a named list) for the ratios.
@@ -94,13 +71,13 @@ comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_D
       r <- ratio_to_baseline(s, axes, axis, base, settings$level)
       if (nrow(r) == 0) next
       r[part, `:=`(metric = i.metric, kind = k), on = axes]
-      set(r, j = "value", value = as.character(r[[axis]]))
+      set(r, j = "axis_value", value = as.character(r[[axis]]))
       out[[length(out) + 1L]] <- r
     }
   }
   if (!length(out)) return(data.table())
   dt <- rbindlist(out, use.names = TRUE)
-  setcolorder(dt, c("axis", "baseline", "value", "metric", axes))
+  setcolorder(dt, c("axis", "baseline", "axis_value", "metric", axes))
   dt[, kind := NULL]
   dt[]
 }
@@ -111,17 +88,6 @@ ratio_text <- function(ratio, low, high, verdict) {
                  format_number(high))
   txt[is.na(ratio)] <- "NA"
   ifelse(verdict %in% VERDICT_NOISE, paste(txt, "within noise"), txt)
-}
-
-# The axis a comparison's pivot puts in rows: memory, then threads, then the
-# varying axis with the most values; NULL when no other axis varies.
-row_axis <- function(cells, axes, compared) {
-  others <- setdiff(varying_axes(cells[, ..axes], axes), compared)
-  if (!length(others)) return(NULL)
-  preferred <- intersect(c("memory", "threads"), others)
-  if (length(preferred)) return(preferred[1])
-  counts <- vapply(others, function(a) uniqueN(stats::na.omit(cells[[a]])), 0L)
-  others[which.max(counts)]
 }
 
 # The pivot of one compared axis and metric: rows the row axis (sections by
@@ -142,7 +108,7 @@ comparison_pivot <- function(cells, comparisons, axes, axis, metric_name) {
   base <- cmp$baseline[1]
   if (nrow(cmp)) {
     if (".all" %in% by) cmp <- copy(cmp)[, .all := "all"]
-    cmp[, name := paste0(value, "/", base)]
+    cmp[, name := paste0(axis_value, "/", base)]
     cmp[, text := ratio_text(ratio, ratio_low, ratio_high, verdict)]
     names_order <- paste0(setdiff(axis_levels(part[[axis]], axis), base), "/", base)
     cmp[, name := factor(name, levels = names_order)]

@@ -180,6 +180,29 @@ window_samples <- function(samples, windows, keys, value = "value") {
   dt[]
 }
 
+# Per-second rows with the metrics as columns `throughput` and `latency`, and
+# their names per row (throughput_metric, latency_metric).
+metric_samples <- function(samples, summary, axes) {
+  keys <- c(axes, "rep")
+  dt <- samples[, intersect(c(keys, "second", "tps", "iops", "lat_ms", "lat_pct_ms"),
+                            names(samples)), with = FALSE]
+  if (!"tps" %in% names(dt)) dt[, tps := NA_real_]
+  tools <- unique(summary[, c(keys, "tool"), with = FALSE])
+  dt[tools, tool := i.tool, on = keys]
+  database <- dt$tool %in% DATABASE_TOOL
+  dt[, `:=`(throughput = fifelse(database, tps, iops),
+            throughput_metric = fifelse(database, "tps", "iops"),
+            latency = fifelse(is.na(lat_ms), lat_pct_ms, lat_ms),
+            latency_metric = fifelse(is.na(lat_ms), "lat_p95_ms", "lat_ms"))]
+  dt[, c("tps", "iops", "lat_ms", "lat_pct_ms", "tool") := NULL]
+  dt[]
+}
+
+# The metric name of each cell (axes) for one metric column.
+metric_names <- function(dt, axes, name_col) {
+  dt[, .(metric = get(name_col)[1L]), by = axes]
+}
+
 # ---------------------------------------------------------------------------
 # Bootstrap
 
@@ -336,4 +359,15 @@ compare_values <- function(a, b, settings = STATS_DEFAULTS) {
   ci <- column_quantiles(matrix(ratio, ncol = 1), settings$level)
   list(ratio = stats::median(a) / stats::median(b), low = ci$low, high = ci$high,
        verdict = noise_verdict_ci(ci$low, ci$high))
+}
+
+# The axis a comparison's pivot puts in rows: memory, then threads, then the
+# varying axis with the most values; NULL when no other axis varies.
+row_axis <- function(cells, axes, compared) {
+  others <- setdiff(varying_axes(cells[, ..axes], axes), compared)
+  if (!length(others)) return(NULL)
+  preferred <- intersect(c("memory", "threads"), others)
+  if (length(preferred)) return(preferred[1])
+  counts <- vapply(others, function(a) uniqueN(stats::na.omit(cells[[a]])), 0L)
+  others[which.max(counts)]
 }
