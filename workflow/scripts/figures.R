@@ -171,6 +171,7 @@ plot_ratio_heatmap <- function(comparisons, cells, axes, caption) {
          subtitle = sprintf(paste("median %s / the %s = %s cell's; ~noise: the 95%% CI of",
                                   "the ratio contains 1"), cmp$metric[1], compared, base),
          x = x_axis, y = sprintf("%s (ratio)", compared), caption = caption) +
+    guides(fill = guide_colourbar(barwidth = grid::unit(14, "lines"))) +
     theme_dbsweep() +
     theme(panel.grid = element_blank())
   if (length(facets)) {
