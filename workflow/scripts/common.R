@@ -71,8 +71,9 @@ gunzip_to_temp <- function(path) {
 
 # Reads one of the aggregate step's CSV tables (gzipped or not). Axis columns
 # come back as text (threads as integer) so that cells compare exactly across
-# tables; measurement columns come back as numbers.
-read_table <- function(path, axes, required = character()) {
+# tables; measurement columns come back as numbers. select: only these
+# columns besides the axes and the required ones (NULL: all).
+read_table <- function(path, axes, required = character(), select = NULL) {
   if (!file.exists(path)) stop(path, ": no such file")
   csv <- path
   if (grepl("\\.gz$", path)) {
@@ -84,9 +85,10 @@ read_table <- function(path, axes, required = character()) {
   if (length(missing)) {
     stop(path, ": missing column(s) ", paste(missing, collapse = ", "))
   }
+  if (!is.null(select)) header <- intersect(header, unique(c(axes, required, select)))
   as_text <- intersect(header, c(setdiff(axes, "threads"), TEXT_COLUMNS))
   dt <- fread(csv, colClasses = list(character = as_text),
-              na.strings = c("", "NA"))
+              na.strings = c("", "NA"), select = if (!is.null(select)) header)
   for (col in setdiff(names(dt), as_text)) {
     if (col %in% INTEGER_COLUMNS) {
       set(dt, j = col, value = as.integer(dt[[col]]))

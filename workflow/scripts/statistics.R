@@ -172,7 +172,9 @@ main <- function(input, output, params, log = snakemake_log()) {
   baseline <- params[["baseline"]]
   settings <- stats_settings(params[["analysis"]])
   summary <- read_summary(input[["summary"]], axes)
-  samples <- read_samples(input[["samples"]], axes)
+  samples <- read_table(input[["samples"]], axes,
+                        required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"),
+                        select = "tps")
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
   log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),

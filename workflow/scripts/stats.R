@@ -137,8 +137,8 @@ steady_windows <- function(samples, keys, value = "value",
   dt[, .i := rowid(.grp)]
   reps <- dt[, .(seconds = .N, first = second[1L], last = second[.N]), by = .grp]
   if (isTRUE(settings$steady_state)) {
-    batched <- dt[, .(z = stats::median(.x)),
-                  by = .(.grp, .b = (.i - 1L) %/% MSER_BATCH)]
+    dt[, .b := (.i - 1L) %/% MSER_BATCH]
+    batched <- dt[, .(z = median(.x)), by = .(.grp, .b)]  # GForce: median, not stats::median
     # a last, partial batch is not a batch
     batched <- batched[reps[, .(.grp, full = seconds %/% MSER_BATCH)], on = ".grp"][.b < full]
     cut <- batched[, mser_truncation(z), by = .grp]
@@ -150,7 +150,7 @@ steady_windows <- function(samples, keys, value = "value",
   dt[reps, .drop := i.drop, on = ".grp"]
   win <- dt[.i > .drop]
   stats <- win[, .(window_start = second[1L], window_end = second[.N],
-                   window_s = .N, median = stats::median(.x)), by = .grp]
+                   window_s = .N, median = median(.x)), by = .grp]
   win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
   win[, .stall := .x < .thr]
   stalls <- win[, {
@@ -266,22 +266,26 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
                     sd = if (.N > 1L) stats::sd(.x) else NA_real_,
                     p5 = stats::quantile(.x, 0.05, names = FALSE),
                     p95 = stats::quantile(.x, 0.95, names = FALSE)), by = axes]
-  per_rep <- win[, .(m = stats::median(.x)), by = c(axes, "rep")]
+  win[, .cell := .GRP, by = axes]
+  on.exit(win[, .cell := NULL], add = TRUE)
+  per_rep <- win[, .(m = median(.x)), by = .(.cell, rep)]
   reps <- per_rep[, .(reps = .N, median = stats::median(m),
                       rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
                       rep_spread_pct = if (.N > 1L) 100 * (max(m) - min(m)) / stats::median(m)
                                        else NA_real_,
-                      rep_values = list(m)), by = axes]
-  single <- reps[reps == 1L, ..axes]
-  blocks <- win[single, on = axes, nomatch = NULL]
-  blocks <- blocks[, {
-    n <- .N
-    k <- min(n, max(MIN_BLOCKS, n %/% settings$block_s))
-    b <- ceiling(seq_len(n) * k / n)
-    .(block_values = list(as.numeric(tapply(.x[order(second)], b, stats::median))))
-  }, by = axes]
-  cells <- reps[pooled, on = axes]
-  cells[blocks, block_values := i.block_values, on = axes]
+                      rep_values = list(m)), by = .cell]
+  single <- win[.cell %in% reps[reps == 1L, .cell], .(.cell, second, .x)]
+  setkey(single, .cell, second)
+  single[, .n := .N, by = .cell]
+  single[, .k := pmin(.n, pmax(MIN_BLOCKS, .n %/% settings$block_s))]
+  single[, .blk := as.integer(ceiling(rowid(.cell) * .k / .n))]
+  blocks <- single[, .(m = median(.x)), by = .(.cell, .blk)]
+  blocks <- blocks[, .(block_values = list(m)), by = .cell]
+  ids <- win[, .(.cell = .cell[1L]), by = axes]
+  cells <- ids[reps, on = ".cell"][pooled, on = axes]
+  cells[blocks, block_values := i.block_values, on = ".cell"]
+  if (!"block_values" %in% names(cells)) cells[, block_values := list(list(NULL))]
+  cells[, .cell := NULL]
   cells[, ci_method := ifelse(reps > 1L,
                               sprintf("bootstrap over %d repetitions", reps),
                               sprintf("bootstrap over %d blocks of %s s",
