@@ -133,3 +133,39 @@ test_that("the bootstrap is reproducible and leaves the caller's random numbers 
   expect_equal(bootstrap_medians(list(c(1, 2, 3, 10)), draws = 50), one)
   expect_true(all(one %in% c(1, 1.5, 2, 2.5, 3, 5.5, 6, 6.5, 10)))
 })
+
+test_that("run-to-run noise is pooled over the study's cells", {
+  noise <- pooled_noise(list(c(100, 110), c(200, 220), 500))
+  expect_equal(noise$df, 2L)
+  expect_equal(noise$s, log(1.1) / sqrt(2))
+  expect_equal(pooled_noise(list(5, 7))$df, 0L)
+})
+
+test_that("with 2 repetitions, pooled noise keeps identical cells within noise", {
+  # 20 pairs of identical cells (2 repetitions each, 2% run-to-run noise): a
+  # 95% interval should call about 1 of 20 pairs different, not a third
+  set.seed(4)
+  cells <- CJ(pair = 1:20, side = c("a", "b"))
+  cells[, `:=`(m1 = 1000 * stats::rnorm(.N, 1, 0.02), m2 = 1000 * stats::rnorm(.N, 1, 0.02))]
+  cells[, `:=`(median = (m1 + m2) / 2, reps = 2L)]
+  setattr(cells, "noise", pooled_noise(Map(c, cells$m1, cells$m2)))
+  r <- ratio_to_baseline(cells, c("pair", "side"), "side", "a")
+  expect_equal(nrow(r), 20L)
+  expect_lte(sum(r$verdict != "within noise"), 3L)
+  expect_match(r$test[1], "^t on log medians, run-to-run noise .*% pooled over the study \\(df 40\\)$")
+  # the same cells 10% apart are told apart
+  cells[side == "b", median := median * 1.1]
+  r <- ratio_to_baseline(cells, c("pair", "side"), "side", "a")
+  expect_equal(unique(r$verdict), "higher")
+})
+
+test_that("one repetition everywhere: the ratio CI comes from the block bootstrap", {
+  flat <- data.table(cell = rep(c("a", "b"), each = 100L), rep = 1L,
+                     second = rep(1:100, 2L), tps = rep(c(500, 600), each = 100L))
+  w <- steady_windows(flat, c("cell", "rep"), "tps")
+  cells <- cell_stats(window_samples(flat, w, c("cell", "rep"), "tps"), "cell", "tps")
+  r <- ratio_to_baseline(cells, "cell", "cell", "a")
+  expect_equal(c(r$ratio, r$ratio_low, r$ratio_high), c(1.2, 1.2, 1.2))
+  expect_equal(r$verdict, "higher")
+  expect_match(r$test, "^bootstrap of block medians")
+})

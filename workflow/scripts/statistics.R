@@ -14,36 +14,35 @@
 # used for both.
 
 # Per-cell statistics of both metrics, long (column metric), with the
-# repetitions' steady-state flags and stalls; attr "draws" per metric
-# (a named list) for the ratios.
+# repetitions' steady-state flags and stalls. attr "parts": per metric, the
+# cell_stats() of its cells (with their bootstrap draws and pooled noise) for
+# comparisons_table().
 all_cell_stats <- function(dt, windows, axes, settings) {
   keys <- c(axes, "rep")
   win <- window_samples(dt, windows, keys, "throughput")
   flags <- windows[, .(not_steady = sum(steady %in% FALSE),
                        stall_seconds = sum(stall_seconds),
                        longest_stall_s = max(longest_stall_s)), by = axes]
-  out <- list()
-  draws <- list()
+  parts <- list()
   for (m in c("throughput", "latency")) {
-    part <- win[!is.na(get(m))]
-    if (nrow(part) == 0) next
-    s <- cell_stats(part, axes, m, settings)
-    names_dt <- metric_names(part, axes, paste0(m, "_metric"))
-    s[names_dt, metric := i.metric, on = axes]
-    s[, kind := m]
-    s[flags, `:=`(not_steady = i.not_steady), on = axes]
-    if (m == "throughput") {
-      s[flags, `:=`(stall_seconds = i.stall_seconds,
-                    longest_stall_s = i.longest_stall_s), on = axes]
-    } else {
-      s[, `:=`(stall_seconds = NA_integer_, longest_stall_s = NA_integer_)]
+    name_col <- paste0(m, "_metric")
+    for (metric_name in unique(win[!is.na(get(m)), get(name_col)])) {
+      part <- win[!is.na(get(m)) & get(name_col) == metric_name]
+      s <- cell_stats(part, axes, m, settings)
+      s[, `:=`(metric = metric_name, kind = m)]
+      s[flags, `:=`(not_steady = i.not_steady), on = axes]
+      if (m == "throughput") {
+        s[flags, `:=`(stall_seconds = i.stall_seconds,
+                      longest_stall_s = i.longest_stall_s), on = axes]
+      } else {
+        s[, `:=`(stall_seconds = NA_integer_, longest_stall_s = NA_integer_)]
+      }
+      parts[[metric_name]] <- s
     }
-    draws[[m]] <- attr(s, "draws")
-    out[[m]] <- s
   }
-  cells <- rbindlist(out, use.names = TRUE)
+  cells <- rbindlist(parts, use.names = TRUE)
   setcolorder(cells, c(axes, "metric"))
-  setattr(cells, "draws", draws)
+  setattr(cells, "parts", parts)
   cells
 }
 
@@ -58,19 +57,14 @@ compared_axes <- function(cells, axes, baseline = list()) {
 
 # Ratios of every cell to its baseline cell, per compared axis and metric.
 comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS) {
-  draws <- attr(cells, "draws")
+  parts <- attr(cells, "parts")
   out <- list()
   for (axis in compared_axes(cells, axes, baseline)) {
-    values <- cells[[axis]]
-    base <- baseline_value(values, axis, baseline)
-    for (k in names(draws)) {
-      part <- cells[kind == k]
-      rows <- which(cells$kind == k)
-      s <- part[, c(axes, "median"), with = FALSE]
-      setattr(s, "draws", draws[[k]])
-      r <- ratio_to_baseline(s, axes, axis, base, settings$level)
+    base <- baseline_value(cells[[axis]], axis, baseline)
+    for (metric_name in names(parts)) {
+      r <- ratio_to_baseline(parts[[metric_name]], axes, axis, base, settings$level)
       if (nrow(r) == 0) next
-      r[part, `:=`(metric = i.metric, kind = k), on = axes]
+      r[, metric := metric_name]
       set(r, j = "axis_value", value = as.character(r[[axis]]))
       out[[length(out) + 1L]] <- r
     }
@@ -78,7 +72,6 @@ comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_D
   if (!length(out)) return(data.table())
   dt <- rbindlist(out, use.names = TRUE)
   setcolorder(dt, c("axis", "baseline", "axis_value", "metric", axes))
-  dt[, kind := NULL]
   dt[]
 }
 
@@ -128,13 +121,15 @@ comparison_pivot <- function(cells, comparisons, axes, axis, metric_name) {
 }
 
 comparisons_md_lines <- function(cells, comparisons, axes, settings) {
-  out <- c("# Comparisons with a baseline", "", stats_method(settings), "",
-           paste("Each table: the median per-second throughput of every value of the",
-                 "axis (columns), then <value>/<baseline>: the ratio with its CI in",
-                 "brackets, marked \"within noise\" when the CI contains 1."), "")
+  out <- c("# Comparisons with a baseline", "", stats_method(settings), "")
   if (nrow(comparisons) == 0) {
     return(c(out, "No axis with two values or more to compare.", ""))
   }
+  out <- c(out,
+           paste("Each table: the median per-second throughput of every value of the",
+                 "axis (columns), then <value>/<baseline>: the ratio with its CI in",
+                 "brackets, marked \"within noise\" when the CI contains 1."), "",
+           sprintf("Test used: %s.", paste(unique(comparisons$test), collapse = "; ")), "")
   for (axis in unique(comparisons$axis)) {
     keep <- comparisons$axis == axis & comparisons$metric %in% THROUGHPUT_METRICS
     metric_name <- comparisons$metric[keep][1]

@@ -26,9 +26,12 @@
 #   the per-repetition medians (2 repetitions or more), or over the medians of
 #   10-second blocks of the window (one repetition; at least 5 blocks).
 # - Comparisons: ratio = median / median of the cell with the axis's baseline
-#   value and the same other axes; its 95% CI from the two cells' independent
-#   bootstrap medians (ratio of the draws). Within noise when that CI contains
-#   1; otherwise higher or lower.
+#   value and the same other axes. Its 95% CI: a t interval on the log scale
+#   with the run-to-run noise pooled over all cells of the study (2
+#   repetitions per cell give a range-overlap bootstrap a false alarm rate of
+#   one in three on identical cells; pooling gives the test its degrees of
+#   freedom back); with one repetition everywhere, the ratio of the two
+#   cells' block-bootstrap medians. Within noise when the CI contains 1.
 
 STATS_DEFAULTS <- list(
   trim_s = 0,          # seconds dropped at the start of every repetition
@@ -78,9 +81,14 @@ stats_method <- function(settings = STATS_DEFAULTS) {
                   "(at least %d) when a cell has one repetition (column ci_method)."),
             as.integer(round(100 * s$level)), as.integer(s$draws),
             as.integer(s$block_s), MIN_BLOCKS),
-    sprintf(paste("Ratios: median / the baseline cell's median, %d%% CI from the two",
-                  "cells' independent bootstrap medians; within noise when the CI",
-                  "contains 1."), as.integer(round(100 * s$level))))
+    sprintf(paste("Ratios: median / the baseline cell's median. Its %d%% CI is a t interval",
+                  "on the log scale, ratio x exp(+-t x s x sqrt(1/n + 1/n_baseline)), where s",
+                  "is the run-to-run noise (sd of the log per-repetition medians around",
+                  "their cell's mean) pooled over every cell of the study with 2",
+                  "repetitions or more, and n the cells' repetitions; when every cell has",
+                  "one repetition, the CI comes from the two cells' block bootstrap",
+                  "medians (within-run noise only). A difference is within noise when the",
+                  "CI contains 1 (column test)."), as.integer(round(100 * s$level))))
 }
 
 # ---------------------------------------------------------------------------
@@ -292,8 +300,9 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
                                       lengths(block_values),
                                       format(settings$block_s)))]
   basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$block_values)
+  rep_values <- cells$rep_values
   cells[, c("rep_values", "block_values") := NULL]
-  list(stats = cells, basis = basis)
+  list(stats = cells, basis = basis, rep_values = rep_values)
 }
 
 # The statistics of every cell for one metric: what cell_values() gives plus
@@ -309,7 +318,25 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
                      "mean", "sd", "p5", "p95", "rep_sd", "rep_spread_pct",
                      "ci_method"))
   setattr(out, "draws", draws)
+  setattr(out, "noise", pooled_noise(cv$rep_values))
   out[]
+}
+
+# The run-to-run noise of one metric over a whole study: the sd of the log
+# per-repetition medians around their cell's mean, pooled over every cell with
+# 2 repetitions or more (cells with a median <= 0 left out). s is relative
+# (0.03: 3%); df = sum(reps - 1); list(s = NA, df = 0) without such cells.
+pooled_noise <- function(rep_values) {
+  ok <- lengths(rep_values) > 1L &
+    vapply(rep_values, function(x) length(x) > 0 && all(x > 0), TRUE)
+  v <- rep_values[ok]
+  df <- sum(lengths(v) - 1L)
+  if (df == 0) return(list(s = NA_real_, df = 0L))
+  ss <- sum(vapply(v, function(x) {
+    l <- log(x)
+    sum((l - mean(l))^2)
+  }, 0))
+  list(s = sqrt(ss / df), df = as.integer(df))
 }
 
 # ---------------------------------------------------------------------------
@@ -322,47 +349,66 @@ noise_verdict_ci <- function(low, high) {
                   fifelse(low > 1, "higher", "lower")))
 }
 
-# Each cell of `cells` (from cell_stats(), with attr draws) against the cell
-# with the baseline value of `axis` and the same other axes. Returns one row
-# per compared cell: the axes, axis (its name), baseline, median,
-# median_baseline, ratio, ratio_low, ratio_high, verdict. Cells whose
-# baseline cell is missing are left out.
+# Each cell of `cells` (from cell_stats(): columns reps and median, attrs
+# draws and noise) against the cell with the baseline value of `axis` and the
+# same other axes. The ratio's CI: when the study has run-to-run noise (attr
+# noise, df > 0), ratio x exp(+-t(df) x s x sqrt(1/reps + 1/reps_baseline)), a
+# t interval on the log scale with the noise pooled over all cells; else (one
+# repetition everywhere) the ratio of the two cells' independent bootstrap
+# medians (blocks of one run: within-run noise only). Returns one row per
+# compared cell: axis, baseline, the axes, median, median_baseline, ratio,
+# ratio_low, ratio_high, verdict, test. Cells without a baseline cell are
+# left out.
 ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$level) {
   draws <- attr(cells, "draws")
-  dt <- cells[, c(axes, "median"), with = FALSE]
+  noise <- attr(cells, "noise")
+  dt <- cells[, c(axes, "median", "reps"), with = FALSE]
   dt[, .row := .I]
   others <- setdiff(axes, axis)
-  base_rows <- dt[get(axis) == base]
-  pairs <- dt[get(axis) != base]
+  base_rows <- dt[dt[[axis]] %in% base]
+  pairs <- dt[!is.na(dt[[axis]]) & !dt[[axis]] %in% base]
+  pairs[, `:=`(.base_row = NA_integer_, median_baseline = NA_real_, reps_baseline = NA_integer_)]
   if (length(others)) {
-    pairs[base_rows, `:=`(.base_row = i..row, median_baseline = i.median), on = others]
+    pairs[base_rows, `:=`(.base_row = i..row, median_baseline = i.median,
+                          reps_baseline = i.reps), on = others]
   } else if (nrow(base_rows)) {
-    pairs[, `:=`(.base_row = base_rows$.row[1], median_baseline = base_rows$median[1])]
+    pairs[, `:=`(.base_row = base_rows$.row[1], median_baseline = base_rows$median[1],
+                 reps_baseline = base_rows$reps[1])]
   }
-  if (!".base_row" %in% names(pairs)) pairs[, `:=`(.base_row = NA_integer_, median_baseline = NA_real_)]
   pairs <- pairs[!is.na(.base_row)]
-  ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
-  ratio_draws[!is.finite(ratio_draws)] <- NA_real_
-  ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
-  pairs[, `:=`(axis = axis, baseline = base,
-               ratio = ifelse(median_baseline > 0, median / median_baseline, NA_real_),
-               ratio_low = ci$low, ratio_high = ci$high)]
+  pairs[, ratio := ifelse(median_baseline > 0, median / median_baseline, NA_real_)]
+  if (!is.null(noise) && noise$df > 0) {
+    half <- stats::qt((1 + level) / 2, noise$df) * noise$s *
+      sqrt(1 / pairs$reps + 1 / pairs$reps_baseline)
+    pairs[, `:=`(ratio_low = ratio * exp(-half), ratio_high = ratio * exp(half),
+                 test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
+                                format_number(100 * noise$s), noise$df))]
+  } else {
+    ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
+    ratio_draws[!is.finite(ratio_draws)] <- NA_real_
+    ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
+    pairs[, `:=`(ratio_low = ci$low, ratio_high = ci$high,
+                 test = "bootstrap of block medians (one repetition: within-run noise only)")]
+  }
+  pairs[, `:=`(axis = axis, baseline = base)]
   pairs[, verdict := noise_verdict_ci(ratio_low, ratio_high)]
-  pairs[, c(".row", ".base_row") := NULL]
+  pairs[, c(".row", ".base_row", "reps", "reps_baseline") := NULL]
   setcolorder(pairs, c("axis", "baseline", axes, "median", "median_baseline",
-                       "ratio", "ratio_low", "ratio_high", "verdict"))
+                       "ratio", "ratio_low", "ratio_high", "verdict", "test"))
   pairs[]
 }
 
-# Two samples of values against each other by the same rule as the tables:
-# the verdict on a / b ("higher", "lower", "within noise"), with the ratio and
-# its CI. For tests and for scripts comparing two cells directly.
+# Two cells' per-repetition medians against each other by the rule of the
+# tables (the noise pooled over these two cells): the verdict on a / b
+# ("higher", "lower", "within noise"), the ratio of medians and its CI.
 compare_values <- function(a, b, settings = STATS_DEFAULTS) {
-  draws <- bootstrap_medians(list(a, b), settings$draws, settings$seed)
-  ratio <- draws[, 1] / draws[, 2]
-  ci <- column_quantiles(matrix(ratio, ncol = 1), settings$level)
-  list(ratio = stats::median(a) / stats::median(b), low = ci$low, high = ci$high,
-       verdict = noise_verdict_ci(ci$low, ci$high))
+  cells <- data.table(cell = c("a", "b"), median = c(stats::median(a), stats::median(b)),
+                      reps = c(length(a), length(b)))
+  setattr(cells, "draws", bootstrap_medians(list(a, b), settings$draws, settings$seed))
+  setattr(cells, "noise", pooled_noise(list(a, b)))
+  r <- ratio_to_baseline(cells, "cell", "cell", "b", settings$level)
+  list(ratio = r$ratio, low = r$ratio_low, high = r$ratio_high, verdict = r$verdict,
+       test = r$test)
 }
 
 # The axis a comparison's pivot puts in rows: memory, then threads, then the
