@@ -230,7 +230,10 @@ main <- function(input, output, params, log = snakemake_log()) {
   percentiles <- if (!is.null(input[["percentiles"]])) {
     read_table(input[["percentiles"]], axes, "rep")
   }
-  dt <- metric_samples(samples, summary, axes)[!is.na(throughput)]
+  compact <- cell_series(samples, summary, axes)
+  meta <- compact$cells[match(compact$series$.cell, compact$cells$.cell),
+                        c(axes, "throughput_metric"), with = FALSE]
+  dt <- cbind(meta, compact$series[, .(rep, second, throughput)])[!is.na(throughput)]
   win <- window_samples(dt, windows, c(axes, "rep"), "throughput")
 
   draw <- list(

@@ -14,36 +14,42 @@
 # used for both.
 
 # Per-cell statistics of both metrics, long (column metric), with the
-# repetitions' steady-state flags and stalls. attr "parts": per metric, the
+# repetitions' steady-state flags and stalls, from cell_series()' series and
+# cells and steady_windows() on .cell. attr "parts": per metric, the
 # cell_stats() of its cells (with their bootstrap draws and pooled noise) for
 # comparisons_table().
-all_cell_stats <- function(dt, windows, axes, settings) {
-  keys <- c(axes, "rep")
-  win <- window_samples(dt, windows, keys, "throughput")
+all_cell_stats <- function(series, windows, cells, axes, settings) {
+  keys <- c(".cell", "rep")
+  win <- window_samples(series, windows, keys, "throughput")
   flags <- windows[, .(not_steady = sum(steady %in% FALSE),
                        stall_seconds = sum(stall_seconds),
-                       longest_stall_s = max(longest_stall_s)), by = axes]
+                       longest_stall_s = max(longest_stall_s)), by = .cell]
   parts <- list()
   for (m in c("throughput", "latency")) {
     name_col <- paste0(m, "_metric")
-    for (metric_name in unique(win[!is.na(get(m)), get(name_col)])) {
-      part <- win[!is.na(get(m)) & get(name_col) == metric_name]
-      s <- cell_stats(part, axes, m, settings)
-      s[, `:=`(metric = metric_name, kind = m)]
-      s[flags, `:=`(not_steady = i.not_steady), on = axes]
+    for (metric_name in unique(cells[[name_col]])) {
+      ids <- cells$.cell[cells[[name_col]] == metric_name]
+      part <- win[.cell %in% ids & !is.na(get(m))]
+      if (nrow(part) == 0) next
+      s <- cell_stats(part, ".cell", m, settings)
+      s[, metric := metric_name]
+      s[flags, `:=`(not_steady = i.not_steady), on = ".cell"]
       if (m == "throughput") {
         s[flags, `:=`(stall_seconds = i.stall_seconds,
-                      longest_stall_s = i.longest_stall_s), on = axes]
+                      longest_stall_s = i.longest_stall_s), on = ".cell"]
       } else {
         s[, `:=`(stall_seconds = NA_integer_, longest_stall_s = NA_integer_)]
       }
-      parts[[metric_name]] <- s
+      out <- with_cell_axes(s, cells, axes)
+      setattr(out, "draws", attr(s, "draws"))
+      setattr(out, "noise", attr(s, "noise"))
+      parts[[metric_name]] <- out
     }
   }
-  cells <- rbindlist(parts, use.names = TRUE)
-  setcolorder(cells, c(axes, "metric"))
-  setattr(cells, "parts", parts)
-  cells
+  stats <- rbindlist(parts, use.names = TRUE)
+  setcolorder(stats, c(axes, "metric"))
+  setattr(stats, "parts", parts)
+  stats
 }
 
 # The axes compared with a baseline: those params$baseline names, and every
@@ -145,7 +151,7 @@ comparisons_md_lines <- function(cells, comparisons, axes, settings) {
 cell_stats_md_lines <- function(cells, windows, settings) {
   shown <- copy(cells)
   shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
-  cols <- setdiff(names(shown), c("ci_low", "ci_high", "kind", "ci"))
+  cols <- setdiff(names(shown), c("ci_low", "ci_high", "ci"))
   at <- which(cols == "median")
   shown <- shown[, c(cols[seq_len(at)], "ci", cols[-seq_len(at)]), with = FALSE]
   flagged <- windows[steady %in% FALSE]
@@ -177,20 +183,21 @@ main <- function(input, output, params, log = snakemake_log()) {
   check_sample_counts(summary, samples, axes)
 
   t0 <- proc.time()[["elapsed"]]
-  dt <- metric_samples(samples, summary, axes)
+  compact <- cell_series(samples, summary, axes)
   rm(samples)
-  windows <- steady_windows(dt, c(axes, "rep"), "throughput", settings)
+  series <- compact$series
+  windows <- steady_windows(series, c(".cell", "rep"), "throughput", settings)
   log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
            nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
            proc.time()[["elapsed"]] - t0)
-  cells <- all_cell_stats(dt, windows, axes, settings)
+  cells <- all_cell_stats(series, windows, compact$cells, axes, settings)
+  windows <- with_cell_axes(windows, compact$cells, axes)
   log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
   comparisons <- comparisons_table(cells, axes, baseline, settings)
   log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - t0)
 
   write_csv(windows, output[["steady_state"]])
-  cells_out <- copy(cells)[, kind := NULL]
-  write_csv(cells_out, output[["cell_stats_csv"]])
+  write_csv(cells, output[["cell_stats_csv"]])
   write_md_lines(cell_stats_md_lines(cells, windows, settings), output[["cell_stats_md"]],
                  caption)
   write_csv(comparisons, output[["comparisons_csv"]])

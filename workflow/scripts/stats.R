@@ -188,27 +188,38 @@ window_samples <- function(samples, windows, keys, value = "value") {
   dt[]
 }
 
-# Per-second rows with the metrics as columns `throughput` and `latency`, and
-# their names per row (throughput_metric, latency_metric).
-metric_samples <- function(samples, summary, axes) {
+# The per-second series of every repetition, compact: list(series, cells).
+# cells: one row per cell with an integer id .cell, the axes, tool,
+# throughput_metric (tps for sysbench OLTP, else iops) and latency_metric
+# (lat_ms where the cell has fio's per-second mean, else lat_p95_ms:
+# sysbench's per-interval 95th percentile). series: .cell, rep, second,
+# throughput, latency. Everything after works on integer ids, so that 10
+# million samples do not carry their axes' text through every step.
+cell_series <- function(samples, summary, axes) {
   keys <- c(axes, "rep")
-  dt <- samples[, intersect(c(keys, "second", "tps", "iops", "lat_ms", "lat_pct_ms"),
-                            names(samples)), with = FALSE]
-  if (!"tps" %in% names(dt)) dt[, tps := NA_real_]
-  tools <- unique(summary[, c(keys, "tool"), with = FALSE])
-  dt[tools, tool := i.tool, on = keys]
-  database <- dt$tool %in% DATABASE_TOOL
-  dt[, `:=`(throughput = fifelse(database, tps, iops),
-            throughput_metric = fifelse(database, "tps", "iops"),
-            latency = fifelse(is.na(lat_ms), lat_pct_ms, lat_ms),
-            latency_metric = fifelse(is.na(lat_ms), "lat_p95_ms", "lat_ms"))]
-  dt[, c("tps", "iops", "lat_ms", "lat_pct_ms", "tool") := NULL]
-  dt[]
+  samples[, .cell := .GRP, by = axes]
+  on.exit(samples[, .cell := NULL])
+  cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
+  tools <- unique(summary[, c(axes, "tool"), with = FALSE], by = axes)
+  cells[tools, tool := i.tool, on = axes]
+  database <- cells$tool %in% DATABASE_TOOL
+  cells[, throughput_metric := fifelse(database, "tps", "iops")]
+  tps <- if ("tps" %in% names(samples)) samples$tps else NA_real_
+  series <- data.table(.cell = samples$.cell, rep = samples$rep, second = samples$second,
+                       throughput = fifelse(database[samples$.cell], tps, samples$iops),
+                       latency = samples$lat_ms)
+  has_mean <- series[, .(m = sum(!is.na(latency)) > 0L), by = .cell]
+  cells[has_mean, latency_metric := fifelse(i.m, "lat_ms", "lat_p95_ms"), on = ".cell"]
+  pct <- cells$latency_metric[series$.cell] == "lat_p95_ms"
+  series[pct, latency := samples$lat_pct_ms[pct]]
+  list(series = series, cells = cells)
 }
 
-# The metric name of each cell (axes) for one metric column.
-metric_names <- function(dt, axes, name_col) {
-  dt[, .(metric = get(name_col)[1L]), by = axes]
+# A table keyed by .cell with the cells' axes put in front (row order kept).
+with_cell_axes <- function(dt, cells, axes) {
+  out <- cbind(cells[match(dt$.cell, cells$.cell), ..axes], dt)
+  out[, .cell := NULL]
+  out[]
 }
 
 # ---------------------------------------------------------------------------
@@ -263,6 +274,15 @@ column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
 # ---------------------------------------------------------------------------
 # Per cell
 
+# Type 7 quantiles (stats::quantile's default) of many groups at once: x
+# sorted within groups, the groups at start[i] .. start[i] + n[i] - 1.
+sorted_quantile <- function(x, start, n, p) {
+  h <- (n - 1) * p + 1
+  lo <- floor(h)
+  hi <- pmin(lo + 1, n)
+  x[start + lo - 1L] + (h - lo) * (x[start + hi - 1L] - x[start + lo - 1L])
+}
+
 # Per cell (the axes) of samples windowed by window_samples(): n, mean, sd,
 # p5, p95 of all per-second values; the per-repetition medians; the bootstrap
 # basis. Returns list(stats = data.table, basis = list of vectors, one per
@@ -270,30 +290,35 @@ column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
 cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   setnames(win, value, ".x")
   on.exit(setnames(win, ".x", value))
-  pooled <- win[, .(seconds = .N, mean = mean(.x),
-                    sd = if (.N > 1L) stats::sd(.x) else NA_real_,
-                    p5 = stats::quantile(.x, 0.05, names = FALSE),
-                    p95 = stats::quantile(.x, 0.95, names = FALSE)), by = axes]
-  win[, .cell := .GRP, by = axes]
-  on.exit(win[, .cell := NULL], add = TRUE)
-  per_rep <- win[, .(m = median(.x)), by = .(.cell, rep)]
+  win[, .cg := .GRP, by = axes]
+  on.exit(win[, .cg := NULL], add = TRUE)
+  pooled <- win[, .(seconds = .N, mean = mean(.x), sd = sd(.x)), by = .cg]  # GForce: sd, not stats::sd
+  sorted <- win[, .(.cg, .x)]
+  setorder(sorted, .cg, .x)
+  start <- sorted[, .(start = .I[1L]), by = .cg]
+  pooled[start, start := i.start, on = ".cg"]
+  pooled[, `:=`(p5 = sorted_quantile(sorted$.x, start, seconds, 0.05),
+                p95 = sorted_quantile(sorted$.x, start, seconds, 0.95))]
+  pooled[, start := NULL]
+  pooled <- win[, .(.cg = .cg[1L]), by = axes][pooled, on = ".cg"]
+  per_rep <- win[, .(m = median(.x)), by = .(.cg, rep)]
   reps <- per_rep[, .(reps = .N, median = stats::median(m),
                       rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
                       rep_spread_pct = if (.N > 1L) 100 * (max(m) - min(m)) / stats::median(m)
                                        else NA_real_,
-                      rep_values = list(m)), by = .cell]
-  single <- win[.cell %in% reps[reps == 1L, .cell], .(.cell, second, .x)]
-  setkey(single, .cell, second)
-  single[, .n := .N, by = .cell]
+                      rep_values = list(m)), by = .cg]
+  single <- win[.cg %in% reps[reps == 1L, .cg], .(.cg, second, .x)]
+  setkey(single, .cg, second)
+  single[, .n := .N, by = .cg]
   single[, .k := pmin(.n, pmax(MIN_BLOCKS, .n %/% settings$block_s))]
-  single[, .blk := as.integer(ceiling(rowid(.cell) * .k / .n))]
-  blocks <- single[, .(m = median(.x)), by = .(.cell, .blk)]
-  blocks <- blocks[, .(block_values = list(m)), by = .cell]
-  ids <- win[, .(.cell = .cell[1L]), by = axes]
-  cells <- ids[reps, on = ".cell"][pooled, on = axes]
-  cells[blocks, block_values := i.block_values, on = ".cell"]
+  single[, .blk := as.integer(ceiling(rowid(.cg) * .k / .n))]
+  blocks <- single[, .(m = median(.x)), by = .(.cg, .blk)]
+  blocks <- blocks[, .(block_values = list(m)), by = .cg]
+  cells <- reps[pooled, on = ".cg"]
+  setcolorder(cells, axes)
+  cells[blocks, block_values := i.block_values, on = ".cg"]
   if (!"block_values" %in% names(cells)) cells[, block_values := list(list(NULL))]
-  cells[, .cell := NULL]
+  cells[, .cg := NULL]
   cells[, ci_method := ifelse(reps > 1L,
                               sprintf("bootstrap over %d repetitions", reps),
                               sprintf("bootstrap over %d blocks of %s s",
