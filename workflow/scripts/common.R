@@ -475,10 +475,15 @@ format_number <- function(x) {
   big <- ok & abs(r) >= 1000
   small <- ok & !big
   out[big] <- formatC(round(x[big]), format = "d", big.mark = ",")
-  out[small] <- vapply(r[small], function(v) {
-    if (v == 0) return("0")
-    formatC(v, format = "f", digits = max(0, 2 - floor(log10(abs(v)))))
-  }, "")
+  v <- r[small]
+  digits <- pmax(0, 2 - floor(log10(abs(v))))
+  digits[v == 0] <- 0
+  text <- character(length(v))
+  for (d in unique(digits)) {
+    text[digits == d] <- formatC(v[digits == d], format = "f", digits = d)
+  }
+  text[v == 0] <- "0"
+  out[small] <- text
   out
 }
 
@@ -494,8 +499,9 @@ md_lines <- function(dt) {
   cells <- lapply(dt, md_cells)
   align <- vapply(dt, function(x) if (is.numeric(x)) "---:" else ":---", "")
   row <- function(v) paste0("| ", paste(v, collapse = " | "), " |")
-  body <- vapply(seq_len(nrow(dt)),
-                 function(i) row(vapply(cells, `[`, "", i)), "")
+  body <- if (nrow(dt) == 0) character() else {
+    paste0("| ", do.call(paste, c(unname(cells), sep = " | ")), " |")
+  }
   c(row(cols), row(align), body)
 }
 
