@@ -4,6 +4,7 @@ The fixtures under tests/fixtures/ are real runs (see capture.py there); the
 expected numbers below are copied from those files as the tools wrote them.
 """
 import hashlib
+import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -160,6 +161,16 @@ def test_fio_summary_randread():
         "lat_mean_ms": pytest.approx(0.057467334873), "lat_p95_ms": pytest.approx(0.103936),
         "lat_p99_ms": pytest.approx(0.197632), "lat_max_ms": pytest.approx(22.884873),
     }
+
+
+def test_fio_percentiles_are_the_reports_clat_percentiles():
+    pct = fio.percentiles(FIXTURES / "fio_randread")
+    report = json.loads((FIXTURES / "fio_randread" / "fio.json").read_text()[
+        (FIXTURES / "fio_randread" / "fio.json").read_text().find("{"):])
+    clat = report["jobs"][0]["mixed"]["clat_ns"]["percentile"]
+    assert len(pct) == len(clat) and pct == sorted(pct)
+    assert dict(pct)[95.0] == clat["95.000000"] / 1e6 == fio.summary(FIXTURES / "fio_randread")["lat_p95_ms"]
+    assert pct[0][0] == 1.0 and pct[-1][0] == 99.99
 
 
 def test_fio_summary_mixed_is_fios_own_combined_figure():

@@ -77,3 +77,20 @@ test_that("a baseline the data lacks stops with the axis and the value", {
   expect_error(run_statistics(sweep, write_db_sweep(sweep), baseline = list(engine = "postgresql")),
                "engine = postgresql is not in the data \\(innodb, myrocks\\)")
 })
+
+test_that("latency percentile curves are drawn from the percentiles table", {
+  sweep <- make_sweep()
+  input <- write_sweep(sweep)
+  keys <- unique(sweep$summary[, c(sweep$axes, "rep"), with = FALSE])
+  pct <- keys[, .(percentile = c(1, 50, 90, 99, 99.9, 100),
+                  lat_ms = c(0.1, 0.2, 0.4, 1, 3, 9)), by = c(sweep$axes, "rep")]
+  pct[, source := "fio clat percentiles"]
+  input$percentiles <- file.path(dirname(input$summary), "percentiles.csv.gz")
+  fwrite(pct, input$percentiles)
+  run <- run_statistics(sweep, input, kinds = "latency_percentiles")
+  expect_equal(nrow(fread(run$output$skipped)), 0L)
+  p <- figures_env$plot_latency_percentiles(
+    read_table(input$percentiles, sweep$axes, c("rep", "percentile", "lat_ms")), sweep$axes, "cap")
+  expect_false(any(p$data$percentile >= 100))  # 100% is off the nines scale
+  expect_match(p$labels$y, "ms")
+})

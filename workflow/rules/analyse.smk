@@ -8,13 +8,19 @@ rule aggregate:
         expand(
             "{rep_dir}/{name}",
             rep_dir=rep_dirs(),
-            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv"],
+            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"],
         ),
     output:
         summary=f"{TABLES}/summary.csv.gz",
         samples=f"{TABLES}/samples.csv.gz",
         system=f"{TABLES}/system.csv.gz",
         counters=f"{TABLES}/counters.csv.gz",
+        percentiles=f"{TABLES}/percentiles.csv.gz",
+        summary_parquet=f"{TABLES}/summary.parquet",
+        samples_parquet=f"{TABLES}/samples.parquet",
+        system_parquet=f"{TABLES}/system.parquet",
+        counters_parquet=f"{TABLES}/counters.parquet",
+        percentiles_parquet=f"{TABLES}/percentiles.parquet",
         provenance=f"{TABLES}/provenance.json",
         not_applicable=f"{TABLES}/not_applicable.csv",
     params:

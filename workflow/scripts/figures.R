@@ -185,18 +185,20 @@ plot_latency_percentiles <- function(percentiles, axes, caption) {
     return(skipped_plot(paste("no latency percentiles: sysbench OLTP needs `histogram: true`,",
                               "fio reports them by itself; none in this study's tables")))
   }
-  dt <- copy(percentiles)
+  dt <- percentiles[percentile > 0 & percentile < 100 & lat_ms > 0]
+  if (nrow(dt) == 0) return(skipped_plot("no latency percentile below 100%"))
   dt[, cell := cell_labels(dt, axes)]
   dt[, rep := factor(rep)]
-  ggplot(dt, aes(percentile, lat_ms, colour = cell, group = interaction(cell, rep))) +
+  ggplot(dt, aes(percentile, lat_ms, colour = cell, linetype = source,
+                 group = interaction(cell, rep, source))) +
     geom_line() +
     scale_x_continuous(trans = scales_nines(), breaks = c(50, 90, 99, 99.9, 99.99)) +
     scale_y_log10() +
     scale_colour_dbsweep() +
     labs(title = PLOT_TITLES$latency_percentiles,
          subtitle = "sysbench's latency histogram and fio's completion-latency percentiles",
-         x = "percentile (%)", y = "latency (ms, log scale)", colour = NULL,
-         caption = caption) +
+         x = "percentile (%, spaced by nines)", y = "latency (ms, log scale)", colour = NULL,
+         linetype = NULL, caption = caption) +
     theme_dbsweep()
 }
 
@@ -228,7 +230,7 @@ main <- function(input, output, params, log = snakemake_log()) {
     data.table()
   }
   percentiles <- if (!is.null(input[["percentiles"]])) {
-    read_table(input[["percentiles"]], axes, "rep")
+    read_table(input[["percentiles"]], axes, c("rep", "percentile", "lat_ms", "source"))
   }
   compact <- cell_series(samples, summary, axes)
   meta <- compact$cells[match(compact$series$.cell, compact$cells$.cell),
