@@ -12,6 +12,7 @@ both metrics, the ratio tables of every axis. Goal (issue 6): under 60 s and 4 G
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 
@@ -77,18 +78,21 @@ def main() -> None:
     rows = subprocess.run(["Rscript", str(tmp / "generate.R"), str(args.cells), str(args.seconds),
                            str(args.reps), str(tmp)], check=True, capture_output=True, text=True).stdout
     size = (tmp / "samples.csv.gz").stat().st_size
+    load = os.getloadavg()
     done = subprocess.run(["/usr/bin/time", "-v", "Rscript", str(tmp / "analyse.R"), str(workflow / "scripts"),
                            str(tmp)], capture_output=True, text=True, cwd=ROOT)
     if done.returncode:
         raise SystemExit(done.stdout[-3000:] + done.stderr[-3000:])
     wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", done.stderr)[1]
     peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)[1])
+    cpu = sum(float(re.search(rf"{kind} time \(seconds\): (\S+)", done.stderr)[1]) for kind in ("User", "System"))
     parts = [float(p) for p in wall.split(":")]
     seconds = sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
-    print("| samples | cells x reps x seconds | samples.csv.gz | wall time | peak RSS | goal |")
-    print("|---|---|---|---|---|---|")
+    print("| samples | cells x reps x seconds | samples.csv.gz | wall time | CPU (user + sys) | peak RSS | load avg | goal |")
+    print("|---|---|---|---|---|---|---|---|")
     print(f"| {int(rows):,} | {args.cells:,} x {args.reps} x {args.seconds:,} | {size / 2**20:.0f} MiB "
-          f"| {seconds:.1f} s | {peak_kb / 2**20:.2f} GiB | < 60 s, < 4 GiB |")
+          f"| {seconds:.1f} s | {cpu:.1f} s | {peak_kb / 2**20:.2f} GiB | {load[0]:.1f} -> {os.getloadavg()[0]:.1f} "
+          f"| < 60 s, < 4 GiB |")
     print()
     print("R's own log:")
     for line in done.stdout.splitlines():

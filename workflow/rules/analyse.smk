@@ -96,6 +96,7 @@ rule db_plots:
         **rules.aggregate.output,
         script=f"{SCRIPTS}/db_plots.R",
         common=f"{SCRIPTS}/common.R",
+        stats=f"{SCRIPTS}/stats.R",
     output:
         tps_memory=report(f"{PLOTS}/tps_vs_memory.png", caption="../report/tps_memory.rst", category="Plots"),
         io_per_txn=report(f"{PLOTS}/io_per_txn.png", caption="../report/io_per_txn.rst", category="Plots"),
@@ -107,6 +108,7 @@ rule db_plots:
     params:
         axes=STUDY.axes,
         baseline=STUDY.baseline,
+        analysis=STUDY.analysis,
     log:
         "results/logs/db_plots.log",
     script:

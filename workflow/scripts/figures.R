@@ -138,7 +138,11 @@ plot_ci_vs_threads <- function(cells, axes, caption) {
          x = "threads (log2 scale)", y = "median per-second value (unit in the panel title)",
          colour = NULL, fill = NULL, caption = caption) +
     theme_dbsweep()
-  if (nlevels(dt$series) <= 1) p <- p + guides(colour = "none", fill = "none")
+  p <- p + if (nlevels(dt$series) <= 1) {
+    guides(colour = "none", fill = "none")
+  } else {
+    guides(colour = guide_legend(ncol = 2), fill = guide_legend(ncol = 2))
+  }
   setattr(p, "size", c(width = 8, height = 2 + 2.6 * nlevels(dt$panel)))
   p
 }
