@@ -105,11 +105,26 @@ def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     ("axes.binlog", ["sync7"], "axes.binlog: 'sync7' is not an option set"),
     ("axes.durability", ["tuned"], r"server_options.durability.tuned: nothing for mariadb \(cell engine~innodb/"),
     ("server.cgroup_overhead", "lots", "server.cgroup_overhead: 'lots' is not a size"),
-    ("baseline.engine", "mysql", "baseline.engine: 'mysql' is not a value of the axis"),
+    ("baseline.engine", "mysql", r"baseline.engine: 'mysql' is not a value of the axis engine \(innodb, myrocks, postgresql\)"),
+    ("analysis.stall_share", 1.5, "analysis.stall_share: 1.5 "),
+    ("analysis.trim_s", -3, "analysis.trim_s: -3 is below the minimum of 0"),
+    ("analysis.plots", ["pie"], r"analysis.plots\[0\]: 'pie' is not one of timeseries_steady"),
 ])
 def test_bad_database_config_names_key_and_value(path, value, message):
     with pytest.raises(ConfigError, match=message):
         load(with_change(path, value))
+
+
+def test_baseline_off_means_the_word_and_analysis_has_defaults():
+    config = with_change("axes.binlog", ["sync1", "off"])
+    config["axes"]["engine"] = ["innodb"]
+    config["baseline"] = {"binlog": False}  # YAML's bare off
+    study = load(config)
+    assert study.baseline == {"binlog": "off"}
+    assert study.analysis["stall_share"] == 0.5 and study.analysis["steady_state"] is True
+    assert "ratio_heatmap" in study.analysis["plots"]
+    config["analysis"] = {"trim_s": 30, "plots": ["violin"]}
+    assert load(config).analysis == {"trim_s": 30, "steady_state": True, "stall_share": 0.5, "plots": ["violin"]}
 
 
 def test_a_database_workload_needs_an_engine():

@@ -481,6 +481,17 @@ def test_histogram():
     assert [r["tps"] for r in oltp.samples(raw, start("oltp_read_only_histogram"))] == [1776.71, 1808.86]
 
 
+def test_percentiles_from_the_histogram():
+    raw = FIXTURES / "oltp_read_only_histogram"
+    pct = oltp.percentiles(raw)
+    assert len(pct) == 36
+    assert pct[0] == (100 * 1338 / 3588, 1.082)
+    assert pct[1] == (100 * (1338 + 1386) / 3588, 1.102)
+    assert pct[-1] == (100.0, 5.090)
+    assert [p for p, _ in pct] == sorted(p for p, _ in pct)
+    assert oltp.percentiles(FIXTURES / "oltp_read_write_innodb") == []
+
+
 def test_histogram_absent():
     assert oltp.histogram(FIXTURES / "oltp_read_write_innodb") == []
     assert oltp.histogram(FIXTURES / "oltp_killed") == []

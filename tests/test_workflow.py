@@ -41,6 +41,26 @@ def test_full_run_then_nothing_then_only_new_cells(study_factory):
     for name in ("throughput_vs_threads", "latency_vs_threads", "jitter", "boxplot"):
         assert study.path("results/plots", f"{name}.png").read_bytes()[:4] == b"\x89PNG"
 
+    # Parquet holds the same rows as the gzipped CSV, axes as text.
+    import pyarrow.parquet as pq
+    table = pq.read_table(study.path("results/tables/samples.parquet"))
+    assert table.num_rows == len(samples)
+    assert str(table.schema.field("workload").type) == "string" and str(table.schema.field("rep").type) == "int64"
+    assert sorted(table.column("iops").to_pylist()) == sorted(float(r["iops"]) for r in samples)
+
+    # Statistics of every cell, the plots the data supports, and why the others are skipped.
+    windows = rows(study.path("results/tables/steady_state.csv"))
+    assert len(windows) == 2 and all(int(w["window_s"]) >= 2 for w in windows)
+    stats = {(r["workload"], r["metric"]): r for r in rows(study.path("results/tables/cell_stats.csv"))}
+    assert set(stats) >= {("fio-rr", "iops"), ("sb-rr", "iops")}
+    for r in stats.values():
+        assert float(r["ci_low"]) <= float(r["median"]) <= float(r["ci_high"])
+    for name in ("timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"):
+        assert study.path("results/plots", f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+    skipped = {r["plot"]: r["reason"] for r in rows(study.path("results/tables/skipped_plots.csv"))}
+    assert "threads axis" in skipped["ci_vs_threads"] and "ratio_heatmap" in skipped
+    assert "latency_percentiles" not in skipped, "fio gives its completion-latency percentiles"
+
     # The manifest records what ran, where and on what, with checksums of the raw files.
     rep = study.path("results/runs/filesystem~ext4/threads~1/workload~fio-rr/rep~1")
     manifest = json.loads((rep / "run.json").read_text())
@@ -64,6 +84,9 @@ def test_full_run_then_nothing_then_only_new_cells(study_factory):
     study.run()
     assert (rep / "run.json").stat().st_mtime_ns == before
     assert len(rows(study.path("results/tables/summary.csv.gz"))) == 4
+    skipped = {r["plot"] for r in rows(study.path("results/tables/skipped_plots.csv"))}
+    assert "ci_vs_threads" not in skipped
+    assert {r["axis"] for r in rows(study.path("results/tables/comparisons.csv"))} == {"threads"}
 
 
 def test_changed_options_rerun_only_that_workload_and_edited_r_only_analysis(study_factory):

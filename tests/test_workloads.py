@@ -163,6 +163,16 @@ def test_fio_summary_randread():
     }
 
 
+def test_fio_percentiles_are_the_reports_clat_percentiles():
+    pct = fio.percentiles(FIXTURES / "fio_randread")
+    report = json.loads((FIXTURES / "fio_randread" / "fio.json").read_text()[
+        (FIXTURES / "fio_randread" / "fio.json").read_text().find("{"):])
+    clat = report["jobs"][0]["mixed"]["clat_ns"]["percentile"]
+    assert len(pct) == len(clat) and pct == sorted(pct)
+    assert dict(pct)[95.0] == clat["95.000000"] / 1e6 == fio.summary(FIXTURES / "fio_randread")["lat_p95_ms"]
+    assert pct[0][0] == 1.0 and pct[-1][0] == 99.99
+
+
 def test_fio_summary_mixed_is_fios_own_combined_figure():
     s = fio.summary(FIXTURES / "fio_randrw")
     assert s["read_iops"] == 16083.972009 and s["write_iops"] == 16076.64112

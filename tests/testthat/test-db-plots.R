@@ -1,3 +1,4 @@
+source(script_path("stats.R"), local = TRUE)
 source(script_path("db_plots.R"), local = TRUE)
 
 DB_PLOT_NAMES <- c("tps_memory", "io_per_txn", "cpu", "datadir", "jitter_memory",

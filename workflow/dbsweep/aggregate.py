@@ -8,16 +8,17 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dbsweep import engines, workloads
-from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, RATE_KEYS, SAMPLE_COLUMNS, SUMMARY_KEYS,
-                             SYSTEM_COLUMNS)
+from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, PERCENTILE_COLUMNS, RATE_KEYS, SAMPLE_COLUMNS,
+                             SUMMARY_KEYS, SYSTEM_COLUMNS)
 from dbsweep.workloads.insert_bench import PHASE_COLUMNS
 from dbsweep.workloads.query import EXECUTION_COLUMNS
 
 
 def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path],
               not_applicable: list[tuple[str, str]] = ()) -> None:
-    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv and counters.csv (phases.csv.gz:
-    the insert benchmark's phases, executions.csv.gz: the query workload's executions, from summary.json);
+    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv, counters.csv and percentiles.csv
+    (phases.csv.gz: the insert benchmark's phases, executions.csv.gz: the query workload's executions, from
+    summary.json);
     not_applicable lists the cells that were not run, and why."""
     with open(out["not_applicable"], "w", newline="") as f:
         writer = csv.writer(f)
@@ -30,6 +31,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
             _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
             _gz(out["system"], keys + SYSTEM_COLUMNS) as system, \
             _gz(out["counters"], keys + COUNTER_COLUMNS) as counters, \
+            _gz(out["percentiles"], keys + PERCENTILE_COLUMNS) as percentiles, \
             _gz(out["phases"], keys + PHASE_COLUMNS) as phases, \
             _gz(out["executions"], keys + EXECUTION_COLUMNS) as executions:
         tools, hosts = {}, {}
@@ -45,7 +47,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
                     if name != "execution":
                         executions.writerow(ident | {"execution": execution["execution"], "name": name,
                                                      "value": value})
-            for name, writer in (("samples.csv", samples), ("system.csv", system), ("counters.csv", counters)):
+            for name, writer in (("samples.csv", samples), ("system.csv", system), ("counters.csv", counters),
+                                 ("percentiles.csv", percentiles)):
                 with open(rep_dir / name, newline="") as f:
                     for row in csv.DictReader(f):
                         writer.writerow(ident | row)
@@ -60,6 +63,33 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         "memory_gb": host.get("memory_gb"), "tools": tools, "hosts": list(hosts.values()),
     }
     out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
+    for kind in TABLES:
+        if f"{kind}_parquet" in out:
+            to_parquet(out[kind], out[f"{kind}_parquet"], axes)
+
+
+TABLES = ("summary", "samples", "system", "counters", "percentiles")
+TEXT_COLUMNS = {"tool", "device", "name", "source", "check", "phase"}
+
+
+def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:
+    """The same table as Parquet, for joining with other data: axes (but threads) and text columns as
+    strings, threads, rep and second as integers, every other column as float64 (also when it is empty)."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    with gzip.open(csv_gz, "rt", newline="") as f:
+        header = next(csv.reader(f), [])
+    integers = {"threads", "rep", "second", "seconds"}
+    types = {c: pa.string() for c in header if (c in axes and c not in integers) or c in TEXT_COLUMNS}
+    types |= {c: pa.int64() for c in header if c in integers}
+    types |= {c: pa.float64() for c in header if c not in types}
+    table = pacsv.read_csv(pa.input_stream(str(csv_gz), compression="gzip"),
+                           convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=True))
+    tmp = parquet.with_name(parquet.name + ".tmp")
+    pq.write_table(table, tmp, compression="zstd")
+    tmp.replace(parquet)
 
 
 def server_version(family: str, version: str) -> str:

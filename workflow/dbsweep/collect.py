@@ -14,6 +14,9 @@ VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
 COUNTER_COLUMNS = ["second", "time", "name", "value"]
+PERCENTILE_COLUMNS = ["percentile", "lat_ms", "source"]
+# Where a tool's latency percentiles come from.
+PERCENTILE_SOURCES = {"fio": "fio clat percentiles", "sysbench": "sysbench histogram"}
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
                 "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
 # An open-loop run (sysbench --rate): the target and achieved arrival rates, the event queue's
@@ -61,6 +64,11 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     if "phases" in final:
         summary["phases"] = [phase | per_op(phase, system, record["host"]["cpus"]) for phase in final["phases"]]
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
+    if "percentiles" in out:
+        name = record["recipe"]["tool"]
+        rows = [{"percentile": p, "lat_ms": ms, "source": PERCENTILE_SOURCES[name]}
+                for p, ms in tool.percentiles(raw)] if hasattr(tool, "percentiles") else []
+        write_csv(out["percentiles"], PERCENTILE_COLUMNS, rows)
 
 
 def open_loop(target: int, final: dict, samples: list[dict]) -> dict:

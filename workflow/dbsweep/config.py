@@ -33,6 +33,9 @@ BUILTIN_FILESYSTEMS = {
     "tmpfs": {"type": "tmpfs"},
 }
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
+# Plots of rule figures (workflow/scripts/figures.R), all by default.
+PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
+ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS}
 
 
 @dataclass(frozen=True)
@@ -48,6 +51,7 @@ class Study:
     server: dict
     option_sets: dict[str, dict]
     baseline: dict
+    analysis: dict  # trim_s, steady_state, stall_share, plots (ANALYSIS_DEFAULTS completed)
     versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
 
@@ -193,6 +197,7 @@ def load(config: dict) -> Study:
         server=server,
         option_sets={a: sets for a, sets in option_sets.items() if a in order},
         baseline=_baseline(config.get("baseline", {}), axes),
+        analysis=ANALYSIS_DEFAULTS | config.get("analysis", {}),
         versions=versions,
         not_applicable=not_applicable,
     )
@@ -361,12 +366,17 @@ def _workload_not_applicable(cell: Cell, wls: dict) -> str | None:
 
 
 def _baseline(baseline: dict, axes: dict) -> dict:
+    """Each named axis exists and has the value; a bare YAML off / on means the word, as on the axes."""
+    out = {}
     for axis, value in baseline.items():
         if axis not in axes:
             raise ConfigError(f"baseline.{axis}: unknown axis")
+        value = _word(value)
         if str(value) not in map(str, axes[axis]):
-            raise ConfigError(f"baseline.{axis}: {value!r} is not a value of the axis ({', '.join(map(str, axes[axis]))})")
-    return baseline
+            raise ConfigError(f"baseline.{axis}: {value!r} is not a value of the axis {axis} "
+                              f"({', '.join(map(str, axes[axis]))})")
+        out[axis] = value
+    return out
 
 
 def _word(value):

@@ -8,7 +8,7 @@ rule aggregate:
         expand(
             "{rep_dir}/{name}",
             rep_dir=rep_dirs(),
-            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv"],
+            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"],
         ),
     output:
         summary=f"{TABLES}/summary.csv.gz",
@@ -17,6 +17,12 @@ rule aggregate:
         counters=f"{TABLES}/counters.csv.gz",
         phases=f"{TABLES}/phases.csv.gz",
         executions=f"{TABLES}/executions.csv.gz",
+        percentiles=f"{TABLES}/percentiles.csv.gz",
+        summary_parquet=f"{TABLES}/summary.parquet",
+        samples_parquet=f"{TABLES}/samples.parquet",
+        system_parquet=f"{TABLES}/system.parquet",
+        counters_parquet=f"{TABLES}/counters.parquet",
+        percentiles_parquet=f"{TABLES}/percentiles.parquet",
         provenance=f"{TABLES}/provenance.json",
         not_applicable=f"{TABLES}/not_applicable.csv",
     params:
@@ -92,6 +98,7 @@ rule db_plots:
         **rules.aggregate.output,
         script=f"{SCRIPTS}/db_plots.R",
         common=f"{SCRIPTS}/common.R",
+        stats=f"{SCRIPTS}/stats.R",
     output:
         tps_memory=report(f"{PLOTS}/tps_vs_memory.png", caption="../report/tps_memory.rst", category="Plots"),
         io_per_txn=report(f"{PLOTS}/io_per_txn.png", caption="../report/io_per_txn.rst", category="Plots"),
@@ -103,6 +110,7 @@ rule db_plots:
     params:
         axes=STUDY.axes,
         baseline=STUDY.baseline,
+        analysis=STUDY.analysis,
     log:
         "results/logs/db_plots.log",
     script:
@@ -201,3 +209,47 @@ rule openloop:
         "results/logs/openloop.log",
     script:
         "../scripts/openloop.R"
+
+
+rule statistics:
+    input:
+        **rules.aggregate.output,
+        script=f"{SCRIPTS}/statistics.R",
+        common=f"{SCRIPTS}/common.R",
+        stats=f"{SCRIPTS}/stats.R",
+    output:
+        steady_state=report(f"{TABLES}/steady_state.csv", caption="../report/steady_state.rst", category="Tables"),
+        cell_stats_csv=report(f"{TABLES}/cell_stats.csv", caption="../report/cell_stats.rst", category="Tables"),
+        cell_stats_md=f"{TABLES}/cell_stats.md",
+        comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
+        comparisons_md=f"{TABLES}/comparisons.md",
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+        analysis=STUDY.analysis,
+    log:
+        "results/logs/statistics.log",
+    script:
+        "../scripts/statistics.R"
+
+
+rule figures:
+    input:
+        **rules.aggregate.output,
+        **rules.statistics.output,
+        script=f"{SCRIPTS}/figures.R",
+        common=f"{SCRIPTS}/common.R",
+        stats=f"{SCRIPTS}/stats.R",
+    output:
+        **{
+            kind: report(f"{PLOTS}/{kind}.png", caption=f"../report/{kind}.rst", category="Plots")
+            for kind in STUDY.analysis["plots"]
+        },
+        skipped=f"{TABLES}/skipped_plots.csv",
+    params:
+        axes=STUDY.axes,
+        analysis=STUDY.analysis,
+    log:
+        "results/logs/figures.log",
+    script:
+        "../scripts/figures.R"

@@ -9,6 +9,7 @@ rule collect:
         system=f"{RUNS}/{{cell}}/rep~{{rep}}/system.csv",
         counters=f"{RUNS}/{{cell}}/rep~{{rep}}/counters.csv",
         summary=f"{RUNS}/{{cell}}/rep~{{rep}}/summary.json",
+        percentiles=f"{RUNS}/{{cell}}/rep~{{rep}}/percentiles.csv",
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",
     script:

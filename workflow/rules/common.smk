@@ -82,7 +82,7 @@ def final_targets():
     version tables with several versions, open-loop ones with cells at a fixed rate."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
     tools = {r["tool"] for r in recipes}
-    targets = []
+    targets = [*rules.statistics.output, *rules.figures.output]
     if tools - workloads.DATABASE_TOOLS:
         targets += [*rules.tables.output, *rules.plots.output]
     if tools & workloads.DATABASE_TOOLS - workloads.OWN_ANALYSIS:

@@ -37,7 +37,8 @@ DATABASE_TOOL <- c("sysbench", "tpcc")
 
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device", "name", "check", "phase", "op")
+TEXT_COLUMNS <- c("tool", "device", "name", "check", "phase", "op", "metric", "ci_method", "axis",
+                  "baseline", "axis_value", "verdict", "test", "source")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.
@@ -70,8 +71,9 @@ gunzip_to_temp <- function(path) {
 
 # Reads one of the aggregate step's CSV tables (gzipped or not). Axis columns
 # come back as text (threads as integer) so that cells compare exactly across
-# tables; measurement columns come back as numbers.
-read_table <- function(path, axes, required = character()) {
+# tables; measurement columns come back as numbers. select: only these
+# columns besides the axes and the required ones (NULL: all).
+read_table <- function(path, axes, required = character(), select = NULL) {
   if (!file.exists(path)) stop(path, ": no such file")
   csv <- path
   if (grepl("\\.gz$", path)) {
@@ -83,9 +85,10 @@ read_table <- function(path, axes, required = character()) {
   if (length(missing)) {
     stop(path, ": missing column(s) ", paste(missing, collapse = ", "))
   }
+  if (!is.null(select)) header <- intersect(header, unique(c(axes, required, select)))
   as_text <- intersect(header, c(setdiff(axes, "threads"), TEXT_COLUMNS))
   dt <- fread(csv, colClasses = list(character = as_text),
-              na.strings = c("", "NA"))
+              na.strings = c("", "NA"), select = if (!is.null(select)) header)
   for (col in setdiff(names(dt), as_text)) {
     if (col %in% INTEGER_COLUMNS) {
       set(dt, j = col, value = as.integer(dt[[col]]))
@@ -344,6 +347,17 @@ is_baseline <- function(dt, vary, baseline = list()) {
   base
 }
 
+# Long to wide: one row per combination of `rows`, one column per value of
+# `col`, both in reading order (memory by size); rows' columns keep their type.
+pivot_axis <- function(dt, rows, col, value) {
+  dt <- with_axis_factors(dt, c(rows, col))
+  lhs <- if (length(rows)) paste(sprintf("`%s`", rows), collapse = " + ") else "."
+  wide <- dcast(dt, stats::as.formula(sprintf("%s ~ `%s`", lhs, col)),
+                value.var = value)
+  if (!length(rows)) wide[, "." := NULL]
+  without_axis_factors(wide, rows)
+}
+
 # The value of an axis the others are compared with: params$baseline's, or
 # the axis's first value in reading order (for engine: innodb, myrocks,
 # postgresql, the first present).
@@ -431,6 +445,34 @@ empty_plot <- function(title, message, caption) {
     theme(axis.text = element_blank(), axis.ticks = element_blank())
 }
 
+# A plot kind the data cannot support: why, instead of a ggplot. save_plots()
+# draws the reason as the image and lists it in skipped_plots.csv.
+skipped_plot <- function(reason) {
+  structure(list(reason = reason), class = "dbsweep_skipped")
+}
+
+is_skipped_plot <- function(p) inherits(p, "dbsweep_skipped")
+
+# Saves every plot of the named list `plots` to output[[name]] (a skipped one
+# as an image saying why) and returns the skipped ones: data.table(plot,
+# reason), the rows of skipped_plots.csv.
+save_plots <- function(plots, output, caption, titles = list()) {
+  skipped <- list()
+  for (name in names(plots)) {
+    p <- plots[[name]]
+    if (is_skipped_plot(p)) {
+      skipped[[name]] <- data.table(plot = name, reason = p$reason)
+      title <- if (is.null(titles[[name]])) name else titles[[name]]
+      p <- empty_plot(title, paste("skipped:", p$reason), caption)
+    }
+    size <- attr(p, "size")
+    if (is.null(size)) size <- c(width = 8, height = 5)
+    save_plot(p, output[[name]], width = size[["width"]], height = size[["height"]])
+  }
+  if (!length(skipped)) return(data.table(plot = character(), reason = character()))
+  rbindlist(skipped)
+}
+
 save_plot <- function(p, path, width = 8, height = 5, dpi = 110) {
   dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
   type <- if (capabilities("cairo")) "cairo" else getOption("bitmapType")
@@ -459,10 +501,15 @@ format_number <- function(x) {
   big <- ok & abs(r) >= 1000
   small <- ok & !big
   out[big] <- formatC(round(x[big]), format = "d", big.mark = ",")
-  out[small] <- vapply(r[small], function(v) {
-    if (v == 0) return("0")
-    formatC(v, format = "f", digits = max(0, 2 - floor(log10(abs(v)))))
-  }, "")
+  v <- r[small]
+  digits <- pmax(0, 2 - floor(log10(abs(v))))
+  digits[v == 0] <- 0
+  text <- character(length(v))
+  for (d in unique(digits)) {
+    text[digits == d] <- formatC(v[digits == d], format = "f", digits = d)
+  }
+  text[v == 0] <- "0"
+  out[small] <- text
   out
 }
 
@@ -478,8 +525,9 @@ md_lines <- function(dt) {
   cells <- lapply(dt, md_cells)
   align <- vapply(dt, function(x) if (is.numeric(x)) "---:" else ":---", "")
   row <- function(v) paste0("| ", paste(v, collapse = " | "), " |")
-  body <- vapply(seq_len(nrow(dt)),
-                 function(i) row(vapply(cells, `[`, "", i)), "")
+  body <- if (nrow(dt) == 0) character() else {
+    paste0("| ", do.call(paste, c(unname(cells), sep = " | ")), " |")
+  }
   c(row(cols), row(align), body)
 }
 

@@ -5,14 +5,13 @@
 #
 # Snakemake: input summary, samples, system, counters, provenance; output
 # tps_memory, io_per_txn, cpu, datadir, jitter_memory, boxplot_memory,
-# timeseries; params axes; log.
+# timeseries; params axes, analysis (stall_share, trim_s, steady_state: the
+# time series marks stalls as stats.R finds them); log.
 #
 # Rows of other tools (storage cells in the same study) are left out. A plot
 # the study cannot give (e.g. no memory axis) is still written, saying
 # "not applicable: ..." on the image.
 
-# A second whose tps is below this share of its repetition's median is a stall.
-STALL_SHARE <- 0.5
 STALL_COLOUR <- "#D55E00"
 # Repetition lines of the time series: the palette without the stall colour.
 REP_COLOURS <- c("#0072B2", "#009E73", "#56B4E9", "#CC79A7", "#000000",
@@ -253,26 +252,33 @@ plot_datadir <- function(counters, summary, axes, caption) {
 }
 
 # Per-second samples of the measured window (second >= 1) with their tps, and
-# stall = tps below STALL_SHARE of the repetition's median.
-timeseries_data <- function(samples, axes) {
+# stall: a second of the repetition's steady-state window (stats.R's
+# steady_windows(): after the study's trim and detected warm-up) whose tps is
+# below settings$stall_share of that window's median, as in steady_state.csv.
+timeseries_data <- function(samples, axes, settings = STATS_DEFAULTS) {
+  keys <- c(axes, "rep")
   dt <- samples[second >= 1L & !is.na(tps)]
-  dt[, rep_median := stats::median(tps), by = c(axes, "rep")]
-  dt[, stall := rep_median > 0 & tps < STALL_SHARE * rep_median]
+  windows <- steady_windows(dt, keys, "tps", settings)
+  dt[windows, `:=`(.start = i.window_start, .end = i.window_end,
+                   .threshold = i.stall_threshold), on = keys]
+  dt[, stall := !is.na(.start) & second >= .start & second <= .end & tps < .threshold]
+  dt[, c(".start", ".end", ".threshold") := NULL]
+  setattr(dt, "stall_share", settings$stall_share)
   dt[]
 }
 
-stall_text <- function(n) {
+stall_text <- function(n, share = STATS_DEFAULTS$stall_share) {
   if (n == 0) {
-    return(sprintf("no stalls (no second below %d%% of its repetition's median)",
-                   as.integer(100 * STALL_SHARE)))
+    return(sprintf("no stalls (no second below %s%% of its repetition's median)",
+                   format(100 * share)))
   }
   sprintf("%d stalled second(s) marked", n)
 }
 
-plot_timeseries <- function(samples, summary, axes, caption) {
+plot_timeseries <- function(samples, summary, axes, caption, settings = STATS_DEFAULTS) {
   title <- "Per-second throughput over the measured window"
   if (nrow(summary) == 0) return(empty_plot(title, NO_DATABASE_CELLS, caption))
-  dt <- timeseries_data(samples, axes)
+  dt <- timeseries_data(samples, axes, settings)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second tps samples", caption))
   facets <- varying_axes(dt, axes)
   dt <- with_axis_factors(dt, facets)
@@ -288,15 +294,15 @@ plot_timeseries <- function(samples, summary, axes, caption) {
                colour = "white", stroke = 0.3) +
     scale_colour_manual(values = rep_colours) +
     scale_fill_manual(values = c(stall = STALL_COLOUR),
-                      labels = sprintf("below %d%% of the repetition's median",
-                                       as.integer(100 * STALL_SHARE)),
+                      labels = sprintf("below %s%% of the repetition's median",
+                                       format(100 * settings$stall_share)),
                       drop = FALSE) +
     scale_y_continuous(labels = thousands) +
     scale_x_continuous(breaks = whole_breaks) +
     expand_limits(y = 0) +
     panels$facet +
     labs(title = title,
-         subtitle = subtitle(stall_text(nrow(stalls)),
+         subtitle = subtitle(stall_text(nrow(stalls), settings$stall_share),
                              fixed_axes_text(dt, axes)),
          x = "second of the measured window (s)", y = "transactions/s",
          colour = "repetition", fill = NULL, caption = caption) +
@@ -414,7 +420,8 @@ main <- function(input, output, params, log = snakemake_log()) {
     datadir = plot_datadir(counters, summary, axes, caption),
     jitter_memory = plot_jitter_memory(samples, summary, axes, caption),
     boxplot_memory = plot_boxplot_memory(samples, summary, axes, caption),
-    timeseries = plot_timeseries(samples, summary, axes, caption)
+    timeseries = plot_timeseries(samples, summary, axes, caption,
+                                 stats_settings(params[["analysis"]]))
   )
   for (name in names(plots)) {
     size <- plot_size(plots[[name]])
@@ -427,5 +434,6 @@ main <- function(input, output, params, log = snakemake_log()) {
 
 if (exists("snakemake")) {
   source(file.path(snakemake@scriptdir, "common.R"))
+  source(file.path(snakemake@scriptdir, "stats.R"))
   main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -48,17 +48,6 @@ tps_medians <- function(summary, by) {
   summary[, .(tps = median_or_na(tps), reps = .N), by = by]
 }
 
-# Long to wide: one row per combination of `rows`, one column per value of
-# `col`, both in reading order (memory by size); rows' columns keep their type.
-pivot_axis <- function(dt, rows, col, value) {
-  dt <- with_axis_factors(dt, c(rows, col))
-  lhs <- if (length(rows)) paste(sprintf("`%s`", rows), collapse = " + ") else "."
-  wide <- dcast(dt, stats::as.formula(sprintf("%s ~ `%s`", lhs, col)),
-                value.var = value)
-  if (!length(rows)) wide[, "." := NULL]
-  without_axis_factors(wide, rows)
-}
-
 # Adds "<value>/<base>" columns: each value's column divided by the base's
 # (NA where the base is missing or not positive). Returns the new names.
 add_ratios <- function(wide, values, base) {

@@ -270,6 +270,15 @@ def summary(rawdir: Path) -> dict:
     }
 
 
+def percentiles(rawdir: Path) -> list[tuple[float, float]]:
+    """(percentile, completion latency ms) from fio.json's clat_ns.percentile of the whole run (all
+    directions together); call after summary(), which refuses a report that is cut or signalled."""
+    text = (Path(rawdir) / "fio.json").read_text()
+    report = json.loads(text[text.find("{"):])
+    pct = report["jobs"][0]["mixed"]["clat_ns"].get("percentile", {})
+    return sorted((float(p), ns / NS_PER_MS) for p, ns in pct.items())
+
+
 RUNTIME_SLACK_MS = 250
 UNIT_MS = {"us": 1e-3, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 

@@ -385,6 +385,18 @@ def histogram(rawdir: Path, stdout: str = "stdout.txt") -> list[tuple[float, int
     raise ValueError(f"{path}: histogram cut off after {len(rows)} rows")
 
 
+def percentiles(rawdir: Path, stdout: str = "stdout.txt") -> list[tuple[float, float]]:
+    """(percentile, latency ms) at each non-empty bucket of the histogram: the share of the run's
+    events at or below that bucket; [] without a histogram."""
+    rows = histogram(rawdir, stdout)
+    total = sum(n for _, n in rows)
+    out, below = [], 0
+    for ms, n in rows:
+        below += n
+        out.append((100 * below / total, ms))
+    return out
+
+
 def version() -> str:
     out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
     return out.stdout.strip()

@@ -1,0 +1,96 @@
+# The statistics and figures rules end to end on small hand-built studies.
+source(script_path("stats.R"), local = TRUE)
+
+statistics_env <- new.env()
+sys.source(script_path("statistics.R"), statistics_env)
+figures_env <- new.env()
+sys.source(script_path("figures.R"), figures_env)
+
+ALL_KINDS <- c("timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap",
+               "latency_percentiles")
+
+run_statistics <- function(sweep, input, baseline = list(), kinds = ALL_KINDS) {
+  dir <- tempfile("stats")
+  tables <- list(steady_state = file.path(dir, "steady_state.csv"),
+                 cell_stats_csv = file.path(dir, "cell_stats.csv"),
+                 cell_stats_md = file.path(dir, "cell_stats.md"),
+                 comparisons_csv = file.path(dir, "comparisons.csv"),
+                 comparisons_md = file.path(dir, "comparisons.md"))
+  params <- list(axes = sweep$axes, baseline = baseline, analysis = list(plots = kinds))
+  result <- statistics_env$main(input, tables, params, log = file.path(dir, "statistics.log"))
+  output <- c(as.list(stats::setNames(file.path(dir, paste0(kinds, ".png")), kinds)),
+              skipped = file.path(dir, "skipped_plots.csv"))
+  figures_env$main(c(input, tables), output, params, log = file.path(dir, "figures.log"))
+  list(result = result, tables = tables, output = output)
+}
+
+test_that("a database study: windows, statistics, comparisons with the named baseline", {
+  sweep <- make_db_sweep(duration = 30L)
+  run <- run_statistics(sweep, write_db_sweep(sweep), baseline = list(engine = "myrocks"))
+  windows <- fread(run$tables$steady_state)
+  expect_equal(nrow(windows), 12L)
+  stalled <- windows[stall_seconds > 0]
+  expect_equal(stalled[, .(engine, memory, rep, stall_seconds, longest_stall_s)],
+               data.table(engine = "innodb", memory = "256M", rep = 1L,
+                          stall_seconds = 2L, longest_stall_s = 2L))
+  cells <- fread(run$tables$cell_stats_csv)
+  expect_setequal(unique(cells$metric), c("tps", "lat_p95_ms"))
+  tps <- cells[metric == "tps"]
+  expect_true(all(tps$ci_low <= tps$median & tps$median <= tps$ci_high))
+  expect_equal(unique(tps$ci_method), "bootstrap over 2 repetitions")
+  cmp <- fread(run$tables$comparisons_csv)
+  expect_equal(unique(cmp[axis == "engine", baseline]), "myrocks")
+  expect_equal(unique(cmp[axis == "memory", baseline]), "64M")
+  # innodb at 64M: 200 against myrocks' 450 tps, far beyond the 10% spread
+  low <- cmp[axis == "engine" & metric == "tps" & memory == "64M"]
+  expect_equal(low$verdict, "lower")
+  expect_equal(low$ratio, 200 / 450, tolerance = 0.05)
+  md <- readLines(run$tables$comparisons_md)
+  expect_true("## engine (baseline myrocks), tps" %in% md)
+  expect_true(any(grepl("^\\| memory \\| innodb \\| myrocks \\| innodb/myrocks \\|$", md)))
+  expect_true(any(grepl("Mann|CI contains 1", md)))
+})
+
+test_that("kinds the data cannot support are skipped with a note, the others drawn", {
+  sweep <- make_db_sweep(duration = 30L)  # one thread count, no percentiles
+  run <- run_statistics(sweep, write_db_sweep(sweep))
+  skipped <- fread(run$output$skipped)
+  expect_setequal(skipped$plot, c("ci_vs_threads", "latency_percentiles"))
+  expect_match(skipped[plot == "ci_vs_threads", reason], "threads axis with two values")
+  for (k in ALL_KINDS) expect_gt(file.size(run$output[[k]]), 5000)
+  log <- readLines(sub("skipped_plots.csv", "figures.log", run$output$skipped))
+  expect_true(any(grepl("^ci_vs_threads -> .*\\(skipped: needs a threads axis", log)))
+})
+
+test_that("a storage sweep over threads gets ribbons; a study picks its plots", {
+  sweep <- make_sweep()
+  run <- run_statistics(sweep, write_sweep(sweep), kinds = c("ci_vs_threads", "violin"))
+  expect_equal(nrow(fread(run$output$skipped)), 0L)
+  expect_false(file.exists(sub("violin", "timeseries_steady", run$output$violin)))
+  cells <- fread(run$tables$cell_stats_csv)
+  expect_setequal(unique(cells$metric), c("iops", "lat_p95_ms"))
+  expect_equal(unique(cells[metric == "iops", ci_method]), "bootstrap over 2 repetitions")
+})
+
+test_that("a baseline the data lacks stops with the axis and the value", {
+  sweep <- make_db_sweep(duration = 30L)
+  expect_error(run_statistics(sweep, write_db_sweep(sweep), baseline = list(engine = "postgresql")),
+               "engine = postgresql is not in the data \\(innodb, myrocks\\)")
+})
+
+test_that("latency percentile curves are drawn from the percentiles table", {
+  sweep <- make_sweep()
+  input <- write_sweep(sweep)
+  keys <- unique(sweep$summary[, c(sweep$axes, "rep"), with = FALSE])
+  pct <- keys[, .(percentile = c(1, 50, 90, 99, 99.9, 100),
+                  lat_ms = c(0.1, 0.2, 0.4, 1, 3, 9)), by = c(sweep$axes, "rep")]
+  pct[, source := "fio clat percentiles"]
+  input$percentiles <- file.path(dirname(input$summary), "percentiles.csv.gz")
+  fwrite(pct, input$percentiles)
+  run <- run_statistics(sweep, input, kinds = "latency_percentiles")
+  expect_equal(nrow(fread(run$output$skipped)), 0L)
+  p <- figures_env$plot_latency_percentiles(
+    read_table(input$percentiles, sweep$axes, c("rep", "percentile", "lat_ms")), sweep$axes, "cap")
+  expect_false(any(p$data$percentile >= 100))  # 100% is off the nines scale
+  expect_match(p$labels$y, "ms")
+})

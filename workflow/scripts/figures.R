@@ -1,0 +1,266 @@
+# Plots drawn from the statistics (stats.R, statistics.R), storage and
+# database cells alike: the per-second time series with the steady-state
+# window and stalls, violins of the per-second throughput, throughput and
+# latency against threads with confidence ribbons, a heatmap of the ratios to
+# a baseline, and latency percentile curves.
+#
+# Snakemake: input summary, samples, provenance, steady_state, cell_stats_csv,
+# comparisons_csv (the statistics rule's); output one PNG per kind the study
+# chose (params$analysis$plots) and skipped (skipped_plots.csv: plot, reason);
+# params axes, analysis; log.
+#
+# A kind the data cannot support (no threads axis for ci_vs_threads, ...) is
+# drawn as an image saying why and listed in skipped_plots.csv, never an error.
+
+PLOT_TITLES <- list(
+  timeseries_steady = "Per-second throughput, steady-state window and stalls",
+  violin = "Per-second throughput by cell",
+  ci_vs_threads = "Median throughput and latency vs threads",
+  ratio_heatmap = "Ratio to the baseline",
+  latency_percentiles = "Latency percentiles"
+)
+
+# Units of the metrics as axis and panel labels.
+METRIC_LABELS <- c(tps = "transactions/s", iops = "IOPS (I/O per s)",
+                   lat_ms = "latency, per-second mean (ms)",
+                   lat_p95_ms = "latency, per-second 95th percentile (ms)")
+
+# More panels than this make an unreadable time series.
+MAX_PANELS <- 36L
+
+metric_label <- function(metric) {
+  out <- METRIC_LABELS[metric]
+  ifelse(is.na(out), metric, out)
+}
+
+# A label per cell from the axes that vary (in reading order): a factor.
+cell_labels <- function(dt, axes) {
+  varying <- varying_axes(dt, axes)
+  if (!length(varying)) return(factor(rep("all", nrow(dt))))
+  cells <- unique(dt[, ..axes])
+  order_by_axes(cells, varying)
+  label <- function(d) do.call(paste, c(lapply(varying, function(a) {
+    paste0(a, "=", d[[a]])
+  }), sep = ", "))
+  factor(label(dt), levels = unique(label(cells)))
+}
+
+# ---------------------------------------------------------------------------
+
+plot_timeseries_steady <- function(dt, windows, axes, caption) {
+  if (nrow(dt) == 0) return(skipped_plot("no per-second throughput samples"))
+  dt <- copy(dt)
+  dt[, cell := cell_labels(dt, axes)]
+  if (nlevels(dt$cell) > MAX_PANELS) {
+    return(skipped_plot(sprintf(
+      "%d cells are too many panels for one image (at most %d); steady_state.csv lists every window",
+      nlevels(dt$cell), MAX_PANELS)))
+  }
+  keys <- c(axes, "rep")
+  w <- copy(windows)
+  w[dt[, .(cell = cell[1L]), by = keys], cell := i.cell, on = keys]
+  dt[w, thr := i.stall_threshold, on = keys]
+  dt[w, `:=`(ws = i.window_start, we = i.window_end), on = keys]
+  stalls <- dt[second >= ws & second <= we & throughput < thr]
+  dt[, rep := factor(rep)]
+  w[, rep := factor(rep)]
+  metrics <- unique(dt$throughput_metric)
+  p <- ggplot(dt, aes(second, throughput)) +
+    geom_rect(data = w, aes(xmin = window_start - 0.5, xmax = window_end + 0.5,
+                            ymin = -Inf, ymax = Inf, fill = "steady-state window"),
+              inherit.aes = FALSE, alpha = 0.12) +
+    geom_line(aes(colour = rep, group = rep), linewidth = 0.35) +
+    geom_point(data = stalls, aes(shape = "stall"), colour = "#D55E00", size = 1.6) +
+    scale_fill_manual(values = c("steady-state window" = "#0072B2"), name = NULL) +
+    scale_shape_manual(values = c(stall = 16), name = NULL,
+                       labels = "stall (below the stall share of the median)") +
+    scale_colour_dbsweep() +
+    scale_y_continuous(labels = thousands) +
+    expand_limits(y = 0) +
+    facet_wrap(~cell, scales = "free_y", ncol = if (nlevels(dt$cell) > 3) 2 else 1) +
+    labs(title = PLOT_TITLES$timeseries_steady,
+         subtitle = sprintf("%d repetition(s), %d stalled second(s); %d repetition(s) never reached steady state",
+                            nrow(windows), nrow(stalls), sum(windows$steady %in% FALSE)),
+         x = "second of the measured window (s)",
+         y = if (length(metrics) == 1) metric_label(metrics) else "throughput (transactions/s or IOPS)",
+         colour = "repetition", caption = caption) +
+    theme_dbsweep()
+  if (!nrow(stalls)) p <- p + guides(shape = "none")
+  rows <- ceiling(nlevels(dt$cell) / if (nlevels(dt$cell) > 3) 2 else 1)
+  setattr(p, "size", c(width = 8, height = min(30, max(5, 1.6 + 1.5 * rows))))
+  p
+}
+
+plot_violin <- function(win, axes, caption) {
+  if (nrow(win) == 0) return(skipped_plot("no per-second throughput samples"))
+  dt <- copy(win)
+  dt[, cell := cell_labels(dt, axes)]
+  dt[, metric := factor(metric_label(throughput_metric))]
+  many <- nlevels(dt$cell) > 8
+  p <- ggplot(dt, aes(cell, throughput)) +
+    geom_violin(fill = OKABE_ITO[6], colour = "grey30", scale = "width", linewidth = 0.3) +
+    geom_boxplot(width = 0.12, outlier.shape = NA, fill = "white", linewidth = 0.3) +
+    scale_y_continuous(labels = thousands) +
+    expand_limits(y = 0) +
+    labs(title = PLOT_TITLES$violin,
+         subtitle = "per-second values in the steady-state windows; boxes: quartiles",
+         x = "cell", y = if (nlevels(dt$metric) == 1) levels(dt$metric) else "per-second throughput",
+         caption = caption) +
+    theme_dbsweep()
+  if (nlevels(dt$metric) > 1) p <- p + facet_wrap(~metric, scales = "free")
+  if (many) p <- p + theme(axis.text.x = element_text(angle = 45, hjust = 1)) + coord_cartesian()
+  if (!many) p <- p + coord_flip()
+  p
+}
+
+plot_ci_vs_threads <- function(cells, axes, caption) {
+  if (!"threads" %in% axes || uniqueN(cells$threads) < 2) {
+    return(skipped_plot("needs a threads axis with two values or more"))
+  }
+  dt <- copy(cells)
+  series_axes <- varying_axes(dt, setdiff(axes, "threads"))
+  dt[, series := if (length(series_axes)) cell_labels(dt, series_axes) else factor("all")]
+  dt[, panel := factor(metric_label(metric), levels = unique(metric_label(
+    c(THROUGHPUT_METRICS, LATENCY_METRICS))))]
+  dt[, panel := droplevels(panel)]
+  p <- ggplot(dt, aes(threads, median, colour = series, fill = series, group = series)) +
+    geom_ribbon(aes(ymin = ci_low, ymax = ci_high), alpha = 0.2, colour = NA) +
+    geom_line() +
+    geom_point(size = 1.8) +
+    scale_x_continuous(trans = "log2", breaks = sort(unique(dt$threads))) +
+    scale_y_continuous(labels = thousands) +
+    expand_limits(y = 0) +
+    scale_colour_dbsweep() +
+    scale_fill_dbsweep() +
+    facet_wrap(~panel, scales = "free_y", ncol = 1) +
+    labs(title = PLOT_TITLES$ci_vs_threads,
+         subtitle = "median of the per-repetition medians; ribbons: 95% bootstrap CI",
+         x = "threads (log2 scale)", y = "median per-second value (unit in the panel title)",
+         colour = NULL, fill = NULL, caption = caption) +
+    theme_dbsweep()
+  p <- p + if (nlevels(dt$series) <= 1) {
+    guides(colour = "none", fill = "none")
+  } else {
+    guides(colour = guide_legend(ncol = 2), fill = guide_legend(ncol = 2))
+  }
+  setattr(p, "size", c(width = 8, height = 2 + 2.6 * nlevels(dt$panel)))
+  p
+}
+
+plot_ratio_heatmap <- function(comparisons, cells, axes, caption) {
+  if (nrow(comparisons) == 0) {
+    return(skipped_plot("no axis with two values or more to compare with a baseline"))
+  }
+  cmp <- comparisons[metric %in% THROUGHPUT_METRICS]
+  compared <- unique(cmp$axis)[1]
+  cmp <- cmp[cmp$axis == compared]
+  x_axis <- row_axis(cmp, axes, compared)
+  if (is.null(x_axis)) {
+    return(skipped_plot(sprintf("needs a second axis that varies besides %s", compared)))
+  }
+  facets <- setdiff(varying_axes(cmp[, ..axes], axes), c(compared, x_axis))
+  base <- cmp$baseline[1]
+  dt <- with_axis_factors(cmp, c(x_axis, facets))
+  dt[, y := factor(paste0(axis_value, "/", base),
+                   levels = paste0(setdiff(axis_levels(cmp$axis_value, compared), base), "/", base))]
+  dt[, label := paste0(format_number(ratio), ifelse(verdict %in% VERDICT_NOISE, "\n~noise", ""))]
+  limit <- max(abs(log2(dt$ratio[is.finite(dt$ratio) & dt$ratio > 0])), 0.1)
+  p <- ggplot(dt, aes(.data[[x_axis]], y, fill = log2(ratio))) +
+    geom_tile(colour = "white") +
+    geom_text(aes(label = label), size = 3) +
+    scale_fill_distiller(palette = "PuOr", limits = c(-limit, limit), direction = 1,
+                         labels = function(b) format_number(2^b),
+                         name = sprintf("ratio to %s = %s", compared, base)) +
+    labs(title = sprintf("%s: %s", PLOT_TITLES$ratio_heatmap, compared),
+         subtitle = sprintf(paste("median %s / the %s = %s cell's; ~noise: the 95%% CI of",
+                                  "the ratio contains 1"), cmp$metric[1], compared, base),
+         x = x_axis, y = sprintf("%s (ratio)", compared), caption = caption) +
+    guides(fill = guide_colourbar(barwidth = grid::unit(14, "lines"))) +
+    theme_dbsweep() +
+    theme(panel.grid = element_blank())
+  if (length(facets)) {
+    p <- p + facet_wrap(facets, labeller = label_both)
+  }
+  p
+}
+
+plot_latency_percentiles <- function(percentiles, axes, caption) {
+  if (is.null(percentiles) || nrow(percentiles) == 0) {
+    return(skipped_plot(paste("no latency percentiles: sysbench OLTP needs `histogram: true`,",
+                              "fio reports them by itself; none in this study's tables")))
+  }
+  dt <- percentiles[percentile > 0 & percentile < 100 & lat_ms > 0]
+  if (nrow(dt) == 0) return(skipped_plot("no latency percentile below 100%"))
+  dt[, cell := cell_labels(dt, axes)]
+  dt[, rep := factor(rep)]
+  ggplot(dt, aes(percentile, lat_ms, colour = cell, linetype = source,
+                 group = interaction(cell, rep, source))) +
+    geom_line() +
+    scale_x_continuous(trans = scales_nines(), breaks = c(50, 90, 99, 99.9, 99.99)) +
+    scale_y_log10() +
+    scale_colour_dbsweep() +
+    labs(title = PLOT_TITLES$latency_percentiles,
+         subtitle = "sysbench's latency histogram and fio's completion-latency percentiles",
+         x = "percentile (%, spaced by nines)", y = "latency (ms, log scale)", colour = NULL,
+         linetype = NULL, caption = caption) +
+    theme_dbsweep()
+}
+
+# The x transformation of percentile curves: -log10(1 - p/100), so that 90,
+# 99, 99.9 are equally spaced.
+scales_nines <- function() {
+  scales::trans_new("nines", function(p) -log10(1 - p / 100),
+                    function(x) 100 * (1 - 10^-x))
+}
+
+# ---------------------------------------------------------------------------
+
+main <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+
+  axes <- axes_param(params)
+  settings <- stats_settings(params[["analysis"]])
+  kinds <- unlist(params[["analysis"]][["plots"]])
+  if (is.null(kinds)) kinds <- names(PLOT_TITLES)
+  summary <- read_summary(input[["summary"]], axes)
+  samples <- read_samples(input[["samples"]], axes)
+  caption <- caption_text(read_provenance(input[["provenance"]]))
+  windows <- read_table(input[["steady_state"]], axes, "rep")
+  cells <- read_table(input[["cell_stats_csv"]], axes)
+  comparisons <- if (file.size(input[["comparisons_csv"]]) > 1) {
+    read_table(input[["comparisons_csv"]], axes)
+  } else {
+    data.table()
+  }
+  percentiles <- if (!is.null(input[["percentiles"]])) {
+    read_table(input[["percentiles"]], axes, c("rep", "percentile", "lat_ms", "source"))
+  }
+  compact <- cell_series(samples, summary, axes)
+  meta <- compact$cells[match(compact$series$.cell, compact$cells$.cell),
+                        c(axes, "throughput_metric"), with = FALSE]
+  dt <- cbind(meta, compact$series[, .(rep, second, throughput)])[!is.na(throughput)]
+  win <- window_samples(dt, windows, c(axes, "rep"), "throughput")
+
+  draw <- list(
+    timeseries_steady = function() plot_timeseries_steady(dt, windows, axes, caption),
+    violin = function() plot_violin(win, axes, caption),
+    ci_vs_threads = function() plot_ci_vs_threads(cells, axes, caption),
+    ratio_heatmap = function() plot_ratio_heatmap(comparisons, cells, axes, caption),
+    latency_percentiles = function() plot_latency_percentiles(percentiles, axes, caption)
+  )
+  plots <- lapply(stats::setNames(kinds, kinds), function(k) draw[[k]]())
+  skipped <- save_plots(plots, output, caption, PLOT_TITLES)
+  write_csv(skipped, output[["skipped"]])
+  for (k in kinds) {
+    log_line("%s -> %s%s", k, output[[k]],
+             if (k %in% skipped$plot) paste(" (skipped:", skipped[plot == k, reason], ")") else "")
+  }
+  invisible(plots)
+}
+
+if (exists("snakemake")) {
+  source(file.path(snakemake@scriptdir, "common.R"))
+  source(file.path(snakemake@scriptdir, "stats.R"))
+  main(snakemake@input, snakemake@output, snakemake@params)
+}

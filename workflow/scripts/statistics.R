@@ -1,0 +1,213 @@
+# Statistics of every cell, storage and database alike (stats.R has the
+# method): the steady-state window and stalls of each repetition, per-cell
+# statistics with a confidence interval of the median, and ratios against the
+# baseline value of each axis, with pivot tables a person reads.
+#
+# Snakemake: input summary, samples (+ optional provenance); output
+# steady_state (csv), cell_stats_csv, cell_stats_md, comparisons_csv,
+# comparisons_md; params axes, baseline (axis -> value, may be empty),
+# analysis (trim_s, steady_state, stall_share); log.
+#
+# Metrics: throughput is tps for sysbench OLTP cells, iops for the others;
+# latency is lat_ms (fio's per-second mean) or lat_p95_ms (sysbench's
+# per-interval 95th percentile). The window is found on the throughput and
+# used for both.
+
+# Per-cell statistics of both metrics, long (column metric), with the
+# repetitions' steady-state flags and stalls, from cell_series()' series and
+# cells and steady_windows() on .cell. attr "parts": per metric, the
+# cell_stats() of its cells (with their bootstrap draws and pooled noise) for
+# comparisons_table().
+all_cell_stats <- function(series, windows, cells, axes, settings) {
+  keys <- c(".cell", "rep")
+  win <- window_samples(series, windows, keys, "throughput")
+  flags <- windows[, .(not_steady = sum(steady %in% FALSE),
+                       stall_seconds = sum(stall_seconds),
+                       longest_stall_s = max(longest_stall_s)), by = .cell]
+  parts <- list()
+  for (m in c("throughput", "latency")) {
+    name_col <- paste0(m, "_metric")
+    for (metric_name in unique(cells[[name_col]])) {
+      ids <- cells$.cell[cells[[name_col]] == metric_name]
+      part <- win[.cell %in% ids & !is.na(get(m))]
+      if (nrow(part) == 0) next
+      s <- cell_stats(part, ".cell", m, settings)
+      s[, metric := metric_name]
+      s[flags, `:=`(not_steady = i.not_steady), on = ".cell"]
+      if (m == "throughput") {
+        s[flags, `:=`(stall_seconds = i.stall_seconds,
+                      longest_stall_s = i.longest_stall_s), on = ".cell"]
+      } else {
+        s[, `:=`(stall_seconds = NA_integer_, longest_stall_s = NA_integer_)]
+      }
+      out <- with_cell_axes(s, cells, axes)
+      setattr(out, "draws", attr(s, "draws"))
+      setattr(out, "noise", attr(s, "noise"))
+      parts[[metric_name]] <- out
+    }
+  }
+  stats <- rbindlist(parts, use.names = TRUE)
+  setcolorder(stats, c(axes, "metric"))
+  setattr(stats, "parts", parts)
+  stats
+}
+
+# The axes compared with a baseline: those params$baseline names, and every
+# other axis with two values or more except workload (different workloads'
+# throughputs are not comparable).
+compared_axes <- function(cells, axes, baseline = list()) {
+  varying <- varying_axes(cells[, ..axes], axes)
+  named <- intersect(names(baseline), varying)
+  c(named, setdiff(varying, c("workload", named)))
+}
+
+# Ratios of every cell to its baseline cell, per compared axis and metric.
+comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS) {
+  parts <- attr(cells, "parts")
+  out <- list()
+  for (axis in compared_axes(cells, axes, baseline)) {
+    base <- baseline_value(cells[[axis]], axis, baseline)
+    for (metric_name in names(parts)) {
+      r <- ratio_to_baseline(parts[[metric_name]], axes, axis, base, settings$level)
+      if (nrow(r) == 0) next
+      r[, metric := metric_name]
+      set(r, j = "axis_value", value = as.character(r[[axis]]))
+      out[[length(out) + 1L]] <- r
+    }
+  }
+  if (!length(out)) return(data.table())
+  dt <- rbindlist(out, use.names = TRUE)
+  setcolorder(dt, c("axis", "baseline", "axis_value", "metric", axes))
+  dt[]
+}
+
+# "1.23 [1.10, 1.35]", followed by "within noise" when it is.
+ratio_text <- function(ratio, low, high, verdict) {
+  txt <- sprintf("%s [%s, %s]", format_number(ratio), format_number(low),
+                 format_number(high))
+  txt[is.na(ratio)] <- "NA"
+  ifelse(verdict %in% VERDICT_NOISE, paste(txt, "within noise"), txt)
+}
+
+# The pivot of one compared axis and metric: rows the row axis (sections by
+# the other varying axes), one column per value of the axis with its median,
+# then "<value>/<baseline>" with the ratio, its CI and the noise mark.
+comparison_pivot <- function(cells, comparisons, axes, axis, metric_name) {
+  part <- cells[cells$metric == metric_name & !is.na(cells[[axis]])]
+  rows <- row_axis(part, axes, axis)
+  sections <- setdiff(varying_axes(part[, ..axes], axes), c(axis, rows))
+  by <- c(sections, rows)
+  if (!length(by)) {
+    part <- copy(part)[, .all := "all"]
+    by <- ".all"
+  }
+  wide <- pivot_axis(part, by, axis, "median")
+  keep <- comparisons$axis == axis & comparisons$metric == metric_name
+  cmp <- comparisons[keep]
+  base <- cmp$baseline[1]
+  if (nrow(cmp)) {
+    if (".all" %in% by) cmp <- copy(cmp)[, .all := "all"]
+    cmp[, name := paste0(axis_value, "/", base)]
+    cmp[, text := ratio_text(ratio, ratio_low, ratio_high, verdict)]
+    names_order <- paste0(setdiff(axis_levels(part[[axis]], axis), base), "/", base)
+    cmp[, name := factor(name, levels = names_order)]
+    ratio_wide <- dcast(with_axis_factors(cmp, by),
+                        stats::as.formula(paste(paste(sprintf("`%s`", by), collapse = " + "),
+                                                "~ name")),
+                        value.var = "text", drop = c(TRUE, FALSE))
+    ratio_wide <- without_axis_factors(ratio_wide, by)
+    wide <- ratio_wide[wide, on = by]
+    setcolorder(wide, c(by, axis_levels(part[[axis]], axis)))
+  }
+  order_by_axes(wide, by)
+  if (".all" %in% by) wide[, .all := NULL]
+  setattr(wide, "group_by", sections)
+  setattr(wide, "baseline", base)
+  wide
+}
+
+comparisons_md_lines <- function(cells, comparisons, axes, settings) {
+  out <- c("# Comparisons with a baseline", "", stats_method(settings), "")
+  if (nrow(comparisons) == 0) {
+    return(c(out, "No axis with two values or more to compare.", ""))
+  }
+  out <- c(out,
+           paste("Each table: the median per-second throughput of every value of the",
+                 "axis (columns), then <value>/<baseline>: the ratio with its CI in",
+                 "brackets, marked \"within noise\" when the CI contains 1."), "",
+           sprintf("Test used: %s.", paste(unique(comparisons$test), collapse = "; ")), "")
+  for (axis in unique(comparisons$axis)) {
+    keep <- comparisons$axis == axis & comparisons$metric %in% THROUGHPUT_METRICS
+    metric_name <- comparisons$metric[keep][1]
+    if (is.na(metric_name)) next
+    wide <- comparison_pivot(cells, comparisons, axes, axis, metric_name)
+    out <- c(out, sprintf("## %s (baseline %s), %s", axis, attr(wide, "baseline"),
+                          metric_name), "",
+             md_table_lines(wide, attr(wide, "group_by")))
+  }
+  out
+}
+
+cell_stats_md_lines <- function(cells, windows, settings) {
+  shown <- copy(cells)
+  shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
+  cols <- setdiff(names(shown), c("ci_low", "ci_high", "ci"))
+  at <- which(cols == "median")
+  shown <- shown[, c(cols[seq_len(at)], "ci", cols[-seq_len(at)]), with = FALSE]
+  flagged <- windows[steady %in% FALSE]
+  c("# Statistics per cell", "", stats_method(settings), "",
+    if (nrow(flagged)) {
+      sprintf("%d repetition(s) never reached steady state (column not_steady; steady_state.csv).",
+              nrow(flagged))
+    } else {
+      "Every repetition that could be judged reached steady state."
+    }, "",
+    md_lines(shown), "")
+}
+
+main <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+
+  axes <- axes_param(params)
+  baseline <- params[["baseline"]]
+  settings <- stats_settings(params[["analysis"]])
+  summary <- read_summary(input[["summary"]], axes)
+  samples <- read_table(input[["samples"]], axes,
+                        required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"),
+                        select = "tps")
+  provenance <- read_provenance(input[["provenance"]])
+  caption <- if (length(provenance)) caption_text(provenance) else NULL
+  log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
+           nrow(samples), paste(axes, collapse = ", "))
+  check_sample_counts(summary, samples, axes)
+
+  t0 <- proc.time()[["elapsed"]]
+  compact <- cell_series(samples, summary, axes)
+  rm(samples)
+  series <- compact$series
+  windows <- steady_windows(series, c(".cell", "rep"), "throughput", settings)
+  log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
+           nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
+           proc.time()[["elapsed"]] - t0)
+  cells <- all_cell_stats(series, windows, compact$cells, axes, settings)
+  windows <- with_cell_axes(windows, compact$cells, axes)
+  log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
+  comparisons <- comparisons_table(cells, axes, baseline, settings)
+  log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - t0)
+
+  write_csv(windows, output[["steady_state"]])
+  write_csv(cells, output[["cell_stats_csv"]])
+  write_md_lines(cell_stats_md_lines(cells, windows, settings), output[["cell_stats_md"]],
+                 caption)
+  write_csv(comparisons, output[["comparisons_csv"]])
+  write_md_lines(comparisons_md_lines(cells, comparisons, axes, settings),
+                 output[["comparisons_md"]], caption)
+  invisible(list(windows = windows, cells = cells, comparisons = comparisons))
+}
+
+if (exists("snakemake")) {
+  source(file.path(snakemake@scriptdir, "common.R"))
+  source(file.path(snakemake@scriptdir, "stats.R"))
+  main(snakemake@input, snakemake@output, snakemake@params)
+}

@@ -1,0 +1,458 @@
+# dbsweep's statistics, shared by the analysis scripts (sourced after
+# common.R): the steady-state window and stalls of each repetition, per-cell
+# statistics with a bootstrap confidence interval of the median, and ratios
+# against a baseline value of an axis with a within-noise verdict.
+#
+# Every function takes long per-second tables (one row per repetition and
+# second) and returns data.tables; none reads or writes files. Vectorised over
+# cells with data.table so that 10 million per-second samples take seconds.
+#
+# Method, as the tables' preambles state it (STATS_METHOD):
+# - Warm-up: the first `trim_s` seconds of each repetition are dropped (the
+#   study's fixed trim); then the steady state starts where MSER-5 truncates:
+#   on 5-second batch medians z_1..z_m, the d minimising
+#   sum((z_{d+1..m} - mean)^2) / (m - d)^2 over d <= m / 2 (the earliest d
+#   within 10% of that minimum: past the warm-up the statistic is flat and
+#   noise would otherwise move the start late). Batch *medians*
+#   (not means) keep a 1-2 s stall from moving the window. A repetition whose
+#   minimum is at that limit (still settling at its midpoint) never reached
+#   steady state: it is flagged, and its window is the second half. A series
+#   shorter than 100 s (20 batches) is too short to judge: steady is NA and
+#   the window is the whole series after the trim.
+# - Stalls: seconds of the window whose throughput is below stall_share x the
+#   window's median; their count and the longest run of consecutive ones.
+# - Per cell: median, mean, sd, 5th and 95th percentile of the per-second
+#   values of all repetitions' windows; the spread between repetitions (sd and
+#   (max - min) / median of their medians); `median` is the median of the
+#   per-repetition medians. 95% CI of that median: percentile bootstrap over
+#   the per-repetition medians (2 repetitions or more), or over the medians of
+#   10-second blocks of the window (one repetition; at least 5 blocks).
+# - Comparisons: ratio = median / median of the cell with the axis's baseline
+#   value and the same other axes. Its 95% CI: a t interval on the log scale
+#   with the run-to-run noise pooled over all cells of the study (2
+#   repetitions per cell give a range-overlap bootstrap a false alarm rate of
+#   one in three on identical cells; pooling gives the test its degrees of
+#   freedom back); with one repetition everywhere, the ratio of the two
+#   cells' block-bootstrap medians. Within noise when the CI contains 1.
+
+STATS_DEFAULTS <- list(
+  trim_s = 0,          # seconds dropped at the start of every repetition
+  steady_state = TRUE, # detect the warm-up (MSER-5) after the trim
+  stall_share = 0.5,   # a second below this share of the window's median stalls
+  draws = 1000L,       # bootstrap draws
+  level = 0.95,        # confidence level of the intervals
+  block_s = 10L,       # seconds per block when a cell has one repetition
+  seed = 20261123L     # the bootstrap's random numbers are reproducible
+)
+
+MSER_BATCH <- 5L
+MSER_MIN_BATCHES <- 20L
+MSER_TOLERANCE <- 0.1
+MIN_BLOCKS <- 5L
+
+VERDICT_NOISE <- "within noise"
+
+# The settings a study gives (params$analysis), completed with the defaults.
+stats_settings <- function(analysis = list()) {
+  out <- STATS_DEFAULTS
+  for (name in intersect(names(analysis), names(out))) {
+    value <- analysis[[name]]
+    if (!is.null(value)) out[[name]] <- value
+  }
+  out
+}
+
+# The method as people read it, for the tables' preambles and the report.
+stats_method <- function(settings = STATS_DEFAULTS) {
+  s <- settings
+  paste(
+    sprintf("Warm-up: the first %s s of every repetition are dropped%s.",
+            format(s$trim_s),
+            if (isTRUE(s$steady_state)) paste0(
+              ", then the steady state starts where MSER-5 (on 5-second batch medians, ",
+              "truncation searched up to half the series, the earliest within 10% of the ",
+              "minimum) truncates; a repetition whose minimum is at that limit never ",
+              "reached steady state, is flagged, and ",
+              "keeps its second half; a repetition shorter than 100 s is not judged ",
+              "(steady NA, whole series)") else ""),
+    sprintf(paste("Stalls: seconds of the window below %s%% of the repetition's median",
+                  "throughput (count and longest run)."), format(100 * s$stall_share)),
+    paste("Per cell: mean, sd, p5 and p95 of the per-second values of all windows;",
+          "median: median of the per-repetition medians; rep_sd and rep_spread_pct:",
+          "sd and (max - min) / median of the per-repetition medians."),
+    sprintf(paste("%d%% CI of the median: percentile bootstrap (%d draws) over the",
+                  "per-repetition medians, or over the medians of %d-second blocks",
+                  "(at least %d) when a cell has one repetition (column ci_method)."),
+            as.integer(round(100 * s$level)), as.integer(s$draws),
+            as.integer(s$block_s), MIN_BLOCKS),
+    sprintf(paste("Ratios: median / the baseline cell's median. Its %d%% CI is a t interval",
+                  "on the log scale, ratio x exp(+-t x s x sqrt(1/n + 1/n_baseline)), where s",
+                  "is the run-to-run noise (sd of the log per-repetition medians around",
+                  "their cell's mean) pooled over every cell of the study with 2",
+                  "repetitions or more, and n the cells' repetitions; when every cell has",
+                  "one repetition, the CI comes from the two cells' block bootstrap",
+                  "medians (within-run noise only). A difference is within noise when the",
+                  "CI contains 1 (column test)."), as.integer(round(100 * s$level))))
+}
+
+# ---------------------------------------------------------------------------
+# Per repetition
+
+# The throughput and latency columns of per-second samples: tps where the tool
+# gives it (sysbench OLTP), else iops; lat_ms (fio's per-second mean) where
+# given, else lat_pct_ms (sysbench's per-interval 95th percentile).
+THROUGHPUT_METRICS <- c("tps", "iops")
+LATENCY_METRICS <- c(lat_ms = "lat_ms", lat_pct_ms = "lat_p95_ms")
+
+# MSER truncation of one series of batch medians z: the number of batches to
+# drop (d, at most m / 2) and whether the series reached steady state (the
+# minimum lies before m / 2). Series of fewer than MSER_MIN_BATCHES batches
+# are not judged (d = 0, steady NA): on stationary noise of 30 s the minimum
+# falls on the limit one time in five, on 100 s one in thirty, on 300 s never
+# in 400 trials.
+mser_truncation <- function(z) {
+  m <- length(z)
+  if (m < MSER_MIN_BATCHES) return(list(d = 0L, steady = NA))
+  z <- z - mean(z)
+  kept <- m - seq_len(m) + 1          # batches kept when dropping 0..m-1
+  s1 <- rev(cumsum(rev(z)))
+  s2 <- rev(cumsum(rev(z * z)))
+  stat <- pmax(s2 - s1 * s1 / kept, 0) / kept^2
+  # the search stops at half the series: beyond it, few batches are left and
+  # their variance says little. A minimum at that limit means the series was
+  # still settling at its midpoint. Ties (a flat series) keep the earliest.
+  # Past the warm-up the statistic is nearly flat, and noise decides where its
+  # minimum falls: the window starts at the earliest truncation within
+  # MSER_TOLERANCE of the minimum (on 240 s with a 50 s ramp, the 95th
+  # percentile of the start falls from 81 s to 61 s).
+  half <- m %/% 2L
+  searched <- stat[seq_len(half + 1L)]
+  best <- which.min(searched) - 1L
+  d <- which(searched <= min(searched) * (1 + MSER_TOLERANCE))[1L] - 1L
+  list(d = if (best < half) d else half, steady = best < half)
+}
+
+# Runs of TRUE in x: count of TRUE, longest run.
+true_runs <- function(x) {
+  if (!any(x)) return(list(n = 0L, longest = 0L))
+  r <- rle(x)
+  list(n = sum(x), longest = max(r$lengths[r$values]))
+}
+
+# Per repetition of `samples` (keys = axes + rep; columns second and `value`,
+# sorted or not): the window the statistics use and its stalls. Returns one
+# row per repetition: keys, seconds (samples with a value), window_start,
+# window_end (seconds, inclusive), window_s, steady (TRUE, FALSE, or NA when
+# too short to judge or detection is off), median (of the window),
+# stall_threshold, stall_seconds, longest_stall_s.
+steady_windows <- function(samples, keys, value = "value",
+                           settings = STATS_DEFAULTS) {
+  dt <- samples[!is.na(get(value)) & second > settings$trim_s,
+                c(keys, "second", value), with = FALSE]
+  setnames(dt, value, ".x")
+  setkeyv(dt, c(keys, "second"))
+  dt[, .grp := rleidv(dt, keys)]
+  dt[, .i := rowid(.grp)]
+  reps <- dt[, .(seconds = .N, first = second[1L], last = second[.N]), by = .grp]
+  if (isTRUE(settings$steady_state)) {
+    dt[, .b := (.i - 1L) %/% MSER_BATCH]
+    batched <- dt[, .(z = median(.x)), by = .(.grp, .b)]  # GForce: median, not stats::median
+    # a last, partial batch is not a batch
+    batched <- batched[reps[, .(.grp, full = seconds %/% MSER_BATCH)], on = ".grp"][.b < full]
+    cut <- batched[, mser_truncation(z), by = .grp]
+    reps[cut, `:=`(drop = i.d * MSER_BATCH, steady = i.steady), on = ".grp"]
+    reps[is.na(drop), drop := 0L]
+  } else {
+    reps[, `:=`(drop = 0L, steady = NA)]
+  }
+  dt[reps, .drop := i.drop, on = ".grp"]
+  win <- dt[.i > .drop]
+  stats <- win[, .(window_start = second[1L], window_end = second[.N],
+                   window_s = .N, median = median(.x)), by = .grp]
+  win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
+  win[, .stall := .x < .thr]
+  stalls <- win[, {
+    r <- true_runs(.stall)
+    list(stall_seconds = r$n, longest_stall_s = r$longest)
+  }, by = .grp]
+  ids <- unique(dt[, c(".grp", keys), with = FALSE])
+  out <- ids[reps[, .(.grp, seconds, steady)], on = ".grp"][stats, on = ".grp"]
+  out[stalls, `:=`(stall_seconds = i.stall_seconds,
+                   longest_stall_s = i.longest_stall_s), on = ".grp"]
+  out[, stall_threshold := settings$stall_share * median]
+  out[, .grp := NULL]
+  setcolorder(out, c(keys, "seconds", "window_start", "window_end", "window_s",
+                     "steady", "median", "stall_threshold", "stall_seconds",
+                     "longest_stall_s"))
+  out[]
+}
+
+# The per-second rows of `samples` inside their repetition's window (from
+# steady_windows()), with in_stall marking the stalled seconds.
+window_samples <- function(samples, windows, keys, value = "value") {
+  w <- windows[, c(keys, "window_start", "window_end", "stall_threshold"), with = FALSE]
+  dt <- samples[w, on = keys, nomatch = NULL]
+  dt <- dt[second >= window_start & second <= window_end & !is.na(get(value))]
+  dt[, in_stall := get(value) < stall_threshold]
+  dt[, c("window_start", "window_end", "stall_threshold") := NULL]
+  dt[]
+}
+
+# The per-second series of every repetition, compact: list(series, cells).
+# cells: one row per cell with an integer id .cell, the axes, tool,
+# throughput_metric (tps for sysbench OLTP, else iops) and latency_metric
+# (lat_ms where the cell has fio's per-second mean, else lat_p95_ms:
+# sysbench's per-interval 95th percentile). series: .cell, rep, second,
+# throughput, latency. Everything after works on integer ids, so that 10
+# million samples do not carry their axes' text through every step.
+cell_series <- function(samples, summary, axes) {
+  keys <- c(axes, "rep")
+  samples[, .cell := .GRP, by = axes]
+  on.exit(samples[, .cell := NULL])
+  cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
+  tools <- unique(summary[, c(axes, "tool"), with = FALSE], by = axes)
+  cells[tools, tool := i.tool, on = axes]
+  database <- cells$tool %in% DATABASE_TOOL
+  cells[, throughput_metric := fifelse(database, "tps", "iops")]
+  tps <- if ("tps" %in% names(samples)) samples$tps else NA_real_
+  series <- data.table(.cell = samples$.cell, rep = samples$rep, second = samples$second,
+                       throughput = fifelse(database[samples$.cell], tps, samples$iops),
+                       latency = samples$lat_ms)
+  has_mean <- series[, .(m = sum(!is.na(latency)) > 0L), by = .cell]
+  cells[has_mean, latency_metric := fifelse(i.m, "lat_ms", "lat_p95_ms"), on = ".cell"]
+  pct <- cells$latency_metric[series$.cell] == "lat_p95_ms"
+  series[pct, latency := samples$lat_pct_ms[pct]]
+  list(series = series, cells = cells)
+}
+
+# A table keyed by .cell with the cells' axes put in front (row order kept).
+with_cell_axes <- function(dt, cells, axes) {
+  out <- cbind(cells[match(dt$.cell, cells$.cell), ..axes], dt)
+  out[, .cell := NULL]
+  out[]
+}
+
+# ---------------------------------------------------------------------------
+# Bootstrap
+
+# Percentile bootstrap of the median of each group's values, all groups at
+# once. `values`: a list of numeric vectors (one per group). Returns the
+# draws x length(values) matrix of bootstrap medians.
+#
+# The median of a resample depends only on which ranks were drawn, so for
+# each group size k a pool of resampled middle-rank pairs is drawn once and
+# every group of that size takes its draws from the pool independently.
+bootstrap_medians <- function(values, draws = STATS_DEFAULTS$draws,
+                              seed = STATS_DEFAULTS$seed) {
+  has_seed <- exists(".Random.seed", envir = globalenv(), inherits = FALSE)
+  if (has_seed) old <- get(".Random.seed", envir = globalenv())
+  on.exit(if (has_seed) assign(".Random.seed", old, envir = globalenv())
+          else rm(".Random.seed", envir = globalenv()))
+  set.seed(seed)
+  sizes <- lengths(values)
+  out <- matrix(NA_real_, draws, length(values))
+  pool_size <- 10L * draws
+  for (k in sort(unique(sizes[sizes > 0]))) {
+    which_groups <- which(sizes == k)
+    sorted <- matrix(unlist(lapply(values[which_groups], sort), use.names = FALSE),
+                     nrow = k)                        # k x groups
+    ranks <- matrix(sample.int(k, k * pool_size, replace = TRUE), nrow = k)
+    ranks <- matrix(ranks[order(col(ranks), ranks)], nrow = k)  # each column sorted
+    lo <- ranks[(k + 1L) %/% 2L, ]
+    hi <- ranks[k %/% 2L + 1L, ]
+    n <- length(which_groups)
+    pick <- sample.int(pool_size, draws * n, replace = TRUE)
+    column <- rep((seq_len(n) - 1L) * k, each = draws)
+    out[, which_groups] <- (sorted[column + lo[pick]] + sorted[column + hi[pick]]) / 2
+  }
+  out
+}
+
+# The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of m.
+column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
+  n <- nrow(m)
+  probs <- c((1 - level) / 2, (1 + level) / 2)
+  sorted <- matrix(m[order(col(m), m, na.last = TRUE)], nrow = n)
+  # type 7 quantiles, as stats::quantile gives by default
+  h <- (n - 1) * probs + 1
+  lo <- floor(h)
+  hi <- pmin(lo + 1, n)
+  q <- function(j) sorted[lo[j], ] + (h[j] - lo[j]) * (sorted[hi[j], ] - sorted[lo[j], ])
+  list(low = q(1), high = q(2))
+}
+
+# ---------------------------------------------------------------------------
+# Per cell
+
+# Type 7 quantiles (stats::quantile's default) of many groups at once: x
+# sorted within groups, the groups at start[i] .. start[i] + n[i] - 1.
+sorted_quantile <- function(x, start, n, p) {
+  h <- (n - 1) * p + 1
+  lo <- floor(h)
+  hi <- pmin(lo + 1, n)
+  x[start + lo - 1L] + (h - lo) * (x[start + hi - 1L] - x[start + lo - 1L])
+}
+
+# Per cell (the axes) of samples windowed by window_samples(): n, mean, sd,
+# p5, p95 of all per-second values; the per-repetition medians; the bootstrap
+# basis. Returns list(stats = data.table, basis = list of vectors, one per
+# row of stats).
+cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
+  setnames(win, value, ".x")
+  on.exit(setnames(win, ".x", value))
+  win[, .cg := .GRP, by = axes]
+  on.exit(win[, .cg := NULL], add = TRUE)
+  pooled <- win[, .(seconds = .N, mean = mean(.x), sd = sd(.x)), by = .cg]  # GForce: sd, not stats::sd
+  sorted <- win[, .(.cg, .x)]
+  setorder(sorted, .cg, .x)
+  start <- sorted[, .(start = .I[1L]), by = .cg]
+  pooled[start, start := i.start, on = ".cg"]
+  pooled[, `:=`(p5 = sorted_quantile(sorted$.x, start, seconds, 0.05),
+                p95 = sorted_quantile(sorted$.x, start, seconds, 0.95))]
+  pooled[, start := NULL]
+  pooled <- win[, .(.cg = .cg[1L]), by = axes][pooled, on = ".cg"]
+  per_rep <- win[, .(m = median(.x)), by = .(.cg, rep)]
+  reps <- per_rep[, .(reps = .N, median = stats::median(m),
+                      rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
+                      rep_spread_pct = if (.N > 1L) 100 * (max(m) - min(m)) / stats::median(m)
+                                       else NA_real_,
+                      rep_values = list(m)), by = .cg]
+  single <- win[.cg %in% reps[reps == 1L, .cg], .(.cg, second, .x)]
+  setkey(single, .cg, second)
+  single[, .n := .N, by = .cg]
+  single[, .k := pmin(.n, pmax(MIN_BLOCKS, .n %/% settings$block_s))]
+  single[, .blk := as.integer(ceiling(rowid(.cg) * .k / .n))]
+  blocks <- single[, .(m = median(.x)), by = .(.cg, .blk)]
+  blocks <- blocks[, .(block_values = list(m)), by = .cg]
+  cells <- reps[pooled, on = ".cg"]
+  setcolorder(cells, axes)
+  cells[blocks, block_values := i.block_values, on = ".cg"]
+  if (!"block_values" %in% names(cells)) cells[, block_values := list(list(NULL))]
+  cells[, .cg := NULL]
+  cells[, ci_method := ifelse(reps > 1L,
+                              sprintf("bootstrap over %d repetitions", reps),
+                              sprintf("bootstrap over %d blocks of %s s",
+                                      lengths(block_values),
+                                      format(settings$block_s)))]
+  basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$block_values)
+  rep_values <- cells$rep_values
+  cells[, c("rep_values", "block_values") := NULL]
+  list(stats = cells, basis = basis, rep_values = rep_values)
+}
+
+# The statistics of every cell for one metric: what cell_values() gives plus
+# ci_low, ci_high; attr "draws" holds the bootstrap medians (a matrix, one
+# column per row) for ratio_to_baseline().
+cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
+  cv <- cell_values(win, axes, value, settings)
+  draws <- bootstrap_medians(cv$basis, settings$draws, settings$seed)
+  ci <- column_quantiles(draws, settings$level)
+  out <- cv$stats
+  out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
+  setcolorder(out, c(axes, "reps", "seconds", "median", "ci_low", "ci_high",
+                     "mean", "sd", "p5", "p95", "rep_sd", "rep_spread_pct",
+                     "ci_method"))
+  setattr(out, "draws", draws)
+  setattr(out, "noise", pooled_noise(cv$rep_values))
+  out[]
+}
+
+# The run-to-run noise of one metric over a whole study: the sd of the log
+# per-repetition medians around their cell's mean, pooled over every cell with
+# 2 repetitions or more (cells with a median <= 0 left out). s is relative
+# (0.03: 3%); df = sum(reps - 1); list(s = NA, df = 0) without such cells.
+pooled_noise <- function(rep_values) {
+  ok <- lengths(rep_values) > 1L &
+    vapply(rep_values, function(x) length(x) > 0 && all(x > 0), TRUE)
+  v <- rep_values[ok]
+  df <- sum(lengths(v) - 1L)
+  if (df == 0) return(list(s = NA_real_, df = 0L))
+  ss <- sum(vapply(v, function(x) {
+    l <- log(x)
+    sum((l - mean(l))^2)
+  }, 0))
+  list(s = sqrt(ss / df), df = as.integer(df))
+}
+
+# ---------------------------------------------------------------------------
+# Comparisons
+
+# "higher", "lower" or "within noise" from a ratio's CI; NA without one.
+noise_verdict_ci <- function(low, high) {
+  fifelse(is.na(low) | is.na(high), NA_character_,
+          fifelse(low <= 1 & high >= 1, VERDICT_NOISE,
+                  fifelse(low > 1, "higher", "lower")))
+}
+
+# Each cell of `cells` (from cell_stats(): columns reps and median, attrs
+# draws and noise) against the cell with the baseline value of `axis` and the
+# same other axes. The ratio's CI: when the study has run-to-run noise (attr
+# noise, df > 0), ratio x exp(+-t(df) x s x sqrt(1/reps + 1/reps_baseline)), a
+# t interval on the log scale with the noise pooled over all cells; else (one
+# repetition everywhere) the ratio of the two cells' independent bootstrap
+# medians (blocks of one run: within-run noise only). Returns one row per
+# compared cell: axis, baseline, the axes, median, median_baseline, ratio,
+# ratio_low, ratio_high, verdict, test. Cells without a baseline cell are
+# left out.
+ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$level) {
+  draws <- attr(cells, "draws")
+  noise <- attr(cells, "noise")
+  dt <- cells[, c(axes, "median", "reps"), with = FALSE]
+  dt[, .row := .I]
+  others <- setdiff(axes, axis)
+  base_rows <- dt[dt[[axis]] %in% base]
+  pairs <- dt[!is.na(dt[[axis]]) & !dt[[axis]] %in% base]
+  pairs[, `:=`(.base_row = NA_integer_, median_baseline = NA_real_, reps_baseline = NA_integer_)]
+  if (length(others)) {
+    pairs[base_rows, `:=`(.base_row = i..row, median_baseline = i.median,
+                          reps_baseline = i.reps), on = others]
+  } else if (nrow(base_rows)) {
+    pairs[, `:=`(.base_row = base_rows$.row[1], median_baseline = base_rows$median[1],
+                 reps_baseline = base_rows$reps[1])]
+  }
+  pairs <- pairs[!is.na(.base_row)]
+  pairs[, ratio := ifelse(median_baseline > 0, median / median_baseline, NA_real_)]
+  if (!is.null(noise) && noise$df > 0) {
+    half <- stats::qt((1 + level) / 2, noise$df) * noise$s *
+      sqrt(1 / pairs$reps + 1 / pairs$reps_baseline)
+    pairs[, `:=`(ratio_low = ratio * exp(-half), ratio_high = ratio * exp(half),
+                 test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
+                                format_number(100 * noise$s), noise$df))]
+  } else {
+    ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
+    ratio_draws[!is.finite(ratio_draws)] <- NA_real_
+    ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
+    pairs[, `:=`(ratio_low = ci$low, ratio_high = ci$high,
+                 test = "bootstrap of block medians (one repetition: within-run noise only)")]
+  }
+  pairs[, `:=`(axis = axis, baseline = base)]
+  pairs[, verdict := noise_verdict_ci(ratio_low, ratio_high)]
+  pairs[, c(".row", ".base_row", "reps", "reps_baseline") := NULL]
+  setcolorder(pairs, c("axis", "baseline", axes, "median", "median_baseline",
+                       "ratio", "ratio_low", "ratio_high", "verdict", "test"))
+  pairs[]
+}
+
+# Two cells' per-repetition medians against each other by the rule of the
+# tables (the noise pooled over these two cells): the verdict on a / b
+# ("higher", "lower", "within noise"), the ratio of medians and its CI.
+compare_values <- function(a, b, settings = STATS_DEFAULTS) {
+  cells <- data.table(cell = c("a", "b"), median = c(stats::median(a), stats::median(b)),
+                      reps = c(length(a), length(b)))
+  setattr(cells, "draws", bootstrap_medians(list(a, b), settings$draws, settings$seed))
+  setattr(cells, "noise", pooled_noise(list(a, b)))
+  r <- ratio_to_baseline(cells, "cell", "cell", "b", settings$level)
+  list(ratio = r$ratio, low = r$ratio_low, high = r$ratio_high, verdict = r$verdict,
+       test = r$test)
+}
+
+# The axis a comparison's pivot puts in rows: memory, then threads, then the
+# varying axis with the most values; NULL when no other axis varies.
+row_axis <- function(cells, axes, compared) {
+  others <- setdiff(varying_axes(cells[, ..axes], axes), compared)
+  if (!length(others)) return(NULL)
+  preferred <- intersect(c("memory", "threads"), others)
+  if (length(preferred)) return(preferred[1])
+  counts <- vapply(others, function(a) uniqueN(stats::na.omit(cells[[a]])), 0L)
+  others[which.max(counts)]
+}
