@@ -1,9 +1,10 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import workloads
+from dbsweep import summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -59,6 +60,10 @@ def image_spec(wildcards):
 
 
 def final_targets():
+    return [*analysis_targets(), *rules.summary.output]
+
+
+def analysis_targets():
     """Storage tables and plots when the study has storage cells, database ones when it has servers."""
     tools = {STUDY.recipe(cell)["tool"] for cell in STUDY.cells}
     targets = []
@@ -69,3 +74,24 @@ def final_targets():
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         targets += [*rules.versions.output]
     return targets
+
+
+def summary_study():
+    """What the summary page states about the study: its question, matrix and repetitions."""
+    matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
+              for axis in STUDY.axes}
+    return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), STUDY.repetitions,
+                         [Path(d) for d in rep_dirs()], STUDY.not_applicable)
+
+
+def summary_after_error():
+    """onerror: rule all could not complete, so rule summary never ran. Write the page from what
+    results/runs holds (failed cells and their errors), dated 1970 so that the next run's rule summary
+    always replaces it."""
+    try:
+        written = summary.write(summary_study(), Path("results"), [], complete=False)
+        for path in written.values():
+            os.utime(path, (0, 0))
+        print(f"dbsweep: incomplete study; cells without results are listed in {written['html']}", file=sys.stderr)
+    except Exception as error:  # the workflow's own error is the one to report
+        print(f"dbsweep: could not write the summary page: {error}", file=sys.stderr)
