@@ -134,7 +134,7 @@ h1 { margin-bottom: 0.2em; } .question { font-size: 1.2em; margin-top: 0; }
 .complete { background: #e6f4ea; } .incomplete { background: #fdecea; border: 1px solid #d93025; }
 table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f2; }
-img { max-width: 100%; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
+.scroll { overflow-x: auto; } img { max-width: 100%; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
 code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
 dt { font-weight: bold; float: left; clear: left; width: 8em; } dd { margin-left: 9em; }
 """
@@ -280,7 +280,7 @@ def _table_html(block: list[str]) -> str:
 
     rows = ["<tr>" + "".join(cell("th", j, c) for j, c in enumerate(header)) + "</tr>"]
     rows += ["<tr>" + "".join(cell("td", j, c) for j, c in enumerate(_cells(r))) + "</tr>" for r in body]
-    return "<table>" + "".join(rows) + "</table>"
+    return '<div class="scroll"><table>' + "".join(rows) + "</table></div>"
 
 
 def _inline(text: str) -> str:
