@@ -51,6 +51,7 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     assert study.run("--keep-going", check=False).returncode != 0
     page = (results / "index.html").read_text()
     assert "Incomplete" in page and BAD in page and "unrecognized option &#x27;--bogus_option=1&#x27;" in page
+    assert ".snakemake/log/" in page, "the page names the failed run's log"
     assert "<script>" not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; |" in page
     assert "workload~sb-rr" not in page.split("Cells without results")[1], "the good cell is not listed"
     assert "bogus\\_option" in (results / "summary.md").read_text()

@@ -77,14 +77,16 @@ def problems(rep_dirs: list[Path]) -> list[Problem]:
     return out
 
 
-def write(study: Study, results: Path, targets: list[Path], complete: bool) -> dict[str, Path]:
+def write(study: Study, results: Path, targets: list[Path], complete: bool, log: str | None = None) -> dict[str, Path]:
     """Write index.html, summary.md and the report's .rst files under results/; return their paths.
-    targets: the analysis outputs (tables as .md, plots as .png) shown when complete."""
+    targets: the analysis outputs (tables as .md, plots as .png) shown when complete; log: Snakemake's
+    log of a run that failed."""
     tables_dir = results / "tables"
     provenance = _json(tables_dir / "provenance.json") if complete else None
     page = {
         "study": study,
         "complete": complete,
+        "log": log,
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "tables": [p for p in targets if p.suffix == ".md"] if complete else [],
         "csv": [p for p in targets if p.suffix == ".csv"] if complete else [],
@@ -199,7 +201,8 @@ def status_text(page: dict) -> str:
         why = f"repetitions without results: {what} (listed below)"
     else:
         why = "every repetition has its results, and the analysis failed (see logs/)"
-    return (f"The run of {page['written']} stopped with jobs failed; {why}. "
+    log = f" Snakemake's log names the failed jobs: {page['log']}." if page.get("log") else ""
+    return (f"The run of {page['written']} stopped with jobs failed; {why}.{log} "
             "Tables and plots appear here when every cell has run and been analysed.")
 
 

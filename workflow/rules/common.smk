@@ -84,12 +84,13 @@ def summary_study():
                          [Path(d) for d in rep_dirs()], STUDY.not_applicable)
 
 
-def summary_after_error():
+def summary_after_error(log):
     """onerror: rule all could not complete, so rule summary never ran. Write the page from what
     results/runs holds (failed cells and their errors), dated 1970 so that the next run's rule summary
     always replaces it."""
     try:
-        written = summary.write(summary_study(), Path("results"), [], complete=False)
+        logs = [os.path.relpath(path) for path in (log if isinstance(log, list) else [log]) if path]
+        written = summary.write(summary_study(), Path("results"), [], complete=False, log=", ".join(logs))
         for path in written.values():
             os.utime(path, (0, 0))
         print(f"dbsweep: incomplete study; cells without results are listed in {written['html']}", file=sys.stderr)
