@@ -9,6 +9,8 @@ import sys
 import zlib
 from pathlib import Path
 
+from docutils.core import publish_parts
+
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
@@ -110,7 +112,8 @@ def test_skipped_plots_and_not_applicable_cells_are_listed(tmp_path):
     (results / "tables").mkdir(parents=True)
     (results / "tables" / "skipped_plots.csv").write_text(
         'plot,reason\nlatency_percentiles,"no latency histogram <sysbench 1.0> in these runs"\n')
-    study = summary.Study("s", "q", {"engine": ["myrocks"], "version": ["17"]}, 0, 1, [],
+    question = ".. include:: /etc/passwd\n*Is* `a_b_` |x| <b>?"
+    study = summary.Study("s", question, {"engine": ["myrocks"], "version": ["17"]}, 0, 1, [],
                           [("engine~myrocks/version~17", "17 is not a mariadb version")])
     written = summary.write(study, results, [], complete=True)
     page = written["html"].read_text()
@@ -119,6 +122,10 @@ def test_skipped_plots_and_not_applicable_cells_are_listed(tmp_path):
     markdown = written["md"].read_text()
     assert "no latency histogram \\<sysbench 1.0\\> in these runs" in markdown
     assert "| `engine~myrocks/version~17` |  | not applicable | 17 is not a mariadb version |" in markdown
+    assert markdown.splitlines()[2] == "\\.. include:: /etc/passwd \\*Is\\* \\`a\\_b\\_\\` \\|x\\| \\<b\\>?"
+    # The report's front page: the question stays literal text, no directive or markup forms.
+    front = publish_parts(written["front"].read_text(), writer="html")["body"]
+    assert "<p>.. include:: /etc/passwd *Is* `a_b_` |x| &lt;b&gt;?</p>" in front and "system-message" not in front
 
 
 def test_markdown_tables_become_escaped_html_tables():

@@ -22,6 +22,7 @@ import shlex
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import quote
 
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
@@ -342,8 +343,11 @@ def to_markdown(page: dict, results: Path) -> str:
 
 
 def md_escape(text: str) -> str:
-    """Text from a config or a result as literal Markdown (no markup, no raw HTML)."""
-    return re.sub(r"([\\`*_{}\[\]<>()#+!|~])", r"\\\1", str(text)).replace("&", "&amp;").replace("\n", " ")
+    """Text from a config or a result as literal Markdown: no inline markup, no raw HTML, and no
+    block markup at its start (a heading, a list, a quote)."""
+    text = re.sub(r"([\\`*_\[\]<>|~&])", r"\\\1", str(text).replace("\n", " "))
+    text = re.sub(r"^(\d+)([.)])", r"\1\\\2", text)
+    return "\\" + text if re.match(r"[#\-+=>.!:]", text) else text
 
 
 def _md_cell(text: str) -> str:
@@ -351,7 +355,7 @@ def _md_cell(text: str) -> str:
 
 
 def _md_link(target: str) -> str:
-    return target.replace(" ", "%20").replace("(", "%28").replace(")", "%29")
+    return target.replace("(", "%28").replace(")", "%29")
 
 
 def _shift_headings(text: str, by: int) -> str:
@@ -361,7 +365,9 @@ def _shift_headings(text: str, by: int) -> str:
 # --- reStructuredText for snakemake --report ----------------------------------------------------
 
 def rst_escape(text: str) -> str:
-    return re.sub(r"([\\`*_|<>\[\]:])", r"\\\1", str(text)).replace("\n", " ")
+    """Text from a config or a result as literal reStructuredText: a backslash before every character
+    that is not a letter, digit or space (so no markup, role or directive can form)."""
+    return re.sub(r"([^\w\s]|_)", r"\\\1", str(text).replace("\n", " "))
 
 
 def caption_rst(study: Study, provenance: dict | None) -> str:
@@ -408,7 +414,8 @@ def _more_commands(page: dict, fmt) -> str:
 
 
 def _rel(path: Path, results: Path) -> str:
-    return os.path.relpath(path, results)
+    """A link from results/ to path, as a URL path (a cell folder may hold %, # or ?)."""
+    return quote(os.path.relpath(path, results), safe="/~")
 
 
 def _last_line(path: Path) -> str:
