@@ -54,6 +54,7 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     page = (results / "index.html").read_text()
     assert "Incomplete" in page and BAD in page and "unrecognized option &#x27;--bogus_option=1&#x27;" in page
     assert ".snakemake/log/" in page, "the page names the failed run's log"
+    assert f'href="logs/run/{BAD}/rep~1.log"' in page and f'href="runs/{BAD}/rep~1/attempt~' in page
     assert "<script>" not in page and "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt; &amp; |" in page
     assert "workload~sb-rr" not in page.split("Cells without results")[1], "the good cell is not listed"
     assert "bogus\\_option" in (results / "summary.md").read_text()
@@ -136,3 +137,11 @@ def test_markdown_tables_become_escaped_html_tables():
     assert "<h4>memory=16M</h4>" in out
     assert '<td style="text-align:right">1,234</td>' in out and '<td style="text-align:center">a | b</td>' in out
     assert "<p><em>host h; study: s</em></p>" in out
+
+
+def test_every_caption_states_the_matrix_host_and_versions():
+    """Each caption ends by including what rule summary writes; a caption added without it would not."""
+    captions = [p for p in (ROOT / "workflow" / "report").glob("*.rst") if p.name != "workflow.rst"]
+    assert len(captions) >= 10
+    for path in captions:
+        assert path.read_text().rstrip().endswith(".. include:: results/report/provenance.rst"), path.name

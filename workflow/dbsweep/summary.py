@@ -49,6 +49,7 @@ class Problem:
     state: str
     reason: str
     attempt: Path | None = None
+    log: Path | None = None  # the job's log, when it has one
 
 
 def problems(rep_dirs: list[Path]) -> list[Problem]:
@@ -61,8 +62,11 @@ def problems(rep_dirs: list[Path]) -> list[Problem]:
             if not (rep_dir / "summary.json").exists():
                 log = Path(results, "logs", "collect", cell, f"{rep_dir.name}.log")
                 out.append(Problem(cell, rep, "not collected", _last_line(log) or
-                                   "measured, but collecting its raw output failed or did not run"))
+                                   "measured, but collecting its raw output failed or did not run",
+                                   log=log if log.exists() else None))
             continue
+        log = Path(results, "logs", "run", cell, f"{rep_dir.name}.log")
+        log = log if log.exists() else None
         attempts = sorted(rep_dir.glob("attempt~*"), key=lambda p: (p.stat().st_mtime, p.name))
         if not attempts:
             out.append(Problem(cell, rep, "not run", "the workflow stopped before this repetition"))
@@ -71,10 +75,10 @@ def problems(rep_dirs: list[Path]) -> list[Problem]:
         try:
             record = json.loads((latest / "run.json").read_text())
         except (FileNotFoundError, json.JSONDecodeError):
-            out.append(Problem(cell, rep, "killed", "the attempt stopped before it wrote its manifest", latest))
+            out.append(Problem(cell, rep, "killed", "the attempt stopped before it wrote its manifest", latest, log))
             continue
         reason = record.get("error") or f"status {record.get('status')}"
-        out.append(Problem(cell, rep, "failed", reason, latest))
+        out.append(Problem(cell, rep, "failed", reason, latest, log))
     return out
 
 
@@ -209,13 +213,15 @@ def status_text(page: dict) -> str:
 
 def _problems_html(page: dict, results: Path) -> str:
     e = html.escape
-    rows = [(p.cell, str(p.rep), p.state, p.reason,
-             f'<a href="{e(_rel(p.attempt, results))}/">{e(p.attempt.name)}</a>' if p.attempt else "")
-            for p in page["problems"]]
+    def links(p: Problem) -> str:
+        found = [(p.attempt, p.attempt.name if p.attempt else ""), (p.log, "log")]
+        return " · ".join(f'<a href="{e(_rel(path, results))}">{e(text)}</a>' for path, text in found if path)
+
+    rows = [(p.cell, str(p.rep), p.state, p.reason, links(p)) for p in page["problems"]]
     rows += [(cell, "", "not applicable", why, "") for cell, why in page["study"].not_applicable]
     parts = []
     if rows:
-        parts.append("<table><tr><th>cell</th><th>rep</th><th>state</th><th>reason</th><th>attempt</th></tr>"
+        parts.append("<table><tr><th>cell</th><th>rep</th><th>state</th><th>reason</th><th>attempt, log</th></tr>"
                      + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row[:4]) + f"<td>{row[4]}</td></tr>"
                                for row in rows) + "</table>")
     else:
