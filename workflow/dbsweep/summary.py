@@ -2,7 +2,8 @@
 
 The page states the study's question and matrix, shows its tables and plots, its provenance (host,
 CPU, kernel, tool and server versions, the commands of each cell), and lists every cell that did not
-give a result and why: not applicable, failed (the error of its latest attempt), or not run.
+give a result and why: not applicable, failed (the error of its latest attempt), killed, not
+collected, or not run.
 
 It is written by rule summary when the study is complete, and by the workflow's onerror handler
 when jobs failed: rule all cannot complete then, so no rule could write it. Failed cells are read
@@ -42,7 +43,8 @@ class Study:
 
 @dataclass
 class Problem:
-    """A repetition with no result: failed (latest attempt failed), killed (no manifest), or not run."""
+    """A repetition with no result: failed (its latest attempt failed), killed (the attempt has no
+    manifest), not collected (measured; collect failed or did not run), or not run."""
 
     cell: str
     rep: int
