@@ -105,6 +105,14 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     caption = "Study <strong>tiny</strong>, matrix filesystem: tmpfs; threads: 1; workload: fio-rr, sb-rr"
     assert report.count(caption) >= 6 and report.count("Measured on host") >= 6 and "fio fio-3" in report
 
+    # A completed cell whose rerun fails (new options) loses its run.json: the page says so, and the
+    # next run plans the cell again rather than finding "nothing to be done".
+    study.write(config)
+    assert study.run("--keep-going", check=False).returncode != 0
+    page = (results / "index.html").read_text()
+    assert "Incomplete" in page and BAD in page and "bogus_option" in page
+    assert study.planned("run") == {BAD}
+
 
 def test_skipped_plots_and_not_applicable_cells_are_listed(tmp_path):
     """The notes of other rules (results/tables/skipped_plots.csv as the figures rule writes it,

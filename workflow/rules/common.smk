@@ -60,7 +60,10 @@ def image_spec(wildcards):
 
 
 def final_targets():
-    return [*analysis_targets(), *rules.summary.output]
+    """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
+    remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
+    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
+    return [*rules.aggregate.input, *analysis_targets(), *rules.summary.output]
 
 
 def analysis_targets():
