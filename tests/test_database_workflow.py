@@ -2,6 +2,7 @@
 import csv
 import gzip
 import json
+import re
 import shutil
 import signal
 import subprocess
@@ -88,6 +89,13 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
         assert manifest["server"]["version"]
     for name in ("engine_memory.md", "efficiency.md"):
         assert study.path("results/tables", name).stat().st_size > 0
+    # The summary page shows every database table and plot (test_report.py renders one in Chromium).
+    page = study.path("results/index.html").read_text()
+    plots = sorted(p.relative_to(study.path("results")).as_posix() for p in study.path("results/plots").glob("*.png"))
+    assert len(plots) >= 7 and sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
+    for name in ("engine_memory", "binlog", "efficiency"):
+        assert f"<h3>{name} (" in page
+    assert "MariaDB 10.11" in page and "PostgreSQL 15" in page
 
     # Passwords: never in a log, a raw file or a manifest.
     password = password_of(study, config)

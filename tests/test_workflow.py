@@ -102,7 +102,7 @@ def test_changed_options_rerun_only_that_workload_and_edited_r_only_analysis(stu
 
     plots = study.path("workflow/scripts/plots.R")
     plots.write_text(plots.read_text() + "\n# edited\n")
-    assert study.job_counts() == {"plots": 1, "all": 1}
+    assert study.job_counts() == {"plots": 1, "summary": 1, "all": 1}
 
 
 def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):

@@ -1,6 +1,15 @@
 # aggregate, then the R analysis: long tables in, comparison tables and plots out.
+from snakemake.io import report as snakemake_report
+
 TABLES = "results/tables"
 PLOTS = "results/plots"
+
+
+def report(path, caption, category):
+    """Snakemake's report(), with the study's name as the category (one per study) and Tables or
+    Plots as its subcategory. Every caption ends by including results/report/provenance.rst
+    (written by rule summary): the matrix, the host and the versions."""
+    return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
 
 
 rule aggregate:
@@ -253,3 +262,21 @@ rule figures:
         "results/logs/figures.log",
     script:
         "../scripts/figures.R"
+
+
+rule summary:
+    input:
+        analysis=analysis_targets(),
+        provenance=rules.aggregate.output.provenance,
+        not_applicable=rules.aggregate.output.not_applicable,
+    output:
+        html="results/index.html",
+        md="results/summary.md",
+        caption="results/report/provenance.rst",
+        front="results/report/study.rst",
+    params:
+        study=summary_study(),
+    log:
+        "results/logs/summary.log",
+    script:
+        "../scripts/summary.py"

@@ -1,9 +1,10 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import estimate, workloads
+from dbsweep import estimate, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -78,6 +79,13 @@ def image_spec(wildcards):
 
 
 def final_targets():
+    """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
+    remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
+    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
+    return [*rules.aggregate.input, *analysis_targets(), *rules.summary.output]
+
+
+def analysis_targets():
     """Storage tables and plots when the study has storage cells, database ones when it has servers,
     version tables with several versions, open-loop ones with cells at a fixed rate."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
@@ -98,3 +106,25 @@ def final_targets():
     if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
         targets += [*rules.openloop.output]
     return targets
+
+
+def summary_study():
+    """What the summary page states about the study: its question, matrix and repetitions."""
+    matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
+              for axis in STUDY.axes}
+    return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), STUDY.repetitions,
+                         [Path(d) for d in rep_dirs()], STUDY.not_applicable)
+
+
+def summary_after_error(log):
+    """onerror: rule all could not complete, so rule summary never ran. Write the page from what
+    results/runs holds (failed cells and their errors), dated 1970 so that the next run's rule summary
+    always replaces it."""
+    try:
+        logs = [os.path.relpath(path) for path in (log if isinstance(log, list) else [log]) if path]
+        written = summary.write(summary_study(), Path("results"), [], complete=False, log=", ".join(logs))
+        for path in written.values():
+            os.utime(path, (0, 0))
+        print(f"dbsweep: incomplete study; cells without results are listed in {written['html']}", file=sys.stderr)
+    except Exception as error:  # the workflow's own error is the one to report
+        print(f"dbsweep: could not write the summary page: {error}", file=sys.stderr)

@@ -1,0 +1,455 @@
+"""The study's summary page, readable without Snakemake: results/index.html and results/summary.md.
+
+The page states the study's question and matrix, shows its tables and plots, its provenance (host,
+CPU, kernel, tool and server versions, the commands of each cell), and lists every cell that did not
+give a result and why: not applicable, failed (the error of its latest attempt), killed, not
+collected, or not run.
+
+It is written by rule summary when the study is complete, and by the workflow's onerror handler
+when jobs failed: rule all cannot complete then, so no rule could write it. Failed cells are read
+from results/runs itself (a repetition with no run.json, and its latest attempt~*/run.json), never
+from Snakemake's state, so the page is right whichever run wrote it. The same pass writes the
+reStructuredText that `snakemake --report` includes: the provenance line every caption ends with,
+and the report's front page.
+"""
+from __future__ import annotations
+
+import csv
+import html
+import json
+import os
+import re
+import shlex
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import quote
+
+COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
+
+
+@dataclass
+class Study:
+    """What the page says about the study, from the config and the matrix."""
+
+    name: str
+    description: str
+    matrix: dict[str, list[str]]  # axis -> its values over the cells, in axis order
+    cells: int
+    repetitions: int
+    rep_dirs: list[Path]  # results/runs/<cell>/rep~N of every repetition of the matrix
+    not_applicable: list[tuple[str, str]] = field(default_factory=list)
+
+
+@dataclass
+class Problem:
+    """A repetition with no result: failed (its latest attempt failed), killed (the attempt has no
+    manifest), not collected (measured; collect failed or did not run), or not run."""
+
+    cell: str
+    rep: int
+    state: str
+    reason: str
+    attempt: Path | None = None
+    log: Path | None = None  # the job's log, when it has one
+
+
+def problems(rep_dirs: list[Path]) -> list[Problem]:
+    """Repetitions without a run.json, each with what its latest attempt left behind."""
+    out = []
+    for rep_dir in rep_dirs:
+        results, cell = str(rep_dir.parent).rsplit("/runs/", 1)
+        rep = int(rep_dir.name.split("~", 1)[1])
+        if (rep_dir / "run.json").exists():
+            if not (rep_dir / "summary.json").exists():
+                log = Path(results, "logs", "collect", cell, f"{rep_dir.name}.log")
+                out.append(Problem(cell, rep, "not collected", _last_line(log) or
+                                   "measured, but collecting its raw output failed or did not run",
+                                   log=log if log.exists() else None))
+            continue
+        log = Path(results, "logs", "run", cell, f"{rep_dir.name}.log")
+        log = log if log.exists() else None
+        attempts = sorted(rep_dir.glob("attempt~*"), key=lambda p: (p.stat().st_mtime, p.name))
+        if not attempts:
+            out.append(Problem(cell, rep, "not run", "the workflow stopped before this repetition"))
+            continue
+        latest = attempts[-1]
+        try:
+            record = json.loads((latest / "run.json").read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            out.append(Problem(cell, rep, "killed", "the attempt stopped before it wrote its manifest", latest, log))
+            continue
+        reason = record.get("error") or f"status {record.get('status')}"
+        out.append(Problem(cell, rep, "failed", reason, latest, log))
+    return out
+
+
+def write(study: Study, results: Path, targets: list[Path], complete: bool, log: str | None = None) -> dict[str, Path]:
+    """Write index.html, summary.md and the report's .rst files under results/; return their paths.
+    targets: the analysis outputs (tables as .md, plots as .png) shown when complete; log: Snakemake's
+    log of a run that failed."""
+    tables_dir = results / "tables"
+    provenance = _json(tables_dir / "provenance.json") if complete else None
+    page = {
+        "study": study,
+        "complete": complete,
+        "log": log,
+        "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "tables": [p for p in targets if p.suffix == ".md"] if complete else [],
+        "csv": [p for p in targets if p.suffix == ".csv"] if complete else [],
+        "plots": [p for p in targets if p.suffix == ".png"] if complete else [],
+        "provenance": provenance,
+        "commands": _commands(study.rep_dirs) if complete else [],
+        "problems": problems(study.rep_dirs),
+        "skipped_plots": _csv(tables_dir / "skipped_plots.csv") if complete else [],
+    }
+    out = {"html": results / "index.html", "md": results / "summary.md",
+           "caption": results / "report" / "provenance.rst", "front": results / "report" / "study.rst"}
+    out["caption"].parent.mkdir(parents=True, exist_ok=True)
+    _replace(out["html"], to_html(page, results))
+    _replace(out["md"], to_markdown(page, results))
+    _replace(out["caption"], caption_rst(study, provenance))
+    _replace(out["front"], front_rst(page))
+    return out
+
+
+def cells_line(study: Study) -> str:
+    return f"{study.cells} cells × {study.repetitions} repetition{'s' if study.repetitions != 1 else ''}"
+
+
+def matrix_line(study: Study) -> str:
+    axes = "; ".join(f"{axis}: {', '.join(values)}" for axis, values in study.matrix.items())
+    return f"{axes} ({cells_line(study)})"
+
+
+def provenance_lines(provenance: dict | None) -> list[tuple[str, str]]:
+    """(label, text) pairs: host, CPU, kernel, memory, then every tool and server version."""
+    if not provenance:
+        return []
+    lines = [("host", provenance.get("host") or "?"), ("CPU", provenance.get("cpu") or "?"),
+             ("kernel", provenance.get("kernel") or "?")]
+    if provenance.get("memory_gb") is not None:
+        lines.append(("memory", f"{provenance['memory_gb']} GB"))
+    lines += [(name, str(version)) for name, version in sorted(provenance.get("tools", {}).items())]
+    return lines
+
+
+# --- HTML ---------------------------------------------------------------------------------------
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; color: #222; }
+h1 { margin-bottom: 0.2em; } .question { font-size: 1.2em; margin-top: 0; }
+.status { padding: 0.6em 1em; border-radius: 4px; }
+.complete { background: #e6f4ea; } .incomplete { background: #fdecea; border: 1px solid #d93025; }
+table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f2; }
+.scroll { overflow-x: auto; } img { max-width: 100%; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
+code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
+dt { font-weight: bold; float: left; clear: left; width: 8em; } dd { margin-left: 9em; }
+"""
+
+
+def to_html(page: dict, results: Path) -> str:
+    study, e = page["study"], html.escape
+    parts = [
+        "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>dbsweep: {e(study.name)}</title><style>{STYLE}</style></head><body>",
+        f"<h1>{e(study.name)}</h1>",
+        f'<p class="question">{e(study.description)}</p>' if study.description else "",
+        _status_html(page),
+        "<h2>Matrix</h2>", _dl([(axis, ", ".join(values)) for axis, values in study.matrix.items()]
+                               + [("cells", cells_line(study))]),
+    ]
+    if page["tables"]:
+        parts.append('<h2 id="tables">Tables</h2>')
+        for path in page["tables"]:
+            csv_path = path.with_suffix(".csv")
+            link = f' (<a href="{e(_rel(csv_path, results))}">CSV</a>)' if csv_path.exists() else ""
+            parts.append(f'<section class="table"><h3>{e(path.stem)}{link}</h3>'
+                         f"{markdown_html(path.read_text(), level=1)}</section>")
+    csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
+    if csv_only:
+        parts.append("<p>Tables as CSV only: " + ", ".join(
+            f'<a href="{e(_rel(p, results))}">{e(p.name)}</a>' for p in csv_only) + "</p>")
+    if page["plots"]:
+        parts.append('<h2 id="plots">Plots</h2>')
+        for path in page["plots"]:
+            src = e(_rel(path, results))
+            parts.append(f'<figure><img src="{src}" alt="{e(path.stem)}"><figcaption>{e(path.stem)}'
+                         f"</figcaption></figure>")
+    parts.append('<h2 id="not-run">Cells without results</h2>')
+    parts.append(_problems_html(page, results))
+    if page["provenance"]:
+        parts += ['<h2 id="provenance">Provenance</h2>', _dl(provenance_lines(page["provenance"]))]
+    if page["commands"]:
+        parts.append("<h3>Commands (repetition 1 of each cell)</h3>")
+        for cell, commands in page["commands"]:
+            parts.append(f"<details><summary><code>{e(cell)}</code></summary><pre>"
+                         + "\n".join(e(c) for c in commands) + "</pre></details>")
+        parts.append(_more_commands(page, lambda s: f"<p>{e(s)}</p>"))
+    parts.append(f"<p><small>Written {e(page['written'])} by dbsweep. Raw output, manifests and logs: "
+                 f'<a href="runs/">runs/</a>, <a href="logs/">logs/</a>.</small></p></body></html>')
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def _status_html(page: dict) -> str:
+    if page["complete"]:
+        return '<p class="status complete">Complete: every applicable cell has its results.</p>'
+    return f'<p class="status incomplete"><strong>Incomplete.</strong> {html.escape(status_text(page))}</p>'
+
+
+def status_text(page: dict) -> str:
+    """Why an incomplete page is incomplete, in a sentence or two."""
+    counts = {}
+    for p in page["problems"]:
+        counts[p.state] = counts.get(p.state, 0) + 1
+    if counts:
+        what = ", ".join(f"{n} {state}" for state, n in counts.items())
+        why = f"repetitions without results: {what} (listed below)"
+    else:
+        why = "every repetition has its results, and the analysis failed (see logs/)"
+    log = f" Snakemake's log names the failed jobs: {page['log']}." if page.get("log") else ""
+    return (f"The run of {page['written']} stopped with jobs failed; {why}.{log} "
+            "Tables and plots appear here when every cell has run and been analysed.")
+
+
+def _problems_html(page: dict, results: Path) -> str:
+    e = html.escape
+    def links(p: Problem) -> str:
+        found = [(p.attempt, p.attempt.name if p.attempt else ""), (p.log, "log")]
+        return " · ".join(f'<a href="{e(_rel(path, results))}">{e(text)}</a>' for path, text in found if path)
+
+    rows = [(p.cell, str(p.rep), p.state, p.reason, links(p)) for p in page["problems"]]
+    rows += [(cell, "", "not applicable", why, "") for cell, why in page["study"].not_applicable]
+    parts = []
+    if rows:
+        parts.append("<table><tr><th>cell</th><th>rep</th><th>state</th><th>reason</th><th>attempt, log</th></tr>"
+                     + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row[:4]) + f"<td>{row[4]}</td></tr>"
+                               for row in rows) + "</table>")
+    else:
+        parts.append("<p>None: every cell of the matrix has its results.</p>")
+    if page["skipped_plots"]:
+        columns = list(page["skipped_plots"][0])
+        parts.append("<h3>Plots skipped</h3><table><tr>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr>"
+                     + "".join("<tr>" + "".join(f"<td>{e(r[c] or '')}</td>" for c in columns) + "</tr>"
+                               for r in page["skipped_plots"]) + "</table>")
+    return "\n".join(parts)
+
+
+def _dl(items: list[tuple[str, str]]) -> str:
+    return "<dl>" + "".join(f"<dt>{html.escape(k)}</dt><dd>{html.escape(v)}</dd>" for k, v in items) + "</dl>"
+
+
+def markdown_html(text: str, level: int = 0) -> str:
+    """The Markdown the analysis writes (headings, pipe tables, paragraphs, _emphasis_, **strong**,
+    `code`) as HTML, every character of it escaped; headings are pushed down `level` levels."""
+    out, lines, i = [], text.splitlines(), 0
+    while i < len(lines):
+        line = lines[i].strip()
+        if not line:
+            i += 1
+        elif line.startswith("#"):
+            n = len(line) - len(line.lstrip("#"))
+            tag = f"h{min(n + level, 6)}"
+            out.append(f"<{tag}>{_inline(line[n:].strip())}</{tag}>")
+            i += 1
+        elif line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].strip().startswith("|"):
+                block.append(lines[i].strip())
+                i += 1
+            out.append(_table_html(block))
+        else:
+            para = []
+            while i < len(lines) and lines[i].strip() and not lines[i].strip().startswith(("#", "|")):
+                para.append(lines[i].strip())
+                i += 1
+            out.append(f"<p>{_inline(' '.join(para))}</p>")
+    return "\n".join(out)
+
+
+def _cells(row: str) -> list[str]:
+    row = row.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)]
+
+
+def _table_html(block: list[str]) -> str:
+    header = _cells(block[0])
+    body = block[1:]
+    align = []
+    if body and re.fullmatch(r"[\s|:\-]+", body[0]):
+        for spec in _cells(body[0]):
+            align.append("right" if spec.endswith(":") and not spec.startswith(":")
+                         else "center" if spec.startswith(":") and spec.endswith(":") and len(spec) > 2
+                         else "left")
+        body = body[1:]
+
+    def cell(tag: str, j: int, text: str) -> str:
+        style = f' style="text-align:{align[j]}"' if j < len(align) else ""
+        return f"<{tag}{style}>{_inline(text)}</{tag}>"
+
+    rows = ["<tr>" + "".join(cell("th", j, c) for j, c in enumerate(header)) + "</tr>"]
+    rows += ["<tr>" + "".join(cell("td", j, c) for j, c in enumerate(_cells(r))) + "</tr>" for r in body]
+    return '<div class="scroll"><table>' + "".join(rows) + "</table></div>"
+
+
+def _inline(text: str) -> str:
+    text = html.escape(text)
+    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    return re.sub(r"(?<![\w\\])_(\S(?:.*?\S)?)_(?!\w)", r"<em>\1</em>", text)
+
+
+# --- Markdown -----------------------------------------------------------------------------------
+
+def to_markdown(page: dict, results: Path) -> str:
+    study, m = page["study"], md_escape
+    out = [f"# {m(study.name)}", ""]
+    if study.description:
+        out += [m(study.description), ""]
+    out += ["**Complete**: every applicable cell has its results." if page["complete"] else
+            f"**Incomplete**: {md_escape(status_text(page))}", "", "## Matrix", ""]
+    out += [f"- **{m(axis)}**: {m(', '.join(values))}" for axis, values in study.matrix.items()]
+    out += [f"- **cells**: {cells_line(study)}", ""]
+    if page["tables"]:
+        out += ["## Tables", ""]
+        for path in page["tables"]:
+            out += [f"### {m(path.stem)}", "", _shift_headings(path.read_text(), 1).strip(), ""]
+    csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
+    if csv_only:
+        out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only), ""]
+    if page["plots"]:
+        out += ["## Plots", ""]
+        out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["plots"]]
+    out += ["## Cells without results", ""]
+    rows = [(p.cell, str(p.rep), p.state, p.reason) for p in page["problems"]]
+    rows += [(cell, "", "not applicable", why) for cell, why in study.not_applicable]
+    if rows:
+        out += ["| cell | rep | state | reason |", "| :--- | ---: | :--- | :--- |"]
+        out += [f"| `{cell}` | " + " | ".join(_md_cell(c) for c in rest) + " |" for cell, *rest in rows]
+    else:
+        out.append("None: every cell of the matrix has its results.")
+    out.append("")
+    if page["skipped_plots"]:
+        columns = list(page["skipped_plots"][0])
+        out += ["### Plots skipped", "", "| " + " | ".join(map(_md_cell, columns)) + " |",
+                "| " + " | ".join(":---" for _ in columns) + " |"]
+        out += ["| " + " | ".join(_md_cell(r[c] or "") for c in columns) + " |" for r in page["skipped_plots"]]
+        out.append("")
+    if page["provenance"]:
+        out += ["## Provenance", ""] + [f"- **{m(k)}**: {m(v)}" for k, v in provenance_lines(page["provenance"])]
+        out.append("")
+    if page["commands"]:
+        out += ["### Commands (repetition 1 of each cell)", ""]
+        for cell, commands in page["commands"]:
+            out += [f"`{cell}`", "", "```", *commands, "```", ""]
+        out.append(_more_commands(page, lambda s: s + "\n"))
+    out.append(f"_Written {page['written']} by dbsweep._")
+    return "\n".join(out) + "\n"
+
+
+def md_escape(text: str) -> str:
+    """Text from a config or a result as literal Markdown: no inline markup, no raw HTML, and no
+    block markup at its start (a heading, a list, a quote)."""
+    text = re.sub(r"([\\`*_\[\]<>|~&])", r"\\\1", str(text).replace("\n", " "))
+    text = re.sub(r"^(\d+)([.)])", r"\1\\\2", text)
+    return "\\" + text if re.match(r"[#\-+=>.!:]", text) else text
+
+
+def _md_cell(text: str) -> str:
+    return md_escape(text)
+
+
+def _md_link(target: str) -> str:
+    return target.replace("(", "%28").replace(")", "%29")
+
+
+def _shift_headings(text: str, by: int) -> str:
+    return re.sub(r"^(#+)", lambda mt: "#" * min(len(mt.group(1)) + by, 6), text, flags=re.M)
+
+
+# --- reStructuredText for snakemake --report ----------------------------------------------------
+
+def rst_escape(text: str) -> str:
+    """Text from a config or a result as literal reStructuredText: a backslash before every character
+    that is not a letter, digit or space (so no markup, role or directive can form)."""
+    return re.sub(r"([^\w\s]|_)", r"\\\1", str(text).replace("\n", " "))
+
+
+def caption_rst(study: Study, provenance: dict | None) -> str:
+    """The lines every report caption ends with: the matrix, the host and the versions."""
+    lines = [f"Study **{rst_escape(study.name)}**, matrix {rst_escape(matrix_line(study))}."]
+    facts = provenance_lines(provenance)
+    if facts:
+        lines.append("Measured on " + "; ".join(f"{rst_escape(k)} {rst_escape(v)}" for k, v in facts) + ".")
+    return "\n\n".join(lines) + "\n"
+
+
+def front_rst(page: dict) -> str:
+    """The report's front page: the question, the matrix and provenance, and the cells without results."""
+    study = page["study"]
+    out = [rst_escape(study.description) if study.description else "", "", caption_rst(study, page["provenance"])]
+    rows = [(p.cell, f"{p.state}: {p.reason}") for p in page["problems"]]
+    rows += [(cell, f"not applicable: {why}") for cell, why in study.not_applicable]
+    if rows:
+        out += ["Cells without results:", ""] + [f"- {rst_escape(c)}: {rst_escape(w)}" for c, w in rows] + [""]
+    out.append("A static summary of the same results, tables and plots: results/index.html.")
+    return "\n".join(out) + "\n"
+
+
+# --- helpers ------------------------------------------------------------------------------------
+
+def _commands(rep_dirs: list[Path]) -> list[tuple[str, list[str]]]:
+    out, seen = [], set()
+    for rep_dir in rep_dirs:
+        cell = str(rep_dir.parent).rsplit("/runs/", 1)[-1]
+        if cell in seen or len(out) >= COMMAND_CELLS:
+            continue
+        record = _json(rep_dir / "run.json")
+        if record:
+            seen.add(cell)
+            out.append((cell, [shlex.join(map(str, argv)) for argv in record.get("commands", [])]))
+    return out
+
+
+def _more_commands(page: dict, fmt) -> str:
+    cells = page["study"].cells
+    if cells <= COMMAND_CELLS:
+        return ""
+    return fmt(f"… and {cells - COMMAND_CELLS} more cells: their commands are in runs/<cell>/rep~N/run.json.")
+
+
+def _rel(path: Path, results: Path) -> str:
+    """A link from results/ to path, as a URL path (a cell folder may hold %, # or ?)."""
+    return quote(os.path.relpath(path, results), safe="/~")
+
+
+def _last_line(path: Path) -> str:
+    """The last line of a log (a Python error's message), or ''."""
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except FileNotFoundError:
+        return ""
+    return lines[-1].strip() if lines else ""
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def _csv(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _replace(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
