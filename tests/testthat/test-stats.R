@@ -169,3 +169,15 @@ test_that("one repetition everywhere: the ratio CI comes from the block bootstra
   expect_equal(r$verdict, "higher")
   expect_match(r$test, "^bootstrap of block medians")
 })
+
+test_that("the shared statistics leave out the cells with an analysis of their own", {
+  summary <- data.table(workload = c("oltp", "ib", "oltp"), rep = c(1L, 1L, 2L),
+                        tool = c("sysbench", "insert", "sysbench"))
+  samples <- data.table(workload = c("oltp", "ib", "ib", "oltp"), rep = c(1L, 1L, 1L, 2L),
+                        second = c(1L, 1L, 1L, 1L), tps = c(10, 20, 30, 40))
+  kept <- per_second_cells(summary, samples, "workload")
+  expect_equal(kept$summary$tool, c("sysbench", "sysbench"))
+  expect_equal(kept$samples$tps, c(10, 40))
+  only <- per_second_cells(summary[tool == "sysbench"], samples[workload == "oltp"], "workload")
+  expect_equal(nrow(only$samples), 2L)
+})

@@ -90,7 +90,9 @@ def analysis_targets():
     version tables with several versions, open-loop ones with cells at a fixed rate."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
     tools = {r["tool"] for r in recipes}
-    targets = [*rules.statistics.output, *rules.figures.output]
+    targets = []
+    if tools - workloads.OWN_ANALYSIS:  # cells with one per-second series per repetition
+        targets += [*rules.statistics.output, *rules.figures.output]
     if tools - workloads.DATABASE_TOOLS:
         targets += [*rules.tables.output, *rules.plots.output]
     if tools & workloads.DATABASE_TOOLS - workloads.OWN_ANALYSIS:

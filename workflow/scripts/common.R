@@ -107,6 +107,19 @@ read_samples <- function(path, axes) {
   read_table(path, axes, required = SAMPLES_COLUMNS)
 }
 
+# Tools whose cells have tables and plots of their own (insert: phases; query:
+# executions) rather than one per-second series per repetition.
+OWN_ANALYSIS_TOOL <- c("insert", "query")
+
+# summary and samples without the repetitions of OWN_ANALYSIS_TOOL cells: what
+# the shared statistics and figures are drawn from.
+per_second_cells <- function(summary, samples, axes) {
+  own <- summary[tool %in% OWN_ANALYSIS_TOOL, c(axes, "rep"), with = FALSE]
+  if (!nrow(own)) return(list(summary = summary, samples = samples))
+  list(summary = summary[!tool %in% OWN_ANALYSIS_TOOL],
+       samples = samples[!own, on = c(axes, "rep")])
+}
+
 read_system <- function(path, axes) {
   read_table(path, axes, required = SYSTEM_COLUMNS)
 }

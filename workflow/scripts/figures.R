@@ -225,6 +225,9 @@ main <- function(input, output, params, log = snakemake_log()) {
   if (is.null(kinds)) kinds <- names(PLOT_TITLES)
   summary <- read_summary(input[["summary"]], axes)
   samples <- read_samples(input[["samples"]], axes)
+  kept <- per_second_cells(summary, samples, axes)
+  summary <- kept$summary
+  samples <- kept$samples
   caption <- caption_text(read_provenance(input[["provenance"]]))
   windows <- read_table(input[["steady_state"]], axes, "rep")
   cells <- read_table(input[["cell_stats_csv"]], axes)

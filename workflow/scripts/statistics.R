@@ -176,6 +176,9 @@ main <- function(input, output, params, log = snakemake_log()) {
   samples <- read_table(input[["samples"]], axes,
                         required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"),
                         select = "tps")
+  kept <- per_second_cells(summary, samples, axes)
+  summary <- kept$summary
+  samples <- kept$samples
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
   log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
