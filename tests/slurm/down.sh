@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Stop the single-node Slurm that tests/slurm/up.sh started from DIR (default /tmp/dbsweep-slurm):
+# slurmd, slurmctld, then munged, each by the pid in its own pid file, waiting until each is gone.
+set -uo pipefail
+dir=$(realpath -m "${1:-/tmp/dbsweep-slurm}")
+for daemon in slurmd slurmctld munged; do
+  pidfile=$dir/$daemon.pid
+  [[ -s $pidfile ]] || continue
+  pid=$(cat "$pidfile")
+  if kill -0 "$pid" 2>/dev/null && grep -q "$daemon" "/proc/$pid/cmdline" 2>/dev/null; then
+    kill -TERM "$pid"
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -0 "$pid" 2>/dev/null && kill -KILL "$pid"
+  fi
+  rm -f "$pidfile"
+done
