@@ -48,6 +48,7 @@ class Study:
     option_sets: dict[str, dict]
     baseline: dict
     versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
+    cluster: dict  # where measuring jobs go on Slurm: {"partition": …}
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
 
     def recipe(self, cell: Cell) -> dict:
@@ -182,6 +183,7 @@ def load(config: dict) -> Study:
         option_sets={a: sets for a, sets in option_sets.items() if a in order},
         baseline=_baseline(config.get("baseline", {}), axes),
         versions=versions,
+        cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
     )
 

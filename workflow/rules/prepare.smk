@@ -23,5 +23,7 @@ rule prepare:
         "results/logs/prepare/{image}.log",
     resources:
         measure=1,
+        slurm_extra=node_to_itself,
+        **PARTITION,
     script:
         "../scripts/prepare.py"
