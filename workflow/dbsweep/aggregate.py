@@ -19,7 +19,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         writer = csv.writer(f)
         writer.writerow(["cell", "reason"])
         writer.writerows(not_applicable)
-    keys = axes + ["rep"]
+    # Where each repetition ran: a column of every table (an axis of its own when the study names hosts).
+    keys = axes + ["rep"] + ([] if "host" in axes else ["host"])
     summary_cols = keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
     with _gz(out["summary"], summary_cols) as summary, \
             _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
@@ -28,7 +29,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         tools, hosts = {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
-            ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"]}
+            ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"], "host": node(record["host"])}
             summary.writerow(ident | json.loads((rep_dir / "summary.json").read_text()))
             for name, writer in (("samples.csv", samples), ("system.csv", system), ("counters.csv", counters)):
                 with open(rep_dir / name, newline="") as f:
@@ -45,6 +46,11 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         "memory_gb": host.get("memory_gb"), "tools": tools, "hosts": list(hosts.values()),
     }
     out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
+
+
+def node(host: dict) -> str:
+    """The node a repetition ran on: its Slurm node name, else its hostname."""
+    return host.get("node") or host["hostname"]
 
 
 def server_version(family: str, version: str) -> str:

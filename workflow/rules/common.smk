@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import workloads
+from dbsweep import lock, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -12,6 +12,20 @@ try:
     STUDY = load(config)
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
+
+# One snakemake at a time runs (or submits) into this results directory: results/.lock names the one
+# that does. Snakemake's own lock (.snakemake/locks) refuses the second run; this says who holds it.
+LOCK = Path("results/.lock")
+if workflow.is_main_process and (_holder := lock.holder(LOCK)):
+    print(f"dbsweep: {LOCK} is held by {_holder}", file=sys.stderr)
+
+
+onstart:
+    try:
+        lock.take(LOCK)
+    except lock.Held as error:
+        sys.exit(f"dbsweep: {error}")
+
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
 for _path, _why in STUDY.not_applicable:

@@ -37,7 +37,7 @@ DATABASE_TOOL <- "sysbench"
 
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device", "name")
+TEXT_COLUMNS <- c("tool", "device", "name", "host")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.

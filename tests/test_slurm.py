@@ -1,0 +1,140 @@
+"""The same tiny study through a real single-node Slurm (tests/slurm/up.sh) and locally: same results."""
+import csv
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import ROOT, Study, leftovers, tiny_study
+
+pytestmark = pytest.mark.workflow
+NODE = socket.gethostname().split(".")[0]
+# The test cluster keeps no accounts (no slurmdbd): job states come from squeue, and checking them
+# every second keeps a few-second study from waiting on the plugin's default 40 s first check.
+SLURM_ARGS = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"), "--slurm-status-command", "squeue",
+              "--slurm-init-seconds-before-status-checks", "1", "--slurm-no-account")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A single-node Slurm for this module's tests, stopped (and checked stopped) after them."""
+    folder = tmp_path_factory.mktemp("slurm")
+    subprocess.run([ROOT / "tests/slurm/up.sh", folder], check=True, capture_output=True, timeout=120)
+    pids = {d: int((folder / f"{d}.pid").read_text()) for d in ("munged", "slurmctld", "slurmd")}
+    yield os.environ | {"SLURM_CONF": str(folder / "slurm.conf"), "LC_ALL": "C.UTF-8"}
+    subprocess.run([ROOT / "tests/slurm/down.sh", folder], check=True, timeout=60)
+    assert [d for d, pid in pids.items() if psutil.pid_exists(pid)] == []
+
+
+def study_config() -> dict:
+    config = tiny_study()
+    config["axes"] = {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr", "sb-rr"]}
+    config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "runtime": 2}
+    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]  # tmpfs has no O_DIRECT
+    config["workloads"]["sb-rr"]["options"]["time"] = 2
+    return config
+
+
+def run(study: Study, env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(study.argv(*args), capture_output=True, text=True, cwd=study.root, env=env, timeout=600)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    return done
+
+
+def rows(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", newline="") if path.suffix == ".gz" else open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def results(study: Study) -> dict:
+    """What a run leaves, less what differs between two measurements: files, columns, cells."""
+    root = study.path("results")
+    files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+             and "attempt~" not in str(p) and "logs" not in p.parts and p.name != ".lock"}
+    tables = {}
+    for path in sorted(root.glob("tables/*.csv*")):
+        table = rows(path)
+        keys = [c for c in ("filesystem", "threads", "workload", "rep", "host", "second") if table and c in table[0]]
+        tables[path.name] = (list(table[0]) if table else [], sorted(tuple(r[k] for k in keys) for r in table))
+    return {"files": files, "tables": tables}
+
+
+def manifests(study: Study) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(study.path("results/runs").rglob("rep~*/run.json"))]
+
+
+def test_slurm_run_matches_a_local_run_and_names_the_node(slurm, tmp_path):
+    local = Study(tmp_path / "local", study_config())
+    run(local, os.environ | {"LC_ALL": "C.UTF-8"})
+    submitted = Study(tmp_path / "slurm", study_config())
+    run(submitted, slurm, *SLURM_ARGS)
+
+    mine, theirs = results(local), results(submitted)
+    assert theirs["files"] == mine["files"]
+    assert "runs/filesystem~tmpfs/threads~2/workload~sb-rr/rep~1/samples.csv" in theirs["files"]
+    for name, (columns, keys) in mine["tables"].items():
+        assert theirs["tables"][name][0] == columns, name
+        if name not in ("samples.csv.gz", "system.csv.gz", "counters.csv.gz"):  # per-second rows may differ by one
+            assert theirs["tables"][name][1] == keys, name
+    summary = rows(submitted.path("results/tables/summary.csv.gz"))
+    assert {r["host"] for r in summary} == {NODE} and all(float(r["iops"]) > 0 for r in summary)
+
+    # Every repetition ran in a Slurm job of its own, on the node, named in its manifest and attempt folder.
+    jobs = set()
+    for record in manifests(submitted):
+        assert record["status"] == "ok" and record["host"]["node"] == NODE
+        assert record["host"]["slurm_partition"] == "bench" and f"-{NODE}-" in record["attempt"]
+        jobs.add(record["host"]["slurm_job_id"])
+    assert len(jobs) == 4
+    assert all(record["host"]["node"] is None for record in manifests(local))
+    # run and collect of a repetition were one group job; aggregation and analysis ran here, unsubmitted.
+    logs = submitted.path(".snakemake/slurm_logs")
+    assert {p.name for p in logs.iterdir()} <= {"group_repetition"}
+    out = run(submitted, slurm, *SLURM_ARGS, "-n").stdout
+    assert "Nothing to be done" in out
+    assert leftovers(tmp_path) == []
+
+
+def test_a_partition_that_does_not_exist_fails_fast_with_slurms_message(slurm, tmp_path):
+    config = study_config()
+    config["axes"]["threads"] = [1]
+    config["axes"]["workload"] = ["fio-rr"]
+    config["cluster"] = {"partition": "nosuch"}
+    study = Study(tmp_path, config)
+    started = time.monotonic()
+    done = run(study, slurm, *SLURM_ARGS, check=False)
+    assert done.returncode != 0 and time.monotonic() - started < 60
+    assert "Invalid partition name specified" in done.stderr
+    assert not list(study.path("results/runs").rglob("attempt~*"))
+
+
+def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm, tmp_path):
+    config = study_config()
+    config["axes"]["threads"] = [1]
+    config["axes"]["workload"] = ["fio-rr"]
+    config["workloads"]["fio-rr"]["options"]["runtime"] = 30
+    study = Study(tmp_path, config)
+    first = subprocess.Popen(study.argv(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
+    try:
+        deadline = time.monotonic() + 60
+        while not any("fio" in line for line in leftovers(tmp_path)):
+            assert time.monotonic() < deadline, "fio never started"
+            time.sleep(0.2)
+        done = run(study, slurm, *SLURM_ARGS, check=False)
+        assert done.returncode != 0
+        assert f"dbsweep: results/.lock is held by snakemake pid {first.pid} on {socket.gethostname()}" in done.stderr
+        assert "Directory cannot be locked" in done.stderr
+        assert not study.path(".snakemake/slurm_logs").exists(), "nothing was submitted"
+    finally:
+        os.killpg(first.pid, signal.SIGINT)
+        first.wait(timeout=60)
+    assert leftovers(tmp_path) == []
