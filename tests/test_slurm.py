@@ -19,7 +19,8 @@ NODE = socket.gethostname().split(".")[0]
 # The test cluster keeps no accounts (no slurmdbd): job states come from squeue, and checking them
 # every second keeps a few-second study from waiting on the plugin's default 40 s first check.
 SLURM_ARGS = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"), "--slurm-status-command", "squeue",
-              "--slurm-init-seconds-before-status-checks", "1", "--slurm-no-account")
+              "--slurm-init-seconds-before-status-checks", "1", "--slurm-no-account",
+              "--slurm-keep-successful-logs")
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +97,9 @@ def test_slurm_run_matches_a_local_run_and_names_the_node(slurm, tmp_path):
     assert len(jobs) == 4
     assert all(record["host"]["node"] is None for record in manifests(local))
     # run and collect of a repetition were one group job; aggregation and analysis ran here, unsubmitted.
-    logs = submitted.path(".snakemake/slurm_logs")
-    assert {p.name for p in logs.iterdir()} <= {"group_repetition"}
+    logs = sorted(submitted.path(".snakemake/slurm_logs").rglob("*.log"))
+    assert len(logs) == 4 and all(p.parent.name.startswith("group_repetition") for p in logs)
+    assert all("rule run:" in p.read_text() and "rule collect:" in p.read_text() for p in logs)
     out = run(submitted, slurm, *SLURM_ARGS, "-n").stdout
     assert "Nothing to be done" in out
     assert leftovers(tmp_path) == []

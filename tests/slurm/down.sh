@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Stop the single-node Slurm that tests/slurm/up.sh started from DIR (default /tmp/dbsweep-slurm):
-# slurmd, slurmctld, then munged, each by the pid in its own pid file, waiting until each is gone.
+# slurmd, slurmctld, then munged, each by the pid in its own pid file, waiting until each is gone;
+# then the /run/slurm/conf/slurm.conf link to DIR's config.
 set -uo pipefail
 dir=$(realpath -m "${1:-/tmp/dbsweep-slurm}")
 for daemon in slurmd slurmctld munged; do
@@ -17,3 +18,6 @@ for daemon in slurmd slurmctld munged; do
   fi
   rm -f "$pidfile"
 done
+link=/run/slurm/conf/slurm.conf
+[[ $(readlink "$link") == "$dir/slurm.conf" ]] && rm -f "$link"
+exit 0

@@ -7,7 +7,9 @@
 #   tests/slurm/down.sh [DIR]   stop what up.sh started
 #
 # Everything lives in DIR: config, munge key and socket, state, logs, pid files. The system's
-# /etc/slurm and /etc/munge are not touched. Partition `bench` holds the one node; nothing is
+# /etc/slurm and /etc/munge are not touched; /run/slurm/conf/slurm.conf (where Slurm's commands look
+# when /etc/slurm/slurm.conf does not exist) links to DIR's config, because Snakemake's job step clears
+# SLURM_CONF from the environment of the srun it starts inside a job. Partition `bench` holds the one node; nothing is
 # accounted (no slurmdbd), so the profile's status checks use squeue (MinJobAge keeps finished
 # jobs visible to it). Needs root: the node's jobs mount loop filesystems.
 set -euo pipefail
@@ -17,6 +19,16 @@ if [[ -s $dir/slurmctld.pid ]] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/n
   echo "slurm already running from $dir" >&2
   echo "export SLURM_CONF=$dir/slurm.conf"
   exit 0
+fi
+
+if [[ -e /etc/slurm/slurm.conf ]]; then
+  echo "this machine has a Slurm config (/etc/slurm/slurm.conf); not starting a test Slurm beside it" >&2
+  exit 1
+fi
+link=/run/slurm/conf/slurm.conf
+if [[ -e $link && $(readlink "$link") != "$dir/slurm.conf" ]]; then
+  echo "$link exists and is not a test Slurm's config; not starting" >&2
+  exit 1
 fi
 
 node=$(hostname -s)
@@ -63,6 +75,8 @@ EOF
 cat > "$dir/env" <<EOF
 export SLURM_CONF=$dir/slurm.conf
 EOF
+
+mkdir -p "$(dirname "$link")" && ln -sfn "$dir/slurm.conf" "$link"
 
 munged --key-file="$dir/munge.key" --socket="$dir/munge.socket" --pid-file="$dir/munged.pid" \
   --log-file="$dir/log/munged.log" --seed-file="$dir/munged.seed" --force
