@@ -150,3 +150,21 @@ def test_an_option_the_tool_rejects_fails_only_its_cell_with_the_tools_message(s
     assert "fio exited with 1" in done.stderr and "bogus_option" in done.stderr
     assert study.path("results/runs/filesystem~tmpfs/threads~1/workload~sb-rr/rep~1/summary.json").exists()
     assert not study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json").exists()
+
+
+def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory):
+    config = tiny_study()
+    config["axes"] = {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr", "sb-rr"]}
+    config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "runtime": 2}
+    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
+    config["workloads"]["sb-rr"]["options"]["time"] = 2
+    study = study_factory(config)
+    study.run("-c4")
+    windows = sorted((json.loads(p.read_text())["started"], json.loads(p.read_text())["ended"])
+                     for p in study.path("results/runs").rglob("rep~1/run.json"))
+    assert len(windows) == 4
+    for (_, end), (start, _) in zip(windows, windows[1:]):
+        assert end <= start, f"two measuring jobs overlapped: one ended {end}, the next started {start}"
+    # The profile's `measure` token is what keeps them apart; collect and analysis jobs do not take it.
+    dry = study.run("-c4", "-n", "--forcerun", "run").stdout
+    assert "measure=1" not in dry.split("rule collect:", 1)[1].split("\n\n", 1)[0]

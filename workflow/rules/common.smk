@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import lock, workloads
+from dbsweep import lock, slurm, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -23,7 +23,13 @@ if workflow.is_main_process and (_holder := lock.holder(LOCK)):
 onstart:
     try:
         lock.take(LOCK)
-    except lock.Held as error:
+        if workflow.executor_plugin.name.endswith("slurm"):
+            slurm.check_partitions(
+                job.resources["slurm_partition"]
+                for job in workflow.dag.needrun_jobs()
+                if not job.is_local and job.resources.get("slurm_partition")
+            )
+    except (lock.Held, RuntimeError) as error:
         sys.exit(f"dbsweep: {error}")
 
 
