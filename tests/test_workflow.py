@@ -167,4 +167,5 @@ def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory
         assert end <= start, f"two measuring jobs overlapped: one ended {end}, the next started {start}"
     # The profile's `measure` token is what keeps them apart; collect and analysis jobs do not take it.
     dry = study.run("-c4", "-n", "--forcerun", "run").stdout
-    assert "measure=1" not in dry.split("rule collect:", 1)[1].split("\n\n", 1)[0]
+    collect = dry.split("rule collect:", 1)[1].split("\n\n", 1)[0]
+    assert "resources:" in collect and "measure=1" not in collect
