@@ -1,6 +1,6 @@
-"""Scheduling overhead per cell: a 50-cell study of 1 s fio runs through the local Slurm vs locally.
+"""Scheduling overhead per cell: a 50-cell study of 2 s fio runs (the shortest collect accepts) through the local Slurm vs locally.
 
-The same study (tmpfs, fio randread 1 s, 50 cells from a user axis) runs twice in
+The same study (tmpfs, fio randread 2 s, 50 cells from a user axis) runs twice in
 fresh temp dirs, from the same copy of workflow/: once with the default profile
 (`-c2`, measuring jobs one at a time by the `measure` token), once with
 workflow/profiles/slurm against the single-node Slurm of tests/slurm/up.sh (each
@@ -34,7 +34,7 @@ def study(cells: int) -> dict:
         "axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr"], "n": list(range(1, cells + 1))},
         "filesystems": {"tmpfs": {"type": "tmpfs", "size": "64M"}},
         "workloads": {"fio-rr": {"tool": "fio", "options": {
-            "rw": "randread", "bs": "4k", "size": "4M", "ioengine": "psync", "direct": 0, "runtime": 1}}},
+            "rw": "randread", "bs": "4k", "size": "4M", "ioengine": "psync", "direct": 0, "runtime": 2}}},
     }
 
 
@@ -74,7 +74,7 @@ def main() -> None:
     finally:
         subprocess.run([ROOT / "tests/slurm/down.sh", cluster], check=True)
     lw, sw = median(local), median(slurm)
-    print(f"\n{args.cells} cells, fio 1 s each, medians of {args.repeats}:\n")
+    print(f"\n{args.cells} cells, fio 2 s each, medians of {args.repeats}:\n")
     print(table(["execution", "wall s", "per cell s", "vs local"],
                 [["local (-c2)", lw, lw / args.cells, 1.0],
                  ["Slurm (one node)", sw, sw / args.cells, sw / lw],

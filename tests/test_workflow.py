@@ -145,11 +145,17 @@ def test_an_option_the_tool_rejects_fails_only_its_cell_with_the_tools_message(s
     config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "bogus_option": 1}
     del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
     study = study_factory(config)
-    done = study.run("--keep-going", check=False)
+    done = study.run("--keep-going", "--retries", "1", check=False)
     assert done.returncode != 0
     assert "fio exited with 1" in done.stderr and "bogus_option" in done.stderr
     assert study.path("results/runs/filesystem~tmpfs/threads~1/workload~sb-rr/rep~1/summary.json").exists()
-    assert not study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json").exists()
+    rep = study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1")
+    assert not (rep / "run.json").exists()
+    # The retry saw the refusal and measured nothing: one attempt folder, and the retry's reason.
+    (attempt,) = rep.glob("attempt~*")
+    assert json.loads((attempt / "run.json").read_text())["rejected"] is True
+    assert json.loads((rep / "rejected.json").read_text())["attempt"] == attempt.name
+    assert f"not retried: {attempt.name} was refused: fio exited with 1" in done.stderr
 
 
 def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory):
