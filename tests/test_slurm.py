@@ -140,3 +140,21 @@ def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm
         os.killpg(first.pid, signal.SIGINT)
         first.wait(timeout=60)
     assert leftovers(tmp_path) == []
+
+
+def test_a_job_cut_off_at_its_time_limit_leaves_the_cell_missing_and_released(slurm, tmp_path):
+    config = study_config()
+    config["axes"]["threads"] = [1]
+    config["axes"]["workload"] = ["fio-rr"]
+    config["workloads"]["fio-rr"]["options"]["runtime"] = 300
+    study = Study(tmp_path, config)
+    # A one-minute limit (Slurm enforces it within its 30 s check), no retry: Slurm's SIGTERM stops run.py.
+    done = run(study, slurm, *SLURM_ARGS, "--retries", "0", "--set-resources", "run:runtime=1", check=False)
+    assert done.returncode != 0 and "TIMEOUT" in done.stderr
+    rep = study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1")
+    assert not (rep / "run.json").exists()
+    (attempt,) = rep.glob("attempt~*")
+    record = json.loads((attempt / "run.json").read_text())
+    assert record["status"] == "failed" and record["error"] == "stopped by SIGTERM"
+    assert leftovers(tmp_path) == []
+    assert study.planned("run") == {"filesystem~tmpfs/threads~1/workload~fio-rr"}

@@ -197,7 +197,7 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
                                             time_s=recipe["warmup_s"]))
             record["commands"].append(argv)
             if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt") != 0:
-                raise RuntimeError(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
+                raise Rejected(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
         if recipe.get("cold_start"):
             session.close()
             database.drop_caches()
