@@ -148,8 +148,10 @@ def test_a_job_cut_off_at_its_time_limit_leaves_the_cell_missing_and_released(sl
     config["axes"]["workload"] = ["fio-rr"]
     config["workloads"]["fio-rr"]["options"]["runtime"] = 300
     study = Study(tmp_path, config)
-    # A one-minute limit (Slurm enforces it within its 30 s check), no retry: Slurm's SIGTERM stops run.py.
-    done = run(study, slurm, *SLURM_ARGS, "--retries", "0", "--set-resources", "run:runtime=1", check=False)
+    # A one-minute limit for the group job of run and collect (Slurm enforces it within its 30 s check),
+    # no retry: Slurm's SIGTERM stops run.py.
+    done = run(study, slurm, *SLURM_ARGS, "--retries", "0", "--set-resources", "run:runtime=1", "collect:runtime=0",
+               check=False)
     assert done.returncode != 0 and "TIMEOUT" in done.stderr
     rep = study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1")
     assert not (rep / "run.json").exists()

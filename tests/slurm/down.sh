@@ -4,6 +4,18 @@
 # then the /run/slurm/conf/slurm.conf link to DIR's config.
 set -uo pipefail
 dir=$(realpath -m "${1:-/tmp/dbsweep-slurm}")
+# Cancel its jobs first and wait for them to end, so no job's processes outlive the daemons.
+if [[ -s $dir/slurmctld.pid ]] && kill -0 "$(cat "$dir/slurmctld.pid")" 2>/dev/null; then
+  export SLURM_CONF=$dir/slurm.conf
+  jobs=$(squeue -h -o %i 2>/dev/null)
+  if [[ -n $jobs ]]; then
+    scancel $jobs
+    for _ in $(seq 120); do
+      [[ -z $(squeue -h -t running,completing,pending -o %i 2>/dev/null) ]] && break
+      sleep 0.5
+    done
+  fi
+fi
 for daemon in slurmd slurmctld munged; do
   pidfile=$dir/$daemon.pid
   [[ -s $pidfile ]] || continue

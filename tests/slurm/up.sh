@@ -69,6 +69,7 @@ MinJobAge=300
 SchedulerParameters=sched_interval=1
 SlurmctldTimeout=30
 SlurmdTimeout=30
+KillWait=10
 NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus RealMemory=$memory State=UNKNOWN
 PartitionName=bench Nodes=$node Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 EOF
