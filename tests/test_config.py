@@ -56,6 +56,9 @@ def test_demo_study_expands_to_its_matrix():
     ("bogus", 1, "bogus: unknown key"),
     ("workloads.fio-randread.options.rw", "rand{mode}", r"options.rw: 'rand\{mode\}' names \{mode\}"),
     ("axes.filesystem", ["dir:relative/path"], "axes.filesystem: 'relative/path' is not an existing absolute"),
+    ("cluster.partition", "bench; rm", r"cluster.partition: 'bench; rm' does not match"),
+    ("cluster.nodes", ["n1"], "cluster.nodes: unknown key"),
+    ("axes.host", ["db1", "-x"], r"axes.host\[1\]: '-x' does not match"),
 ])
 def test_bad_config_names_key_and_value(path, value, message):
     with pytest.raises(ConfigError, match=message) as error:
@@ -233,3 +236,12 @@ def test_interleaved_repetitions_by_default():
     assert off.interleave is False and {off.priority(rep) for rep in (0, 1, 2)} == {0}
     with pytest.raises(ConfigError, match="^interleave: 'no' is not of type boolean$"):
         load(with_change("interleave", "no"))
+
+
+def test_a_host_axis_comes_first_and_makes_cells_per_node():
+    config = with_change("axes.host", ["db1", "db2"])
+    config["cluster"] = {"partition": "bench"}
+    study = load(config)
+    assert study.axes[0] == "host" and study.cluster == {"partition": "bench"}
+    assert {c["host"] for c in study.cells} == {"db1", "db2"}
+    assert all(c.path.startswith(f"host~{c['host']}/") for c in study.cells)

@@ -169,11 +169,17 @@ def test_an_option_the_tool_rejects_fails_only_its_cell_with_the_tools_message(s
     config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "bogus_option": 1}
     del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
     study = study_factory(config)
-    done = study.run("--keep-going", check=False)
+    done = study.run("--keep-going", "--retries", "1", check=False)
     assert done.returncode != 0
     assert "fio exited with 1" in done.stderr and "bogus_option" in done.stderr
     assert study.path("results/runs/filesystem~tmpfs/threads~1/workload~sb-rr/rep~1/summary.json").exists()
-    assert not study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json").exists()
+    rep = study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1")
+    assert not (rep / "run.json").exists()
+    # The retry saw the refusal and measured nothing: one attempt folder, and the retry's reason.
+    (attempt,) = rep.glob("attempt~*")
+    assert json.loads((attempt / "run.json").read_text())["rejected"] is True
+    assert json.loads((rep / "rejected.json").read_text())["attempt"] == attempt.name
+    assert f"not retried: {attempt.name} was refused: fio exited with 1" in done.stderr
 
 
 def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_time(study_factory):
@@ -217,3 +223,23 @@ def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_t
     match = re.search(r"dbsweep: 4 repetitions to run, about .*\(per repetition storage ([\d.]+) s; "
                       r"measured from 4 earlier runs\)", err)
     assert match and 1.0 < float(match[1]) < 10, err
+
+
+
+def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory):
+    config = tiny_study()
+    config["axes"] = {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr", "sb-rr"]}
+    config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "runtime": 2}
+    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
+    config["workloads"]["sb-rr"]["options"]["time"] = 2
+    study = study_factory(config)
+    study.run("-c4")
+    windows = sorted((json.loads(p.read_text())["started"], json.loads(p.read_text())["ended"])
+                     for p in study.path("results/runs").rglob("rep~1/run.json"))
+    assert len(windows) == 4
+    for (_, end), (start, _) in zip(windows, windows[1:]):
+        assert end <= start, f"two measuring jobs overlapped: one ended {end}, the next started {start}"
+    # The profile's `measure` token is what keeps them apart; collect and analysis jobs do not take it.
+    dry = study.run("-c4", "-n", "--forcerun", "run").stdout
+    collect = dry.split("rule collect:", 1)[1].split("\n\n", 1)[0]
+    assert "resources:" in collect and "measure=1" not in collect

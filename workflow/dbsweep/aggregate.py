@@ -24,7 +24,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         writer = csv.writer(f)
         writer.writerow(["cell", "reason"])
         writer.writerows(not_applicable)
-    keys = axes + ["rep"]
+    # Where each repetition ran: a column of every table (an axis of its own when the study names hosts).
+    keys = axes + ["rep"] + ([] if "host" in axes else ["host"])
     summary_cols = (keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS + RATE_KEYS
                     + workloads.extra_keys())
     with _gz(out["summary"], summary_cols) as summary, \
@@ -37,7 +38,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         tools, hosts = {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
-            ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"]}
+            ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"], "host": node(record["host"])}
             final = json.loads((rep_dir / "summary.json").read_text())
             summary.writerow(ident | final)
             for phase in final.get("phases", []):  # the insert benchmark's
@@ -69,7 +70,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
 
 
 TABLES = ("summary", "samples", "system", "counters", "percentiles")
-TEXT_COLUMNS = {"tool", "device", "name", "source", "check", "phase"}
+TEXT_COLUMNS = {"tool", "device", "name", "source", "check", "phase", "host"}
 
 
 def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:
@@ -90,6 +91,11 @@ def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:
     tmp = parquet.with_name(parquet.name + ".tmp")
     pq.write_table(table, tmp, compression="zstd")
     tmp.replace(parquet)
+
+
+def node(host: dict) -> str:
+    """The node a repetition ran on: its Slurm node name, else its hostname."""
+    return host.get("node") or host["hostname"]
 
 
 def server_version(family: str, version: str) -> str:

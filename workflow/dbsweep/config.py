@@ -53,6 +53,7 @@ class Study:
     baseline: dict
     analysis: dict  # trim_s, steady_state, stall_share, plots (ANALYSIS_DEFAULTS completed)
     versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
+    cluster: dict  # where measuring jobs go on Slurm: {"partition": …}
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
 
     def recipe(self, cell: Cell) -> dict:
@@ -199,6 +200,7 @@ def load(config: dict) -> Study:
         baseline=_baseline(config.get("baseline", {}), axes),
         analysis=ANALYSIS_DEFAULTS | config.get("analysis", {}),
         versions=versions,
+        cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
     )
 

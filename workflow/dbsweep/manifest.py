@@ -21,6 +21,10 @@ def host() -> dict:
                   if line.startswith("MemTotal:"))
     return {
         "hostname": socket.gethostname(),
+        # The Slurm node and job, when a scheduler placed the run (a node's Slurm name may differ from its hostname).
+        "node": os.environ.get("SLURMD_NODENAME"),
+        "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        "slurm_partition": os.environ.get("SLURM_JOB_PARTITION"),
         "kernel": platform.release(),
         "kernel_version": platform.version(),
         "cpu": cpu,

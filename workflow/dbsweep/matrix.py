@@ -8,7 +8,7 @@ from urllib.parse import quote, unquote
 from dbsweep.errors import ConfigError
 
 # Built-in axes in the fixed order they take in a cell path; user axes follow in config order.
-BUILTIN_AXES = ("engine", "version", "storage", "memory", "filesystem", "threads", "workload")
+BUILTIN_AXES = ("host", "engine", "version", "storage", "memory", "filesystem", "threads", "workload")
 _SAFE = ":+-.,=@_"
 
 

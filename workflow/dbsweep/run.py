@@ -1,13 +1,22 @@
 """Run one repetition of one cell: filesystem, monitors, the tool, the manifest.
 
-Each attempt writes into its own `attempt~<time>/` folder, which is never
-reused. The repetition's `run.json` appears, by rename, only when the attempt
-completed, so a failed or killed run never looks complete, and the raw output of
-every earlier attempt stays where it was.
+Each attempt writes into its own `attempt~<time>-<host>-<pid>/` folder, which is
+never reused, not even by result folders of several hosts copied together. The
+repetition's `run.json` appears, by rename, only when the attempt completed, so a
+failed or killed run never looks complete, and the raw output of every earlier
+attempt stays where it was.
+
+A cell whose own configuration is refused (the server exits before it accepts
+connections, the tool exits with an error) leaves `rejected.json` beside its
+attempts: a retry of the same job (Snakemake's --retries, meant for lost nodes and
+time limits) reads it and stops before measuring the same refusal again.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,13 +26,19 @@ from pathlib import Path
 
 import psutil
 
-from dbsweep import database, manifest, storage, workloads
+from dbsweep import database, engines, manifest, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
+
+REJECTED = "rejected.json"
 
 
 class Interrupted(BaseException):
     """A signal asked this run to stop; raised so every `with` block releases what it holds."""
+
+
+class Rejected(RuntimeError):
+    """The cell's own configuration was refused; running it again on another node gives the same answer."""
 
 
 @contextmanager
@@ -80,19 +95,32 @@ def _signal(p: psutil.Process, sig: int) -> None:
         pass
 
 
-def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log) -> dict:
-    """Measure one repetition; write out (the repetition's run.json) only on success."""
+def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log,
+               retry: int = 1) -> dict:
+    """Measure one repetition; write out (the repetition's run.json) only on success. `retry` is
+    Snakemake's attempt number of the job: above 1, a refusal recorded by an earlier attempt of the
+    same recipe is not measured again."""
+    rejected = out.parent / REJECTED
+    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    if retry > 1 and rejected.exists():
+        earlier = json.loads(rejected.read_text())
+        if earlier.get("recipe") == digest:
+            raise Rejected(f"not retried: {earlier['attempt']} was refused: {earlier['error']}")
+    host = manifest.host()
+    if cell.get("host") not in (None, host["hostname"], host["node"]):
+        raise RuntimeError(f"cell is for host {cell['host']}; this is {host['node'] or host['hostname']}")
     released = storage.sweep_stale(active)
     if released:
         log.write(f"released what a dead run left behind: {released}\n")
     tool = workloads.module(recipe["tool"])
-    attempt = out.parent.resolve() / f"attempt~{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{os.getpid()}"
+    name = re.sub(r"[^A-Za-z0-9.-]", "_", host["node"] or host["hostname"])
+    attempt = out.parent.resolve() / f"attempt~{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{name}-{os.getpid()}"
     raw = attempt / "raw"
     raw.mkdir(parents=True)
     scratch = attempt / "scratch"
     record = {
         "cell": cell, "rep": rep, "recipe": recipe, "attempt": attempt.name,
-        "host": manifest.host(), "tools": {recipe["tool"]: tool.version()},
+        "host": host, "tools": {recipe["tool"]: tool.version()},
         "started": manifest.now(), "status": "failed", "commands": [],
     }
     try:
@@ -110,6 +138,9 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
         record["status"] = "ok"
     except BaseException as e:
         record["error"] = str(e) or type(e).__name__
+        if isinstance(e, Rejected):
+            record["rejected"] = True
+            manifest.write_json(rejected, {"attempt": attempt.name, "recipe": digest, "error": record["error"]})
         raise
     finally:
         record["ended"] = manifest.now()
@@ -117,6 +148,7 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
         manifest.write_json(attempt / "run.json", record)
         shutil.rmtree(scratch, ignore_errors=True)
     manifest.write_json(out, record)
+    rejected.unlink(missing_ok=True)
     return record
 
 
@@ -145,8 +177,10 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
         record["measure_start"] = time.time()
         record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress)
         record["measure_end"] = time.time()
+    if record["exit_status"] > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
+        raise Rejected(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
     if record["exit_status"] != 0:
-        raise RuntimeError(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
+        raise RuntimeError(f"{argv[0]} was killed by signal {-record['exit_status']}")
 
 
 class Window:
@@ -166,22 +200,25 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
     tool = workloads.module(recipe["tool"])
 
     def server():
-        return database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw)
+        try:
+            return session.enter_context(database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw))
+        except engines.ServerExited as e:  # it would not start with the cell's options
+            raise Rejected(str(e)) from e
 
     with ExitStack() as session:
-        db = session.enter_context(server())
+        db = server()
         if recipe.get("warmup_s"):
             argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file,
                                             time_s=recipe["warmup_s"]))
             record["commands"].append(argv)
             progress = Follow(raw / "warmup.stdout.txt", tool.live, recipe["warmup_s"], log, "warm-up")
             if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress) != 0:
-                raise RuntimeError(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
+                raise Rejected(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
         if recipe.get("cold_start"):
             session.close()
             database.drop_caches()
             record["caches_dropped"] = manifest.now()
-            db = session.enter_context(server())
+            db = server()
         record["server"] = {"engine": db.engine, "version": db.family.version(db.conn),
                             "binary": db.family.server_version(database.basedir(recipe)),
                             "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}

@@ -1,10 +1,11 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import math
 import os
 import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import estimate, summary, workloads
+from dbsweep import estimate, lock, slurm, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -12,6 +13,26 @@ try:
     STUDY = load(config)
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
+
+# One snakemake at a time runs (or submits) into this results directory: results/.lock names the one
+# that does. Snakemake's own lock (.snakemake/locks) refuses the second run; this says who holds it.
+LOCK = Path("results/.lock")
+if workflow.is_main_process and (_holder := lock.holder(LOCK)):
+    print(f"dbsweep: {LOCK} is held by {_holder}", file=sys.stderr)
+
+
+onstart:
+    try:
+        lock.take(LOCK)
+        if workflow.executor_plugin.name.endswith("slurm"):
+            slurm.check_partitions(
+                job.resources["slurm_partition"]
+                for job in workflow.dag.needrun_jobs()
+                if not job.is_local and job.resources.get("slurm_partition")
+            )
+    except (lock.Held, RuntimeError) as error:
+        sys.exit(f"dbsweep: {error}")
+
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
 for _path, _why in STUDY.not_applicable:
@@ -76,6 +97,30 @@ def server_of_image(wildcards):
 
 def image_spec(wildcards):
     return STUDY.image_spec(IMAGES[f"resources/images/{wildcards.image}.img"])
+
+
+def run_minutes(wildcards, attempt):
+    """Slurm's time limit of one repetition, in minutes: twice its warm-up and measured window (a fio
+    run bounded by size only counts 10 minutes), plus 10 for restore, start and stop; each retry
+    doubles it, so a job cut off at its limit is retried with more time."""
+    r = recipe(wildcards)
+    seconds = (r["duration_s"] or 600) + r.get("warmup_s", 0)
+    return attempt * (10 + math.ceil(2 * seconds / 60))
+
+
+def attempt_number(wildcards, attempt):
+    """Snakemake's attempt of this job (1, then 2… on --retries), for run.py to tell a retry."""
+    return attempt
+
+
+def node_to_itself(wildcards):
+    """Slurm options of a measuring job: a node to itself, the cell's own node when it names a host."""
+    host = CELLS[wildcards.cell].get("host") if hasattr(wildcards, "cell") else None
+    return "--exclusive" + (f" --nodelist={host}" if host else "")
+
+
+# The study's partition for measuring jobs; without one, the profile's or the cluster's default.
+PARTITION = {"slurm_partition": STUDY.cluster["partition"]} if "partition" in STUDY.cluster else {}
 
 
 def final_targets():

@@ -24,6 +24,8 @@ rule prepare:
         "results/logs/prepare/{image}.log",
     resources:
         measure=1,
+        slurm_extra=node_to_itself,
+        **PARTITION,
     priority: STUDY.priority(0)
     script:
         "../scripts/prepare.py"

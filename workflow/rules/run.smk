@@ -12,7 +12,11 @@ rule run:
     log:
         f"results/logs/run/{{cell}}/rep~{{rep}}.log",
     resources:
-        measure=1,
+        measure=1,  # locally: one measuring job at a time
+        slurm_extra=node_to_itself,  # on Slurm: the node to itself
+        runtime=run_minutes,
+        attempt=attempt_number,
+        **PARTITION,
     priority: run_priority  # interleaved repetitions (config key interleave)
     script:
         "../scripts/run.py"

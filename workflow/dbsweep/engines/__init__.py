@@ -52,6 +52,10 @@ SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the final NUL
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
+class ServerExited(RuntimeError):
+    """The server stopped by itself before it accepted connections: it refused its options or datadir."""
+
+
 def family(engine: str) -> ModuleType:
     """The module of the server family that runs engine."""
     if engine not in ENGINES:
@@ -374,7 +378,7 @@ class Supervisor:
         while True:
             code = self.popen.poll()
             if code is not None:
-                raise RuntimeError(f"{self.launch.name} exited (code {code}) before it accepted connections; "
+                raise ServerExited(f"{self.launch.name} exited (code {code}) before it accepted connections; "
                                    f"it said:\n{self.errors()}")
             if self.launch.ready(self.handle):
                 break

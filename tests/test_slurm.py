@@ -1,0 +1,174 @@
+"""The same tiny study through a real single-node Slurm (tests/slurm/up.sh) and locally: same results."""
+import csv
+import gzip
+import json
+import os
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import ROOT, Study, leftovers, tiny_study
+
+pytestmark = pytest.mark.workflow
+NODE = socket.gethostname().split(".")[0]
+# The test cluster keeps no accounts (no slurmdbd): job states come from squeue, and checking them
+# every second keeps a few-second study from waiting on the plugin's default 40 s first check.
+SLURM_ARGS = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"), "--slurm-status-command", "squeue",
+              "--slurm-init-seconds-before-status-checks", "1", "--slurm-no-account",
+              "--slurm-keep-successful-logs")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    """A single-node Slurm for this module's tests, stopped (and checked stopped) after them."""
+    folder = tmp_path_factory.mktemp("slurm")
+    subprocess.run([ROOT / "tests/slurm/up.sh", folder], check=True, capture_output=True, timeout=120)
+    pids = {d: int((folder / f"{d}.pid").read_text()) for d in ("munged", "slurmctld", "slurmd")}
+    yield os.environ | {"SLURM_CONF": str(folder / "slurm.conf"), "LC_ALL": "C.UTF-8"}
+    subprocess.run([ROOT / "tests/slurm/down.sh", folder], check=True, timeout=60)
+    assert [d for d, pid in pids.items() if psutil.pid_exists(pid)] == []
+
+
+def study_config() -> dict:
+    config = tiny_study()
+    config["axes"] = {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr", "sb-rr"]}
+    config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "runtime": 2}
+    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]  # tmpfs has no O_DIRECT
+    config["workloads"]["sb-rr"]["options"]["time"] = 2
+    return config
+
+
+def run(study: Study, env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    done = subprocess.run(study.argv(*args), capture_output=True, text=True, cwd=study.root, env=env, timeout=600)
+    if check and done.returncode != 0:
+        raise AssertionError(f"snakemake failed:\n{done.stdout[-3000:]}\n{done.stderr[-5000:]}")
+    return done
+
+
+def rows(path: Path) -> list[dict]:
+    with gzip.open(path, "rt", newline="") if path.suffix == ".gz" else open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def results(study: Study) -> dict:
+    """What a run leaves, less what differs between two measurements: files, columns, cells."""
+    root = study.path("results")
+    files = {str(p.relative_to(root)) for p in root.rglob("*") if p.is_file()
+             and "attempt~" not in str(p) and "logs" not in p.parts and p.name != ".lock"}
+    tables = {}
+    for path in sorted(root.glob("tables/*.csv*")):
+        table = rows(path)
+        keys = [c for c in ("filesystem", "threads", "workload", "rep", "host", "second") if table and c in table[0]]
+        tables[path.name] = (list(table[0]) if table else [], sorted(tuple(r[k] for k in keys) for r in table))
+    return {"files": files, "tables": tables}
+
+
+def manifests(study: Study) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(study.path("results/runs").rglob("rep~*/run.json"))]
+
+
+def test_slurm_run_matches_a_local_run_and_names_the_node(slurm, tmp_path):
+    local = Study(tmp_path / "local", study_config())
+    run(local, os.environ | {"LC_ALL": "C.UTF-8"})
+    submitted = Study(tmp_path / "slurm", study_config())
+    run(submitted, slurm, *SLURM_ARGS)
+
+    mine, theirs = results(local), results(submitted)
+    assert theirs["files"] == mine["files"]
+    assert "runs/filesystem~tmpfs/threads~2/workload~sb-rr/rep~1/samples.csv" in theirs["files"]
+    for name, (columns, keys) in mine["tables"].items():
+        assert theirs["tables"][name][0] == columns, name
+        if name not in ("samples.csv.gz", "system.csv.gz", "counters.csv.gz"):  # per-second rows may differ by one
+            assert theirs["tables"][name][1] == keys, name
+    summary = rows(submitted.path("results/tables/summary.csv.gz"))
+    assert {r["host"] for r in summary} == {NODE} and all(float(r["iops"]) > 0 for r in summary)
+
+    # Every repetition ran in a Slurm job of its own, on the node, named in its manifest and attempt folder.
+    jobs = set()
+    for record in manifests(submitted):
+        assert record["status"] == "ok" and record["host"]["node"] == NODE
+        assert record["host"]["slurm_partition"] == "bench" and f"-{NODE}-" in record["attempt"]
+        jobs.add(record["host"]["slurm_job_id"])
+    assert len(jobs) == 4
+    assert all(record["host"]["node"] is None for record in manifests(local))
+    # run and collect of a repetition were one group job; aggregation and analysis ran here, unsubmitted.
+    logs = sorted(submitted.path(".snakemake/slurm_logs").rglob("*.log"))
+    assert len(logs) == 4 and all(p.parent.name.startswith("group_repetition") for p in logs)
+    assert all("rule run:" in p.read_text() and "rule collect:" in p.read_text() for p in logs)
+    out = run(submitted, slurm, *SLURM_ARGS, "-n").stdout
+    assert "Nothing to be done" in out
+    assert leftovers(tmp_path) == []
+
+
+def test_a_partition_that_does_not_exist_fails_fast_with_slurms_message(slurm, tmp_path):
+    config = study_config()
+    config["axes"]["threads"] = [1]
+    config["axes"]["workload"] = ["fio-rr"]
+    config["cluster"] = {"partition": "nosuch"}
+    study = Study(tmp_path, config)
+    started = time.monotonic()
+    done = run(study, slurm, *SLURM_ARGS, check=False)
+    assert done.returncode != 0 and time.monotonic() - started < 60
+    assert "dbsweep: slurm_partition 'nosuch': Partition nosuch not found" in done.stderr
+    assert not study.path("results/runs").exists() and not study.path(".snakemake/slurm_logs").exists()
+
+
+def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm, tmp_path):
+    config = study_config()
+    config["axes"]["threads"] = [1]
+    config["axes"]["workload"] = ["fio-rr"]
+    config["workloads"]["fio-rr"]["options"]["runtime"] = 30
+    study = Study(tmp_path, config)
+    first = subprocess.Popen(study.argv(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
+    try:
+        deadline = time.monotonic() + 60
+        while not any("fio" in line for line in leftovers(tmp_path)):
+            assert time.monotonic() < deadline, "fio never started"
+            time.sleep(0.2)
+        done = run(study, slurm, *SLURM_ARGS, check=False)
+        assert done.returncode != 0
+        assert f"dbsweep: results/.lock is held by snakemake pid {first.pid} on {socket.gethostname()}" in done.stderr
+        assert "Directory cannot be locked" in done.stderr
+        assert not study.path(".snakemake/slurm_logs").exists(), "nothing was submitted"
+    finally:
+        os.killpg(first.pid, signal.SIGINT)
+        first.wait(timeout=60)
+    assert leftovers(tmp_path) == []
+
+
+def test_a_job_cut_off_at_its_time_limit_leaves_the_cell_missing_and_released(slurm, tmp_path):
+    config = study_config()
+    config["axes"]["threads"] = [1]
+    config["axes"]["workload"] = ["fio-rr"]
+    config["workloads"]["fio-rr"]["options"]["runtime"] = 300
+    study = Study(tmp_path, config)
+    # A one-minute limit for the group job of run and collect (Slurm enforces it within its 30 s check),
+    # no retry: Slurm's SIGTERM stops run.py.
+    done = run(study, slurm, *SLURM_ARGS, "--retries", "0", "--set-resources", "run:runtime=1", "collect:runtime=0",
+               check=False)
+    assert done.returncode != 0
+    (log,) = study.path(".snakemake/slurm_logs").rglob("*.log")
+    assert "CANCELLED AT" in log.read_text() and "DUE TO TIME LIMIT" in log.read_text()
+    rep = study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1")
+    assert not (rep / "run.json").exists()
+    (attempt,) = rep.glob("attempt~*")
+    record = json.loads((attempt / "run.json").read_text())
+    assert record["status"] == "failed" and record["error"] == "stopped by SIGTERM"
+    assert leftovers(tmp_path) == []
+    assert study.planned("run") == {"filesystem~tmpfs/threads~1/workload~fio-rr"}
+
+
+def test_every_analysis_rule_runs_where_snakemake_was_started():
+    """A rule added to analyse.smk but not to the Snakefile's localrules would be submitted to a node."""
+    import re
+    rules = re.findall(r"^rule (\w+):", (ROOT / "workflow" / "rules" / "analyse.smk").read_text(), re.M)
+    local = (ROOT / "workflow" / "Snakefile").read_text().split("localrules:", 1)[1].split("\n\n", 1)[0]
+    assert len(rules) >= 10
+    for rule in rules:
+        assert f"    {rule}," in local, rule
