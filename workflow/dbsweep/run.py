@@ -231,7 +231,7 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
                 session.close()
                 database.drop_caches()
                 record.setdefault("restarts", []).append(manifest.now())
-                window.db = session.enter_context(server())
+                window.db = server()
                 return window.db
 
             window.restart = restart
