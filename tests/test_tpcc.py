@@ -5,22 +5,19 @@ scale 1: prepare into the image, a few seconds of run, and the consistency check
 then a district counter is corrupted inside the prepared InnoDB image, and the rerun's check
 must fail, in summary.json and in the tables.
 """
-import csv
-import gzip
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import leftovers
 from dbsweep import database, engines, storage
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import tpcc
 
-from test_database_workflow import servers_in
+from conftest import leftovers
+from test_database_workflow import rows, servers_in, workdir  # noqa: F401 - the fixture
 
 
 def study(engines_=("innodb", "myrocks", "postgresql"), **options) -> dict:
@@ -31,21 +28,6 @@ def study(engines_=("innodb", "myrocks", "postgresql"), **options) -> dict:
         "filesystems": {"ext4": {"type": "ext4", "size": "1G"}},
         "workloads": {"tpcc": {"tool": "tpcc", "options": {"scale": 1, "isolation": "RC", "time": 3} | options}},
     }
-
-
-@pytest.fixture
-def workdir():
-    """A folder the servers, which run as mysql and postgres, can reach (pytest's are 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="dbsweep-tpcc-", dir="/var/tmp"))
-    folder.chmod(0o755)
-    yield folder
-    if not leftovers(folder) and not servers_in(folder):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def rows(path):
-    with gzip.open(path, "rt", newline="") as f:
-        return list(csv.DictReader(f))
 
 
 # --- config --------------------------------------------------------------------
