@@ -98,13 +98,15 @@ class MemoryCgroup:
         self.path, self.limit_file, self.home = path, limit_file, home
 
     def __call__(self, pid: int) -> None:
-        pids = [pid]
+        # The parent first, so what it forks from now on is born inside; then every descendant it
+        # forked before (listed after the move, so none forked in between is missed).
+        _move(pid, self.path)
         try:
-            pids += [child.pid for child in psutil.Process(pid).children(recursive=True)]
+            children = psutil.Process(pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return
-        for one in pids:
-            _move(one, self.path)
+        for child in children:
+            _move(child.pid, self.path)
 
     def release(self) -> None:
         """Send remaining processes home and remove the cgroup (retrying while the kernel lets go of it)."""
