@@ -8,9 +8,11 @@ documented in docs/catalog.md.
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import re
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +121,6 @@ def read_tree(root: Path) -> Tree:
 
 
 def _header(path: Path) -> list[str]:
-    import gzip
     if not path.is_file():
         raise CatalogError(f"{path}: missing: not a dbsweep result tree")
     try:
@@ -223,6 +224,7 @@ def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
     """The rows of one long table of new runs, with run_id in place of the axes, rep and host."""
     if not path.is_file():
         raise CatalogError(f"{path}: missing: not a complete dbsweep result tree")
+    _check_gzip(path)
     try:
         con.execute("CREATE OR REPLACE TEMP TABLE _rows AS SELECT * FROM read_csv(?, header = true, "
                     "all_varchar = true, auto_detect = false, columns = "
@@ -250,6 +252,17 @@ def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
         con.execute(f'INSERT INTO "{kind}" BY NAME SELECT {select} FROM _rows t JOIN _keys k ON {on} WHERE k.new')
     except duckdb.Error as e:
         raise CatalogError(f"{path}: {_first_line(e)}") from None
+
+
+def _check_gzip(path: Path) -> None:
+    """Read the file to its end: a gzip cut short (a copy that stopped) lacks its end-of-stream marker and
+    checksum, which Python's gzip checks; a cut at a line's end would otherwise look complete."""
+    try:
+        with gzip.open(path, "rb") as f:
+            while f.read(1 << 22):
+                pass
+    except (OSError, EOFError, zlib.error) as e:
+        raise CatalogError(f"{path}: truncated or corrupt ({e})") from None
 
 
 def _columns_struct(header: list[str]) -> str:

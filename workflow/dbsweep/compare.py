@@ -83,7 +83,7 @@ def _betainc(a: float, b: float, x: float) -> float:
     c, d = 1.0, 1 - (a + b) * x / (a + 1)
     d = 1 / (d if abs(d) > 1e-300 else 1e-300)
     f = d
-    for i in range(1, 300):
+    for i in range(2, 300):
         m = i // 2
         num = (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)) if i % 2 == 0
                else -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1)))

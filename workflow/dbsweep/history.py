@@ -43,12 +43,13 @@ def natural(text: str | None) -> tuple:
     return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", text or "") if p)
 
 
-def load(con, study: str | None = None, by: str = "auto") -> list[Series]:
-    """Every series of the catalog (of one study when given) with its points in order."""
+def load(con, study: str | None = None, by: str = "auto", cell: str | None = None) -> list[Series]:
+    """Every series of the catalog (of one study, one cell when given) with its points in order."""
     rows = con.execute(
         "SELECT r.study, r.series, r.host, r.metric, r.run_id, CAST(r.started AS VARCHAR), r.build, s.path, r.median "
         "FROM runs r JOIN sources s USING (source_id) WHERE r.median IS NOT NULL AND (? IS NULL OR r.study = ?) "
-        "ORDER BY r.study, r.series, r.host, r.started, r.run_id", [study, study]).fetchall()
+        "AND (? IS NULL OR r.series = ?) ORDER BY r.study, r.series, r.host, r.started, r.run_id",
+        [study, study, cell, cell]).fetchall()
     out: dict[tuple, Series] = {}
     for st, cell, host, metric, run_id, started, build, source, value in rows:
         series = out.setdefault((st, cell, host), Series(st, cell, host, metric, []))
