@@ -165,7 +165,7 @@ def r_ratios(groups: dict[str, tuple[list[float], list[float]]]) -> dict[str, tu
                                                                   median = median(g$v), reps = length(g$v))))
         setattr(cells, "noise", pooled_noise(lapply(groups, `[[`, "v")))
         r <- ratio_to_baseline(cells, c("cell", "side"), "side", "B")
-        fwrite(r[, .(cell, ratio, ratio_low, ratio_high, verdict)], stdout())
+        fwrite(r[, .(cell, ratio, ratio_low, ratio_high, verdict)], "")
     """
     done = subprocess.run(["Rscript", "-e", script], cwd=ROOT, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -279,3 +279,30 @@ def test_scale_benchmark_smoke():
                           text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "| injected shifts (5-20%, 2% noise) found" in done.stdout and "2 of 2" in done.stdout
+
+
+@pytest.mark.workflow
+def test_nightly_builds_through_the_real_workflow(study_factory, workdir, tmp_path_factory):
+    """README's nightly example, small: a tree per night with the night's `build`, added, compared, history."""
+    from conftest import tiny_study
+    trees = tmp_path_factory.mktemp("nights")
+    study = None
+    for night in ("n1", "n2"):
+        config = tiny_study(axes={"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr", "sb-rr"],
+                                  "build": [night]})
+        if study is None:
+            study = study_factory(config)
+        else:
+            study.write(config)
+        study.run()
+        shutil.move(study.path("results"), trees / night)
+    db = trees / "catalog.duckdb"
+    assert cli.main(["catalog", "add", str(trees / "n1"), str(trees / "n2"), "--catalog", str(db)]) == 0
+    out = trees / "cmp"
+    assert cli.main(["compare", "build=n2", "build=n1", "--catalog", str(db), "--out", str(out)]) == 0
+    rows = list(csv.DictReader(open(out / "compare.csv")))
+    assert sorted(r["cell"] for r in rows) == ["tiny: filesystem~tmpfs/threads~1/workload~fio-rr",
+                                               "tiny: filesystem~tmpfs/threads~1/workload~sb-rr"]
+    with catalog.connect(db, read_only=True) as con:
+        series = history.load(con, "tiny")
+    assert [[p.build for p in s.points] for s in series] == [["n1", "n2"], ["n1", "n2"]]

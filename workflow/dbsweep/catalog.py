@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 
 from dbsweep import engines
 from dbsweep.aggregate import TABLES, TEXT_COLUMNS, node, server_version
@@ -177,18 +178,23 @@ def add(catalog: Path, roots: list[Path]) -> Added:
 
 
 def _add_tree(con, tree: Tree, seen: dict[tuple, Run], added: Added) -> None:
-    existing = {}
     for run in tree.runs:
         if run.identity in seen and seen[run.identity].digest != run.digest:
             raise CatalogError(f"{run.path}: run {_name(run)} is also {seen[run.identity].path} with other data")
         seen[run.identity] = run
-        row = con.execute("SELECT r.run_id, r.digest, s.path FROM runs r JOIN sources s USING (source_id) "
-                          "WHERE r.study = ? AND cell = ? AND rep = ? AND attempt = ? AND host = ?",
-                          list(run.identity)).fetchone()
-        if row and row[1] != run.digest:
-            raise CatalogError(f"{run.path}: run {_name(run)} is in the catalog with other data (from {row[2]})")
-        if row:
-            existing[run.identity] = row[0]
+    # the tree's runs that the catalog holds already, in one query
+    con.execute("CREATE OR REPLACE TEMP TABLE _ids (i INTEGER, study VARCHAR, cell VARCHAR, rep INTEGER, "
+                "attempt VARCHAR, host VARCHAR)")
+    _insert(con, "_ids", ["i", "study", "cell", "rep", "attempt", "host"],
+            [(i, *r.identity) for i, r in enumerate(tree.runs)])
+    existing = {}
+    for i, run_id, digest, source in con.execute(
+            "SELECT i, r.run_id, r.digest, s.path FROM _ids JOIN runs r USING (study, cell, rep, attempt, host) "
+            "JOIN sources s ON s.source_id = r.source_id ORDER BY i").fetchall():
+        run = tree.runs[i]
+        if digest != run.digest:
+            raise CatalogError(f"{run.path}: run {_name(run)} is in the catalog with other data (from {source})")
+        existing[run.identity] = run_id
     new = [r for r in tree.runs if r.identity not in existing]
     added.skipped += len(tree.runs) - len(new)
     if not new:
@@ -198,26 +204,35 @@ def _add_tree(con, tree: Tree, seen: dict[tuple, Run], added: Added) -> None:
     ids = {run.identity: first + i for i, run in enumerate(new)}
     con.execute("INSERT INTO sources VALUES (?, ?, ?, now(), ?, ?)",
                 [source_id, str(tree.root.resolve()), tree.study, len(new), json.dumps(tree.provenance)])
-    con.executemany("INSERT INTO runs (run_id, source_id, study, cell, rep, attempt, host, series, build, started, "
-                    "ended, tool, server, dbsweep_commit, dbsweep_dirty, kernel, cpu, digest) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [_run_row(ids[r.identity], source_id, r) for r in new])
-    con.executemany("INSERT INTO run_axes VALUES (?, ?, ?)",
-                    [(ids[r.identity], a, v or None) for r in new for a, v in r.axes.items()])
-    con.executemany("INSERT INTO run_versions VALUES (?, ?, ?)",
-                    [(ids[r.identity], name, version) for r in new for name, version in _versions(r.record)])
+    _insert(con, "runs", ["run_id", "source_id", "study", "cell", "rep", "attempt", "host", "series", "build",
+                          "started", "ended", "tool", "server", "dbsweep_commit", "dbsweep_dirty", "kernel", "cpu",
+                          "digest"],
+            [_run_row(ids[r.identity], source_id, r) for r in new])
+    _insert(con, "run_axes", ["run_id", "axis", "value"],
+            [(ids[r.identity], a, v or None) for r in new for a, v in r.axes.items()])
+    _insert(con, "run_versions", ["run_id", "name", "version"],
+            [(ids[r.identity], name, version) for r in new for name, version in _versions(r.record)])
     # Every run of the tree, old and new, by the key its table rows carry; only new ones get rows.
     keys = tree.axes + ["rep"] + (["host"] if tree.host_column else [])
     con.execute("CREATE OR REPLACE TEMP TABLE _keys (run_id INTEGER, new BOOLEAN, "
                 + ", ".join(f'"{k}" VARCHAR' for k in keys) + ")")
-    con.executemany(f"INSERT INTO _keys VALUES ({', '.join('?' * (len(keys) + 2))})",
-                    [[ids.get(r.identity, existing.get(r.identity)), r.identity in ids]
-                     + [r.axes[a] for a in tree.axes] + [str(r.rep)] + ([r.host] if tree.host_column else [])
-                     for r in tree.runs])
+    _insert(con, "_keys", ["run_id", "new"] + keys,
+            [[ids.get(r.identity, existing.get(r.identity)), r.identity in ids]
+             + [r.axes[a] for a in tree.axes] + [str(r.rep)] + ([r.host] if tree.host_column else [])
+             for r in tree.runs])
     for kind in TABLES:
         _add_table(con, tree.root / "tables" / f"{kind}.csv.gz", kind, keys)
     _add_windows(con, tree, keys)
     added.runs += len(new)
+
+
+def _insert(con, table: str, columns: list[str], rows: list) -> None:
+    """Rows into a table in one statement (through Arrow: DuckDB's executemany runs one statement a row)."""
+    if not rows:
+        return
+    data = pa.table({c: [row[i] for row in rows] for i, c in enumerate(columns)})  # noqa: F841 (DuckDB reads it)
+    con.execute(f'INSERT INTO "{table}" ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in columns)}) '
+                f'SELECT * FROM data')
 
 
 def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
@@ -249,7 +264,9 @@ def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
                 con.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}" {types[c]}')
     select = ", ".join(["k.run_id"] + [f'CAST(t."{c}" AS {types[c]}) AS "{c}"' for c in columns])
     try:
-        con.execute(f'INSERT INTO "{kind}" BY NAME SELECT {select} FROM _rows t JOIN _keys k ON {on} WHERE k.new')
+        con.execute(f'CREATE OR REPLACE TEMP TABLE "_new_{kind}" AS SELECT {select} FROM _rows t JOIN _keys k '
+                    f'ON {on} WHERE k.new')
+        con.execute(f'INSERT INTO "{kind}" BY NAME SELECT * FROM "_new_{kind}"')
     except duckdb.Error as e:
         raise CatalogError(f"{path}: {_first_line(e)}") from None
 
@@ -295,7 +312,7 @@ def _add_windows(con, tree: Tree, keys: list[str]) -> None:
                    CASE WHEN count(s.tps) > 0
                         THEN median(s.tps) FILTER (w.ws IS NULL OR s.second BETWEEN w.ws AND w.we)
                         ELSE median(s.iops) FILTER (w.ws IS NULL OR s.second BETWEEN w.ws AND w.we) END AS median
-            FROM samples s JOIN _keys k ON k.run_id = s.run_id AND k.new
+            FROM _new_samples s
             LEFT JOIN _windows w ON w.run_id = s.run_id
             GROUP BY s.run_id) m
         WHERE runs.run_id = m.run_id""")
