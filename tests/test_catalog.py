@@ -306,3 +306,15 @@ def test_nightly_builds_through_the_real_workflow(study_factory, workdir, tmp_pa
     with catalog.connect(db, read_only=True) as con:
         series = history.load(con, "tiny")
     assert [[p.build for p in s.points] for s in series] == [["n1", "n2"], ["n1", "n2"]]
+
+
+def test_run_json_names_the_dbsweep_commit_that_ran_it(tmp_path):
+    from dbsweep import manifest
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    assert manifest.dbsweep_version()["commit"] == head
+    copy = tmp_path / "workflow"          # a copied workflow (as the tests and benchmarks run it): no git
+    shutil.copytree(ROOT / "workflow" / "dbsweep", copy / "dbsweep")
+    done = subprocess.run([sys.executable, "-c", "from dbsweep import manifest; print(manifest.dbsweep_version())"],
+                          cwd=copy, capture_output=True, text=True, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+    assert done.stdout.strip() == "{'commit': None, 'dirty': None}", done.stderr
