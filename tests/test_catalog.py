@@ -318,3 +318,15 @@ def test_run_json_names_the_dbsweep_commit_that_ran_it(tmp_path):
     done = subprocess.run([sys.executable, "-c", "from dbsweep import manifest; print(manifest.dbsweep_version())"],
                           cwd=copy, capture_output=True, text=True, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
     assert done.stdout.strip() == "{'commit': None, 'dirty': None}", done.stderr
+
+
+def test_a_run_not_yet_in_the_tables_waits_for_a_later_add(db, tmp_path):
+    tree = tmp_path / "growing"
+    shutil.copytree(A, tree)
+    cell = tree / "runs/filesystem~ext4/threads~1/workload~fio-randread"
+    record = json.loads((cell / "rep~1/run.json").read_text())
+    (cell / "rep~2").mkdir()
+    (cell / "rep~2/run.json").write_text(json.dumps(record | {"rep": 2, "attempt": "attempt~20261123T180000-vm-1"}))
+    assert catalog.add(db, [tree]).runs == 14      # rep~2 ran after the tables were made: not added yet
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs WHERE rep = 2").fetchone()[0] == 0

@@ -8,6 +8,7 @@ documented in docs/catalog.md.
 """
 from __future__ import annotations
 
+import csv
 import gzip
 import hashlib
 import json
@@ -117,8 +118,23 @@ def read_tree(root: Path) -> Tree:
             raise CatalogError(f"{path}: not a dbsweep run.json ({type(e).__name__}: {e})") from None
         if record.get("status") == "ok":
             runs.append(run)
-    return Tree(root=root, study=study, provenance=provenance, axes=axes,
-                host_column="host" in header and "host" not in axes, runs=runs)
+    host_column = "host" in header and "host" not in axes
+    # A run not in the tables yet (measured after the last aggregate) waits for a later add.
+    collected = _summary_keys(summary, axes + ["rep"] + (["host"] if host_column else []))
+    runs = [r for r in runs if _key(r, axes, host_column) in collected]
+    return Tree(root=root, study=study, provenance=provenance, axes=axes, host_column=host_column, runs=runs)
+
+
+def _key(run: Run, axes: list[str], host_column: bool) -> tuple:
+    return tuple([run.axes[a] for a in axes] + [str(run.rep)] + ([run.host] if host_column else []))
+
+
+def _summary_keys(path: Path, keys: list[str]) -> set[tuple]:
+    try:
+        with gzip.open(path, "rt", newline="") as f:
+            return {tuple(row[k] or "" for k in keys) for row in csv.DictReader(f)}
+    except (OSError, EOFError, zlib.error, csv.Error) as e:
+        raise CatalogError(f"{path}: truncated or corrupt ({e})") from None
 
 
 def _header(path: Path) -> list[str]:
