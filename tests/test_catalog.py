@@ -330,3 +330,35 @@ def test_a_run_not_yet_in_the_tables_waits_for_a_later_add(db, tmp_path):
     assert catalog.add(db, [tree]).runs == 14      # rep~2 ran after the tables were made: not added yet
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM runs WHERE rep = 2").fetchone()[0] == 0
+
+
+def test_compare_with_one_repetition_follows_stats_r_block_bootstrap(db, tmp_path):
+    """One repetition everywhere: the CI is the bootstrap of block medians. R and Python draw different random
+    numbers, so the ratio matches exactly and the CI to bootstrap error."""
+    catalog.add(db, [A])
+    a, b = compare.parse_side("filesystem=xfs"), compare.parse_side("filesystem=ext4")
+    with catalog.connect(db, read_only=True) as con:
+        python = {r.cell.split(": ")[1]: r for r in compare.compare(con, a, b).rows}
+        rows = []
+        for side, selector in (("A", a), ("B", b)):
+            for cell, ids in compare.side_values(con, selector, a.axes | {"build"})[2].items():
+                rows += [(cell.split(": ")[1], side, i + 1, v) for i, v in enumerate(compare.window_seconds(con, ids[0]))]
+    samples = tmp_path / "samples.csv"
+    with open(samples, "w", newline="") as f:
+        csv.writer(f).writerows([("cell", "side", "second", "value")] + rows)
+    script = f"""
+        source("workflow/scripts/common.R"); source("workflow/scripts/stats.R")
+        win <- fread("{samples}")[, rep := 1L]
+        cells <- cell_stats(win, c("cell", "side"))
+        r <- ratio_to_baseline(cells, c("cell", "side"), "side", "B")
+        fwrite(r[, .(cell, ratio, ratio_low, ratio_high, test)], "")
+    """
+    done = subprocess.run(["Rscript", "-e", script], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    r = {row["cell"]: row for row in csv.DictReader(done.stdout.splitlines())}
+    assert set(r) == set(python) and len(r) == 4
+    for cell, mine in python.items():
+        assert r[cell]["test"].startswith("bootstrap of block medians") and mine.test.startswith("bootstrap of block")
+        assert mine.ratio == pytest.approx(float(r[cell]["ratio"]), rel=1e-9)
+        assert (mine.low, mine.high) == pytest.approx((float(r[cell]["ratio_low"]), float(r[cell]["ratio_high"])),
+                                                      rel=0.15)
