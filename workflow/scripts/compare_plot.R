@@ -16,15 +16,15 @@ compare_plot <- function(dt, a, b) {
     scale_x_log10() +
     scale_colour_manual(values = c(higher = "#0072B2", lower = "#D55E00",
                                    "within noise" = "grey40", "no CI" = "grey70")) +
-    labs(x = sprintf("ratio %s / %s (log scale), 95%% CI", a, b), y = NULL, colour = NULL,
-         caption = dt$test[1]) +
+    labs(x = "ratio A / B (log scale) with its 95% CI", y = NULL, colour = NULL,
+         subtitle = sprintf("A: %s\nB: %s", a, b), caption = dt$test[1]) +
     theme_dbsweep()
 }
 
 main <- function(args) {
   dt <- fread(args[1], colClasses = list(character = c("cell", "metric", "verdict", "test")))
   p <- compare_plot(dt, args[3], args[4])
-  ggsave(args[2], p, width = 8, height = 1.5 + 0.3 * nrow(dt), dpi = 100, limitsize = FALSE)
+  ggsave(args[2], p, width = 11, height = 2 + 0.3 * nrow(dt), dpi = 100, limitsize = FALSE)
 }
 
 if (sys.nframe() == 0L) main(commandArgs(trailingOnly = TRUE))
