@@ -153,7 +153,10 @@ def connect(path: Path = DEFAULT, read_only: bool = False):
     path = Path(path)
     if read_only and not path.is_file():
         raise CatalogError(f"{path}: no catalog here (make one with: ./dbsweep catalog add results/)")
-    con = duckdb.connect(str(path), read_only=read_only)
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.Error as e:   # e.g. held by another process's DuckDB
+        raise CatalogError(f"{path}: {_first_line(e)}") from None
     try:
         if not read_only:
             con.execute(SCHEMA)
@@ -230,9 +233,10 @@ def _add_tree(con, tree: Tree, seen: dict[tuple, Run], added: Added) -> None:
             [(ids[r.identity], name, version) for r in new for name, version in _versions(r.record)])
     # Every run of the tree, old and new, by the key its table rows carry; only new ones get rows.
     keys = tree.axes + ["rep"] + (["host"] if tree.host_column else [])
-    con.execute("CREATE OR REPLACE TEMP TABLE _keys (run_id INTEGER, new BOOLEAN, "
+    # (_run, _new: no axis starts with an underscore)
+    con.execute("CREATE OR REPLACE TEMP TABLE _keys (_run INTEGER, _new BOOLEAN, "
                 + ", ".join(f'"{k}" VARCHAR' for k in keys) + ")")
-    _insert(con, "_keys", ["run_id", "new"] + keys,
+    _insert(con, "_keys", ["_run", "_new"] + keys,
             [[ids.get(r.identity, existing.get(r.identity)), r.identity in ids]
              + [r.axes[a] for a in tree.axes] + [str(r.rep)] + ([r.host] if tree.host_column else [])
              for r in tree.runs])
@@ -247,8 +251,8 @@ def _insert(con, table: str, columns: list[str], rows: list) -> None:
     if not rows:
         return
     data = pa.table({c: [row[i] for row in rows] for i, c in enumerate(columns)})  # noqa: F841 (DuckDB reads it)
-    con.execute(f'INSERT INTO "{table}" ({", ".join(f"{chr(34)}{c}{chr(34)}" for c in columns)}) '
-                f'SELECT * FROM data')
+    names = ", ".join(f'"{c}"' for c in columns)
+    con.execute(f'INSERT INTO "{table}" ({names}) SELECT * FROM data')
 
 
 def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
@@ -278,10 +282,10 @@ def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
         for c in columns:
             if c not in present:
                 con.execute(f'ALTER TABLE "{kind}" ADD COLUMN "{c}" {types[c]}')
-    select = ", ".join(["k.run_id"] + [f'CAST(t."{c}" AS {types[c]}) AS "{c}"' for c in columns])
+    select = ", ".join(["k._run AS run_id"] + [f'CAST(t."{c}" AS {types[c]}) AS "{c}"' for c in columns])
     try:
         con.execute(f'CREATE OR REPLACE TEMP TABLE "_new_{kind}" AS SELECT {select} FROM _rows t JOIN _keys k '
-                    f'ON {on} WHERE k.new')
+                    f'ON {on} WHERE k._new')
         con.execute(f'INSERT INTO "{kind}" BY NAME SELECT * FROM "_new_{kind}"')
     except duckdb.Error as e:
         raise CatalogError(f"{path}: {_first_line(e)}") from None
@@ -311,10 +315,10 @@ def _add_windows(con, tree: Tree, keys: list[str]) -> None:
         shared = [k for k in keys if k in header]
         on = " AND ".join(f'coalesce(w."{k}", \'\') = coalesce(k."{k}", \'\')' for k in shared)
         try:
-            con.execute("CREATE OR REPLACE TEMP TABLE _windows AS SELECT k.run_id, "
+            con.execute("CREATE OR REPLACE TEMP TABLE _windows AS SELECT k._run AS run_id, "
                         "CAST(w.window_start AS BIGINT) AS ws, CAST(w.window_end AS BIGINT) AS we "
                         "FROM read_csv(?, header = true, all_varchar = true, auto_detect = false, columns = "
-                        + _columns_struct(header) + f") w JOIN _keys k ON {on} WHERE k.new", [str(steady)])
+                        + _columns_struct(header) + f") w JOIN _keys k ON {on} WHERE k._new", [str(steady)])
         except duckdb.Error as e:
             raise CatalogError(f"{steady}: {_first_line(e)}") from None
     else:
