@@ -233,7 +233,7 @@ def _add_tree(con, tree: Tree, seen: dict[tuple, Run], added: Added) -> None:
             [(ids[r.identity], name, version) for r in new for name, version in _versions(r.record)])
     # Every run of the tree, old and new, by the key its table rows carry; only new ones get rows.
     keys = tree.axes + ["rep"] + (["host"] if tree.host_column else [])
-    # (_run, _new: no axis starts with an underscore)
+    # (_run and _new: underscored so that they do not meet an axis)
     con.execute("CREATE OR REPLACE TEMP TABLE _keys (_run INTEGER, _new BOOLEAN, "
                 + ", ".join(f'"{k}" VARCHAR' for k in keys) + ")")
     _insert(con, "_keys", ["_run", "_new"] + keys,
