@@ -250,9 +250,12 @@ def _insert(con, table: str, columns: list[str], rows: list) -> None:
     """Rows into a table in one statement (through Arrow: DuckDB's executemany runs one statement a row)."""
     if not rows:
         return
-    data = pa.table({c: [row[i] for row in rows] for i, c in enumerate(columns)})  # noqa: F841 (DuckDB reads it)
-    names = ", ".join(f'"{c}"' for c in columns)
-    con.execute(f'INSERT INTO "{table}" ({names}) SELECT * FROM data')
+    con.register("_data", pa.table({c: [row[i] for row in rows] for i, c in enumerate(columns)}))
+    try:
+        names = ", ".join(f'"{c}"' for c in columns)
+        con.execute(f'INSERT INTO "{table}" ({names}) SELECT * FROM _data')
+    finally:
+        con.unregister("_data")
 
 
 def _add_table(con, path: Path, kind: str, keys: list[str]) -> None:
