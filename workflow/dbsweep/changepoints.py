@@ -1,4 +1,4 @@
-"""Change points of a series: E-divisive (Matteson and James 2014), as Hunter and Apache Otava use it.
+"""Change points of a series: E-divisive (Matteson and James 2014), the method Hunter and Apache Otava build on.
 
 Method. A segment z of n points is split at every tau (min_size points or more on each side) into
 x = z[:tau] and y = z[tau:]; the split's divergence is the energy statistic of Matteson and James,
