@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import socket
+import subprocess
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -31,6 +32,22 @@ def host() -> dict:
         "cpus": os.cpu_count(),
         "memory_gb": round(mem_kb / 2**20, 1),
     }
+
+
+def dbsweep_version() -> dict:
+    """The git commit of the dbsweep code that ran (None outside a git checkout, e.g. a copied workflow) and
+    whether its tree had uncommitted changes."""
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(["git", "-C", str(Path(__file__).parent), *args], capture_output=True,
+                                  text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return done.stdout.strip() if done.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no") if commit else None
+    return {"commit": commit, "dirty": bool(status) if commit else None}
 
 
 def checksums(folder: Path) -> dict[str, str]:

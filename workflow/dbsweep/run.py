@@ -120,7 +120,7 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
     scratch = attempt / "scratch"
     record = {
         "cell": cell, "rep": rep, "recipe": recipe, "attempt": attempt.name,
-        "host": host, "tools": {recipe["tool"]: tool.version()},
+        "host": host, "tools": {recipe["tool"]: tool.version()}, "dbsweep": manifest.dbsweep_version(),
         "started": manifest.now(), "status": "failed", "commands": [],
     }
     try:
