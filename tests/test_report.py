@@ -14,7 +14,7 @@ from docutils.core import publish_parts
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
-from dbsweep import summary  # noqa: E402
+from dbsweep import answer, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
 WIDTH, HEIGHT = 1200, 1600
@@ -154,3 +154,61 @@ def test_every_caption_states_the_matrix_host_and_versions():
     assert len(captions) >= 10
     for path in captions:
         assert path.read_text().rstrip().endswith(".. include:: results/report/provenance.rst"), path.name
+
+
+DEMO = ROOT / "tests" / "fixtures" / "demo_tables"  # the default study's tables, as its run wrote them
+DEMO_AXES = ["engine", "memory", "filesystem", "threads", "workload"]
+
+
+def test_the_answer_has_one_line_per_pair_naming_only_the_axes_that_vary():
+    compared = {(c.axis, c.metric): c for c in answer.comparisons(DEMO / "comparisons.csv", DEMO_AXES)}
+    assert list(compared) == [("engine", "tps"), ("memory", "tps"), ("filesystem", "iops"), ("threads", "iops")]
+    assert compared["filesystem", "iops"].lines == [
+        "xfs / ext4 at threads 1, workload fio-randread: 4.81 [0.998, 11.3], within noise",
+        "xfs / ext4 at threads 1, workload fileio-rndrd: 6.25 [2.06, 14.9], higher",
+        "xfs / ext4 at threads 4, workload fio-randread: 0.990 [0.716, 2.52], within noise",
+        "xfs / ext4 at threads 4, workload fileio-rndrd: 0.985 [0.318, 1.49], within noise"]
+    assert compared["engine", "tps"].lines[2] == "postgresql / innodb at memory 16M: 3.61 [1.80, 5.60], higher"
+    noise = answer.noise(DEMO / "comparisons.csv", DEMO / "cell_stats.csv")
+    assert noise.run_to_run_pct is None and noise.cells_with_reps == 0  # one repetition per cell
+    assert 50 < noise.detectable_pct < 120
+    assert "Each cell ran once" in answer.noise_text(noise) and "±87%" in answer.noise_text(noise)
+
+
+def test_run_to_run_noise_from_cells_with_repetitions(tmp_path):
+    (tmp_path / "cell_stats.csv").write_text(
+        "threads,metric,reps,median,rep_sd\n1,iops,3,100,4\n4,iops,3,200,4\n1,lat_ms,3,2,1\n")
+    (tmp_path / "comparisons.csv").write_text(
+        "axis,baseline,axis_value,metric,threads,ratio,ratio_low,ratio_high,verdict\n"
+        "threads,1,4,iops,4,2,1.8,2.2205,higher\n")
+    noise = answer.noise(tmp_path / "comparisons.csv", tmp_path / "cell_stats.csv")
+    assert noise.run_to_run_pct == 3.0 and noise.cells_with_reps == 2 and round(noise.detectable_pct) == 11
+
+
+def test_headline_plots_declared_or_one_per_compared_axis():
+    made = ["ratio_heatmap", "tps_vs_memory", "throughput_vs_threads", "ci_vs_threads", "violin"]
+    assert answer.headline([], ["engine", "memory", "filesystem", "threads"], made) == (
+        ["ratio_heatmap", "tps_vs_memory", "throughput_vs_threads", "ci_vs_threads"], [])
+    assert answer.headline(["violin", "openloop_p99"], ["engine"], made) == (["violin"], ["openloop_p99"])
+
+
+def test_tables_lose_all_na_columns_split_storage_from_database_and_the_method_is_written_once():
+    docs = {name: markdown.parse((DEMO / f"{name}.md").read_text()) for name in ("cell_stats", "comparisons")}
+    method = markdown.repeated_paragraphs(list(docs.values()))
+    assert len(method) == 2 and method[0].startswith("Warm-up:") and method[1].startswith("_host ")
+    blocks = markdown.tidy(docs["cell_stats"], DEMO_AXES, set(method))
+    assert not any(isinstance(b, markdown.Para) and b.text in method for b in blocks)
+    (table,) = [b for b in blocks if isinstance(b, markdown.Table)]
+    storage, database = table.parts
+    assert storage.title == "workloads fio-randread, fileio-rndrd" and database.title == "workloads oltp-rw"
+    assert storage.header[:4] == ["filesystem", "threads", "workload", "metric"]
+    assert "rep_sd" not in storage.header and "engine" in database.header
+    assert all("NA" not in row[:3] for row in storage.rows)
+    text = markdown.to_markdown(blocks)
+    assert "_workloads oltp-rw_\n\n| engine | memory | filesystem |" in text
+
+
+def test_provenance_lists_every_server_version():
+    lines = dict(summary.provenance_lines({"host": "h", "tools": {"fio": "fio-3.33", "postgresql": "PostgreSQL 17.2"},
+                                           "servers": {"postgresql": ["PostgreSQL 16.6", "PostgreSQL 17.2"]}}))
+    assert lines["postgresql"] == "PostgreSQL 16.6; PostgreSQL 17.2" and lines["fio"] == "fio-3.33"

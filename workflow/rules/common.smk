@@ -160,7 +160,7 @@ def summary_study():
     matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
               for axis in STUDY.axes}
     return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), STUDY.repetitions,
-                         [Path(d) for d in rep_dirs()], STUDY.not_applicable)
+                         [Path(d) for d in rep_dirs()], STUDY.not_applicable, STUDY.headline)
 
 
 def summary_after_error(log):
