@@ -4,26 +4,39 @@ import copy
 import json
 import re
 import struct
-import subprocess
 import sys
 import zlib
 from pathlib import Path
 
 from docutils.core import publish_parts
 
+from chromium import Chromium
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
 from dbsweep import answer, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
-WIDTH, HEIGHT = 1200, 1600
+LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
 
 
-def chromium(*args: str) -> subprocess.CompletedProcess:
-    # --no-sandbox: the tests run as root, where Chromium's sandbox refuses to start.
-    return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", *args],
-                          capture_output=True, text=True, timeout=120, check=True)
+# The page as laid out: the viewport's width, the page's (wider when something runs off it), the right
+# edge of every table's box (its scrolling box when it has one) and of every image, with the image's
+# natural width (0 when it did not load).
+LAYOUT = """({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
+  tables: [...document.querySelectorAll('table')].map(t => Math.ceil((t.closest('.scroll') || t)
+          .getBoundingClientRect().right)),
+  images: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth,
+                                         Math.ceil(i.getBoundingClientRect().right)])})"""
+
+
+def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
+    """The page as headless Chromium lays it out at `width` px; a screenshot of its first screen."""
+    with Chromium() as browser:
+        browser.open(page.as_uri(), width, HEIGHT)
+        if screenshot:
+            browser.screenshot(screenshot)
+        return browser.evaluate(LAYOUT)
 
 
 def png_facts(path: Path) -> tuple[int, int, int]:
@@ -72,28 +85,22 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
             "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(plots)
     assert sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
     for table in ("cells", "saturation"):
-        assert f"<h3>{table} (" in page
+        assert f'<h3>{table} <span class="links"><a href="tables/{table}.csv">CSV</a>' in page
+    assert page.index('id="tables"') < page.index('id="method"') < page.index("<h2>Matrix</h2>")
     assert page.count("<table>") >= 3 and "Provenance" in page and "fio-3" in page and "--numjobs=1" in page
     markdown = (results / "summary.md").read_text()
     assert sorted(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)) == plots
     assert "| filesystem | threads | workload |" in markdown and "\\<script\\>" in markdown
 
-    # Headless Chromium renders it: a screenshot of the asked size that is not blank, and every image loads.
-    shot = tmp_path / "page.png"
-    chromium(f"--screenshot={shot}", f"--window-size={WIDTH},{HEIGHT}", (results / "index.html").as_uri())
-    width, height, distinct = png_facts(shot)
-    assert (width, height) == (WIDTH, HEIGHT) and distinct > 50
-    probe = results / "probe.html"
-    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => {"
-                                  "const p = document.createElement('pre'); p.id = 'probe';"
-                                  "p.textContent = JSON.stringify([...document.images].map("
-                                  "i => [i.getAttribute('src'), i.naturalWidth]));"
-                                  "document.body.appendChild(p); });</script></body>"))
-    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri()).stdout
-    probe.unlink()
-    loaded = dict(json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1).replace("&quot;", '"')))
-    assert sorted(loaded) == plots and all(w > 100 for w in loaded.values()), loaded
-    assert dom.count("<table>") == page.count("<table>")
+    # Headless Chromium at a laptop's and a phone's width: nothing runs off the page, every image loads.
+    for width in (LAPTOP, PHONE):
+        shot = tmp_path / f"page-{width}.png"
+        layout = page_layout(results / "index.html", width, shot)
+        assert png_facts(shot)[:2] == (width, HEIGHT) and png_facts(shot)[2] > 50, "a screenshot that is not blank"
+        assert layout["viewport"] == width and layout["page"] <= width, layout
+        assert sorted(src for src, _, _ in layout["images"]) == plots
+        assert all(natural > 100 and right <= width for _, natural, right in layout["images"]), layout["images"]
+        assert len(layout["tables"]) == page.count("<table>") and max(layout["tables"]) <= width, layout["tables"]
 
     # snakemake --report: one category named after the study, Tables and Plots under it; every caption
     # states the matrix, the host and the versions.
@@ -212,3 +219,22 @@ def test_provenance_lists_every_server_version():
     lines = dict(summary.provenance_lines({"host": "h", "tools": {"fio": "fio-3.33", "postgresql": "PostgreSQL 17.2"},
                                            "servers": {"postgresql": ["PostgreSQL 16.6", "PostgreSQL 17.2"]}}))
     assert lines["postgresql"] == "PostgreSQL 16.6; PostgreSQL 17.2" and lines["fio"] == "fio-3.33"
+
+
+def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):
+    """The default study's 20-column statistics table and its other tables, on a page as rule summary
+    writes it, laid out by headless Chromium at 390 and 1366 px."""
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    targets = []
+    for path in DEMO.iterdir():
+        targets.append(results / "tables" / path.name)
+        targets[-1].write_text(path.read_text())
+    long_cell = "engine~myrocks/memory~256M/filesystem~xfs/threads~4/workload~oltp-read-write-with-a-long-name"
+    study = summary.Study("demo", "Random reads " * 30, {a: ["x"] for a in DEMO_AXES}, 14, 1, [],
+                          [(long_cell, "a reason " * 20)])
+    page = summary.write(study, results, targets, complete=True)["html"]
+    for width in (PHONE, LAPTOP):
+        layout = page_layout(page, width)
+        assert layout["viewport"] == width and layout["page"] <= width, layout
+        assert len(layout["tables"]) >= 8 and max(layout["tables"]) <= width, layout["tables"]

@@ -97,7 +97,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
     plots = [p for p in targets if p.suffix == ".png"] if complete else []
     axes = list(study.matrix)
     parsed = {p: markdown.parse(p.read_text()) for p in tables}
-    method = markdown.repeated_paragraphs(list(parsed.values()))
+    # the longest first: the statistics' method before short repeated notes (the provenance footer)
+    method = sorted(markdown.repeated_paragraphs(list(parsed.values())), key=len, reverse=True)
     compared = answer.comparisons(tables_dir / "comparisons.csv", axes) if complete else []
     shown, missing = answer.headline(study.headline, list(dict.fromkeys(c.axis for c in compared)),
                                      [p.stem for p in plots])
@@ -166,7 +167,7 @@ h1 { margin-bottom: 0.2em; } .question { font-size: 1.2em; margin-top: 0; }
 table { border-collapse: collapse; font-size: 0.9em; overflow-wrap: normal; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f2; position: sticky; top: 0; }
 .scroll { overflow: auto; max-width: 100%; max-height: 32em; margin: 0.5em 0 1.5em; }
-.part { margin: 0.8em 0 0; font-style: italic; } .links { font-size: 0.8em; font-weight: normal; }
+.table td, .table th { white-space: nowrap; } .part { margin: 0.8em 0 0; font-style: italic; } .links { font-size: 0.8em; font-weight: normal; }
 img { max-width: 100%; height: auto; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
 code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
 dt { font-weight: bold; } dd { margin: 0 0 0.3em 1.5em; }
@@ -190,9 +191,11 @@ def to_html(page: dict, results: Path) -> str:
             csv_path = path.with_suffix(".csv")
             links = [f'<a href="{e(_rel(csv_path, results))}">CSV</a>'] if csv_path.exists() else []
             links += ['<a href="#method">method</a>'] if page["method"] else []
+            body = markdown.to_html(blocks, level=3)
+            if not any(isinstance(b, markdown.Table) for b in blocks):  # nothing to show for this study
+                body = f"<details><summary>no rows for this study</summary>{body}</details>"
             parts.append(f'<section class="table" id="table-{e(path.stem)}"><h3>{e(path.stem)} '
-                         f'<span class="links">{" · ".join(links)}</span></h3>'
-                         f"{markdown.to_html(blocks, level=3)}</section>")
+                         f'<span class="links">{" · ".join(links)}</span></h3>{body}</section>')
     if page["method"]:
         parts.append('<h2 id="method">Method</h2>' + "".join(f"<p>{markdown.inline_html(t)}</p>"
                                                              for t in page["method"]))
