@@ -77,8 +77,13 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     fixed = copy.deepcopy(config)
     del fixed["workloads"]["fio-rr"]["options"]["bogus_option"]
     study.write(fixed)
-    study.run()
+    done = study.run()
+    # stderr is not a terminal: the study's progress as plain lines, the last when the run ends
+    progress = [line for line in done.stderr.splitlines() if re.match(r"dbsweep: \d+/2 repetitions done", line)]
+    assert progress[0].startswith("dbsweep: 1/2 repetitions done") and progress[-1].startswith(
+        "dbsweep: 2/2 repetitions done") and any(f"running {BAD} rep~1" in line for line in progress), progress
     page = (results / "index.html").read_text()
+    assert '<a href="explore.html">' in page and (results / "explore.html").stat().st_size > 4e6
     assert "Complete" in page and "Incomplete" not in page and "bogus_option" not in page
     plots = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
     assert {"plots/throughput_vs_threads.png", "plots/latency_vs_threads.png", "plots/jitter.png",
