@@ -7,12 +7,17 @@ per-second samples, with --counters server counters per second (a warm-up ramp a
 runs workflow/dbsweep/explore.py on them and loads the page. Goal (issue 13): under 20 MB and 3 s for
 500 cells x 300 s.
 
-    .venv/bin/python bench/explore.py [--cells 500] [--seconds 300] [--counters 60] [--smoke]
+    .venv/bin/python bench/explore.py [--cells 500] [--seconds 300] [--counters 60] [--rounds 3] [--smoke]
+
+Prints one JSON line: size_mb, write_s (build and write), and medians over the rounds of load_s (to the
+load event: HTML and plotly.js parsed), first_paint_s, plot_drawn_s (data unpacked, first plot drawn),
+baseline_load_s (the page without data: plotly.js alone).
 """
 from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 import time
 
@@ -57,15 +62,27 @@ def study(dir, cells: int, seconds: int, counters: int) -> None:
     windows.to_csv(dir / "steady_state.csv", index=False)
 
 
+def load(page) -> dict:
+    """Seconds to the load event, to the first paint and to the plot drawn, and the traces drawn."""
+    with Chromium() as browser:
+        load_s = browser.open(page.as_uri(), 1366, 1300)
+        drawn = browser.evaluate("new Promise(ok => { const wait = () => window.exploreDrawn ? ok(window.exploreDrawn)"
+                                 " : setTimeout(wait, 50); wait(); })")
+        paint = browser.evaluate("performance.getEntriesByType('paint').map(e => e.startTime)")
+        traces = browser.evaluate("document.getElementById('plot').data.length")
+    return {"load_s": load_s, "first_paint_s": min(paint) / 1000, "plot_drawn_s": drawn / 1000, "traces": traces}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=500)
     ap.add_argument("--seconds", type=int, default=300)
     ap.add_argument("--counters", type=int, default=60)
-    ap.add_argument("--smoke", action="store_true", help="20 cells x 30 s, for the tests")
+    ap.add_argument("--rounds", type=int, default=3, help="page loads (each with a plotly-only page beside)")
+    ap.add_argument("--smoke", action="store_true", help="20 cells x 30 s, one round, for the tests")
     args = ap.parse_args()
     if args.smoke:
-        args.cells, args.seconds, args.counters = 20, 30, 8
+        args.cells, args.seconds, args.counters, args.rounds = 20, 30, 8, 1
     use_pipeline_code()
     from dbsweep import explore
 
@@ -76,16 +93,15 @@ def main() -> None:
     page = tmp / "explore.html"
     explore.write(data, page, "bench")
     write_s = time.monotonic() - start
-    with Chromium() as browser:
-        load_s = browser.open(page.as_uri(), 1366, 1300)
-        drawn = browser.evaluate("new Promise(ok => { const wait = () => window.exploreDrawn ? ok(window.exploreDrawn)"
-                                 " : setTimeout(wait, 50); wait(); })")
-        paint = browser.evaluate("performance.getEntriesByType('paint').map(e => e.startTime)")
-        traces = browser.evaluate("document.getElementById('plot').data.length")
+    empty = tmp / "plotly-only.html"  # the same page without data: what plotly.js itself costs
+    explore.write({"axes": [], "top": [], "cells": [], "series": [], "counters": []}, empty, "bench")
+    runs = []
+    for _ in range(args.rounds):  # interleaved, each page in a fresh browser
+        runs.append(load(page) | {"baseline_load_s": load(empty)["load_s"]})
     result = {"cells": args.cells, "seconds": args.seconds, "counters_in_tables": args.counters,
               "counters_in_page": len(data["counters"]), "size_mb": round(page.stat().st_size / 1e6, 2),
-              "write_s": round(write_s, 2), "load_s": round(load_s, 2), "first_paint_s": round(min(paint) / 1000, 2),
-              "plot_drawn_s": round(drawn / 1000, 2), "traces": traces}
+              "write_s": round(write_s, 2), "rounds": len(runs)}
+    result |= {k: round(statistics.median(r[k] for r in runs), 2) for k in runs[0]}
     print(json.dumps(result))
 
 
