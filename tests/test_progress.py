@@ -108,10 +108,13 @@ def test_study_progress_in_a_log_is_a_plain_line_when_a_repetition_starts_or_end
 def test_time_left_follows_the_pace_of_this_run(tmp_path):
     runs = study_tree(tmp_path)
     progress = study_progress.StudyProgress(runs, dict.fromkeys(runs, 10.0), io.StringIO())
-    assert progress.left(0) == 30
+    assert progress.left(0) == 30 and progress.left(12) == 18, "counts down"
+    assert progress.left(45) == 0
     finish(runs[0])
+    progress.start = time.time() - 20  # seen done 20 s into the run
     progress.status()
-    assert progress.left(20.0) == 40  # the first took 20 s against 10 estimated: twice as long
+    assert round(progress.left(20.0)) == 40  # the first took 20 s against 10 estimated: twice as long
+    assert round(progress.left(25.0)) == 35
     assert study_progress.line(study_progress.Status(1, 3, 20, 40, None, None)) == \
         "dbsweep: 1/3 repetitions done, 20 s elapsed, about 40 s left"
 

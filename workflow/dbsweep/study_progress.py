@@ -14,7 +14,7 @@ Snakemake's own messages, and the next tick draws it again below them. Elsewhere
 pipe) it is a plain line, written only when a repetition ends or another one starts.
 
 Time left: the estimate of each missing repetition (dbsweep/estimate.py), scaled by how long the
-repetitions done in this run took against their estimate.
+repetitions done in this run took against their estimate, counting down between two of them.
 """
 from __future__ import annotations
 
@@ -50,6 +50,7 @@ class StudyProgress:
         self.start = time.time()
         self.done = {d for d in rep_dirs if (d / "run.json").exists()}
         self.done_now: set[Path] = set()  # done during this run
+        self._paced_at = 0.0  # seconds into this run when the latest of them was seen done
         self._shown = ""  # the line on screen (terminal) or the last written (log)
         self._key = None
         self._lock = threading.Lock()
@@ -110,11 +111,12 @@ class StudyProgress:
             self._shown = ""
 
     def status(self) -> Status:
+        elapsed = time.time() - self.start
         for rep_dir in self.rep_dirs:
             if rep_dir not in self.done and (rep_dir / "run.json").exists():
                 self.done.add(rep_dir)
                 self.done_now.add(rep_dir)
-        elapsed = time.time() - self.start
+                self._paced_at = elapsed
         running, live, newest = None, None, self.start - 1
         for rep_dir in self.rep_dirs:
             if rep_dir in self.done:
@@ -130,6 +132,8 @@ class StudyProgress:
                       _name(running) if running else None, live)
 
     def left(self, elapsed: float) -> float | None:
+        """The estimate of the missing repetitions, times the pace of this run's repetitions so far
+        (their time over their estimate, up to the latest one done), less the time since then."""
         missing = [d for d in self.rep_dirs if d not in self.done]
         if not missing:
             return 0.0
@@ -137,9 +141,9 @@ class StudyProgress:
             return None
         left = sum(self.expected[d] for d in missing)
         spent = sum(self.expected.get(d, 0) for d in self.done_now)
-        if spent > 0:  # as fast or slow as this run's repetitions so far
-            left *= min(max(elapsed / spent, 0.25), 4.0)
-        return left
+        if spent > 0:
+            left *= min(max(self._paced_at / spent, 0.25), 4.0)
+        return max(left - (elapsed - self._paced_at), 0.0)
 
 
 class _ClearLine(logging.Filter):
