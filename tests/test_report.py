@@ -8,6 +8,7 @@ import sys
 import zlib
 from pathlib import Path
 
+import pytest
 from docutils.core import publish_parts
 
 from chromium import Chromium
@@ -53,6 +54,7 @@ def png_facts(path: Path) -> tuple[int, int, int]:
     return width, height, len(set(zlib.decompress(idat)))
 
 
+@pytest.mark.workflow  # runs snakemake
 def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp_path):
     config = tiny_study(description='Random reads: is <script>alert("x")</script> & | faster?')
     config["axes"]["filesystem"] = ["tmpfs"]

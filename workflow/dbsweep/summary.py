@@ -239,12 +239,12 @@ def _answer_html(page: dict, results: Path) -> str:
                    f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
     if page["noise"]:
         out.append(f'<p class="noise">{e(page["noise"])} <a href="#method">Method</a>.</p>')
-    out += [_figure_html(path, results) for path in page["headline"]]
-    if page["headline_missing"]:
-        out.append(f"<p>Headline plots this study did not make: {e(', '.join(page['headline_missing']))}.</p>")
     if page["explore"]:
         out.append(f'<p><a href="{e(_rel(page["explore"], results))}">Explore the per-second series</a>: '
                    "throughput, latency, CPU, IO and server counters of chosen cells on one time axis.</p>")
+    out += [_figure_html(path, results) for path in page["headline"]]
+    if page["headline_missing"]:
+        out.append(f"<p>Headline plots this study did not make: {e(', '.join(page['headline_missing']))}.</p>")
     out.append("</section>")
     return "\n".join(out)
 
@@ -327,9 +327,9 @@ def to_markdown(page: dict, results: Path) -> str:
             out += [f"- {m(line)}" for line in c.lines] + [""]
         if page["noise"]:
             out += [m(page["noise"]), ""]
-        out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["headline"]]
         if page["explore"]:
             out += [f"[Explore the per-second series]({_md_link(_rel(page['explore'], results))})", ""]
+        out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["headline"]]
     if page["tables"]:
         out += ["## Tables", ""]
         for path, blocks in page["tables"]:
