@@ -112,6 +112,7 @@ def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     ("analysis.stall_share", 1.5, "analysis.stall_share: 1.5 "),
     ("analysis.trim_s", -3, "analysis.trim_s: -3 is below the minimum of 0"),
     ("analysis.plots", ["pie"], r"analysis.plots\[0\]: 'pie' is not one of timeseries_steady"),
+    ("analysis.headline", ["violin", "pie"], r"analysis.headline\[1\]: 'pie' is not one of timeseries_steady, "),
 ])
 def test_bad_database_config_names_key_and_value(path, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -128,6 +129,9 @@ def test_baseline_off_means_the_word_and_analysis_has_defaults():
     assert "ratio_heatmap" in study.analysis["plots"]
     config["analysis"] = {"trim_s": 30, "plots": ["violin"]}
     assert load(config).analysis == {"trim_s": 30, "steady_state": True, "stall_share": 0.5, "plots": ["violin"]}
+    # headline shapes only the summary page: not in the analysis rules' params (changing it reruns nothing)
+    config["analysis"]["headline"] = ["tps_vs_memory", "violin"]
+    assert load(config).headline == ["tps_vs_memory", "violin"] and "headline" not in load(config).analysis
 
 
 def test_a_database_workload_needs_an_engine():

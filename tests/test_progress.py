@@ -1,10 +1,12 @@
 """The live progress line: each tool's per-second output read as it is written (real captured output)."""
 import io
+import logging
 import re
 import threading
 import time
 from pathlib import Path
 
+from dbsweep import study_progress
 from dbsweep.progress import Follow
 from dbsweep.workloads import fio, sysbench_fileio, sysbench_oltp
 
@@ -57,3 +59,90 @@ def test_follow_without_output_writes_nothing(tmp_path):
     with Follow(tmp_path / "never.txt", fio.live, None, log, every=0.05):
         time.sleep(0.2)
     assert log.getvalue() == ""
+
+
+# --- the study's progress line (dbsweep/study_progress.py) -----------------------------------------
+
+class Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def study_tree(tmp_path, reps=3):
+    runs = [tmp_path / "results" / "runs" / "filesystem~xfs" / "threads~4" / f"rep~{n}" for n in range(1, reps + 1)]
+    for rep_dir in runs:
+        rep_dir.mkdir(parents=True)
+    return runs
+
+
+def finish(rep_dir):
+    (rep_dir / "run.json").write_text("{}")
+
+
+def start_log(rep_dir, text):
+    log = study_progress.run_log(rep_dir)
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(text)
+
+
+def test_study_progress_in_a_log_is_a_plain_line_when_a_repetition_starts_or_ends(tmp_path):
+    runs = study_tree(tmp_path)
+    finish(runs[0])  # done by an earlier run
+    out = io.StringIO()
+    progress = study_progress.StudyProgress(runs, {runs[1]: 10.0, runs[2]: 10.0}, out)
+    progress.tick()
+    start_log(runs[1], "restoring\nprogress: run 3/8 s, 4,512 IOPS\n")
+    progress.tick()
+    progress.tick()  # nothing changed: no line
+    finish(runs[1])
+    progress.tick()
+    progress.stop()
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4 and "\r" not in out.getvalue()
+    assert re.fullmatch(r"dbsweep: 1/3 repetitions done, \d+ s elapsed, about 20 s left", lines[0])
+    assert lines[1].endswith("about 20 s left; running filesystem~xfs/threads~4 rep~2: run 3/8 s, 4,512 IOPS")
+    assert lines[2].startswith("dbsweep: 2/3 repetitions done") and "running" not in lines[2]
+    assert lines[3].startswith("dbsweep: 2/3 repetitions done") and "about" in lines[3]
+
+
+def test_time_left_follows_the_pace_of_this_run(tmp_path):
+    runs = study_tree(tmp_path)
+    progress = study_progress.StudyProgress(runs, dict.fromkeys(runs, 10.0), io.StringIO())
+    assert progress.left(0) == 30 and progress.left(12) == 18, "counts down"
+    assert progress.left(45) == 0
+    finish(runs[0])
+    progress.start = time.time() - 20  # seen done 20 s into the run
+    progress.status()
+    assert round(progress.left(20.0)) == 40  # the first took 20 s against 10 estimated: twice as long
+    assert round(progress.left(25.0)) == 35
+    assert study_progress.line(study_progress.Status(1, 3, 20, 40, None, None)) == \
+        "dbsweep: 1/3 repetitions done, 20 s elapsed, about 40 s left"
+
+
+def test_study_progress_on_a_terminal_redraws_in_place_and_gives_way_to_snakemake(tmp_path, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")  # wider than the line: a line wider than the terminal is cut
+    runs = study_tree(tmp_path, reps=2)
+    term = Terminal()
+    handler = logging.StreamHandler(term)
+    logger = logging.getLogger(study_progress.SNAKEMAKE_LOGGER)
+    logger.addHandler(handler)
+    try:
+        with study_progress.StudyProgress(runs, dict.fromkeys(runs, 5.0), term, every=0.05):
+            time.sleep(0.2)
+            start_log(runs[0], "progress: run 1/5 s, 100 tps\n")
+            time.sleep(0.2)
+            logger.warning("localrule collect:")
+            time.sleep(0.2)
+            finish(runs[0])
+            time.sleep(0.2)
+    finally:
+        logger.removeHandler(handler)
+    text = term.getvalue()
+    assert "\r\x1b[Kdbsweep: 0/2 repetitions done" in text
+    assert re.search(r"\r\x1b\[Kdbsweep: 0/2 repetitions done, \d s elapsed, about 10 s left; running "
+                     r"filesystem~xfs/threads~4 rep~1: run 1/5 s, 100 tps", text)
+    # Snakemake's message starts on a cleared line, and the progress line comes back after it
+    before, after = text.split("localrule collect:\n")
+    assert before.endswith("\r\x1b[K") and "\r\x1b[Kdbsweep: 1/2 repetitions done" in after
+    assert re.search(r"\r\x1b\[Kdbsweep: 1/2 repetitions done, \d s elapsed, about \d s left\n$", text)
+    assert text.count("\n") == 2, "only Snakemake's line and the last line end in a newline"

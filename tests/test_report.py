@@ -4,26 +4,40 @@ import copy
 import json
 import re
 import struct
-import subprocess
 import sys
 import zlib
 from pathlib import Path
 
+import pytest
 from docutils.core import publish_parts
 
+from chromium import Chromium
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
-from dbsweep import summary  # noqa: E402
+from dbsweep import answer, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
-WIDTH, HEIGHT = 1200, 1600
+LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
 
 
-def chromium(*args: str) -> subprocess.CompletedProcess:
-    # --no-sandbox: the tests run as root, where Chromium's sandbox refuses to start.
-    return subprocess.run(["chromium", "--headless", "--no-sandbox", "--disable-gpu", *args],
-                          capture_output=True, text=True, timeout=120, check=True)
+# The page as laid out: the viewport's width, the page's (wider when something runs off it), the right
+# edge of every table's box (its scrolling box when it has one) and of every image, with the image's
+# natural width (0 when it did not load).
+LAYOUT = """({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
+  tables: [...document.querySelectorAll('table')].map(t => Math.ceil((t.closest('.scroll') || t)
+          .getBoundingClientRect().right)),
+  images: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth,
+                                         Math.ceil(i.getBoundingClientRect().right)])})"""
+
+
+def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
+    """The page as headless Chromium lays it out at `width` px; a screenshot of its first screen."""
+    with Chromium() as browser:
+        browser.open(page.as_uri(), width, HEIGHT)
+        if screenshot:
+            browser.screenshot(screenshot)
+        return browser.evaluate(LAYOUT)
 
 
 def png_facts(path: Path) -> tuple[int, int, int]:
@@ -40,6 +54,7 @@ def png_facts(path: Path) -> tuple[int, int, int]:
     return width, height, len(set(zlib.decompress(idat)))
 
 
+@pytest.mark.workflow  # runs snakemake
 def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp_path):
     config = tiny_study(description='Random reads: is <script>alert("x")</script> & | faster?')
     config["axes"]["filesystem"] = ["tmpfs"]
@@ -64,36 +79,35 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     fixed = copy.deepcopy(config)
     del fixed["workloads"]["fio-rr"]["options"]["bogus_option"]
     study.write(fixed)
-    study.run()
+    done = study.run()
+    # stderr is not a terminal: the study's progress as plain lines, the last when the run ends
+    progress = [line for line in done.stderr.splitlines() if re.match(r"dbsweep: \d+/2 repetitions done", line)]
+    assert progress[0].startswith("dbsweep: 1/2 repetitions done") and progress[-1].startswith(
+        "dbsweep: 2/2 repetitions done") and any(f"running {BAD} rep~1" in line for line in progress), progress
     page = (results / "index.html").read_text()
+    assert '<a href="explore.html">' in page and (results / "explore.html").stat().st_size > 4e6
     assert "Complete" in page and "Incomplete" not in page and "bogus_option" not in page
     plots = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
     assert {"plots/throughput_vs_threads.png", "plots/latency_vs_threads.png", "plots/jitter.png",
             "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(plots)
     assert sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
     for table in ("cells", "saturation"):
-        assert f"<h3>{table} (" in page
+        assert f'<h3>{table} <span class="links"><a href="tables/{table}.csv">CSV</a>' in page
+    assert page.index('id="tables"') < page.index('id="method"') < page.index("<h2>Matrix</h2>")
     assert page.count("<table>") >= 3 and "Provenance" in page and "fio-3" in page and "--numjobs=1" in page
     markdown = (results / "summary.md").read_text()
     assert sorted(re.findall(r"!\[[^\]]*\]\(([^)]+)\)", markdown)) == plots
     assert "| filesystem | threads | workload |" in markdown and "\\<script\\>" in markdown
 
-    # Headless Chromium renders it: a screenshot of the asked size that is not blank, and every image loads.
-    shot = tmp_path / "page.png"
-    chromium(f"--screenshot={shot}", f"--window-size={WIDTH},{HEIGHT}", (results / "index.html").as_uri())
-    width, height, distinct = png_facts(shot)
-    assert (width, height) == (WIDTH, HEIGHT) and distinct > 50
-    probe = results / "probe.html"
-    probe.write_text(page.replace("</body>", "<script>window.addEventListener('load', () => {"
-                                  "const p = document.createElement('pre'); p.id = 'probe';"
-                                  "p.textContent = JSON.stringify([...document.images].map("
-                                  "i => [i.getAttribute('src'), i.naturalWidth]));"
-                                  "document.body.appendChild(p); });</script></body>"))
-    dom = chromium("--virtual-time-budget=10000", "--dump-dom", probe.as_uri()).stdout
-    probe.unlink()
-    loaded = dict(json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom).group(1).replace("&quot;", '"')))
-    assert sorted(loaded) == plots and all(w > 100 for w in loaded.values()), loaded
-    assert dom.count("<table>") == page.count("<table>")
+    # Headless Chromium at a laptop's and a phone's width: nothing runs off the page, every image loads.
+    for width in (LAPTOP, PHONE):
+        shot = tmp_path / f"page-{width}.png"
+        layout = page_layout(results / "index.html", width, shot)
+        assert png_facts(shot)[:2] == (width, HEIGHT) and png_facts(shot)[2] > 50, "a screenshot that is not blank"
+        assert layout["viewport"] == width and layout["page"] <= width, layout
+        assert sorted(src for src, _, _ in layout["images"]) == plots
+        assert all(natural > 100 and right <= width for _, natural, right in layout["images"]), layout["images"]
+        assert len(layout["tables"]) == page.count("<table>") and max(layout["tables"]) <= width, layout["tables"]
 
     # snakemake --report: one category named after the study, Tables and Plots under it; every caption
     # states the matrix, the host and the versions.
@@ -154,3 +168,80 @@ def test_every_caption_states_the_matrix_host_and_versions():
     assert len(captions) >= 10
     for path in captions:
         assert path.read_text().rstrip().endswith(".. include:: results/report/provenance.rst"), path.name
+
+
+DEMO = ROOT / "tests" / "fixtures" / "demo_tables"  # the default study's tables, as its run wrote them
+DEMO_AXES = ["engine", "memory", "filesystem", "threads", "workload"]
+
+
+def test_the_answer_has_one_line_per_pair_naming_only_the_axes_that_vary():
+    compared = {(c.axis, c.metric): c for c in answer.comparisons(DEMO / "comparisons.csv", DEMO_AXES)}
+    assert list(compared) == [("engine", "tps"), ("memory", "tps"), ("filesystem", "iops"), ("threads", "iops")]
+    assert compared["filesystem", "iops"].lines == [
+        "xfs / ext4 at threads 1, workload fio-randread: 4.81 [0.998, 11.3], within noise",
+        "xfs / ext4 at threads 1, workload fileio-rndrd: 6.25 [2.06, 14.9], higher",
+        "xfs / ext4 at threads 4, workload fio-randread: 0.990 [0.716, 2.52], within noise",
+        "xfs / ext4 at threads 4, workload fileio-rndrd: 0.985 [0.318, 1.49], within noise"]
+    assert compared["engine", "tps"].lines[2] == "postgresql / innodb at memory 16M: 3.61 [1.80, 5.60], higher"
+    noise = answer.noise(DEMO / "comparisons.csv", DEMO / "cell_stats.csv")
+    assert noise.run_to_run_pct is None and noise.cells_with_reps == 0  # one repetition per cell
+    assert 50 < noise.detectable_pct < 120
+    assert "Each cell ran once" in answer.noise_text(noise) and "±87%" in answer.noise_text(noise)
+
+
+def test_run_to_run_noise_from_cells_with_repetitions(tmp_path):
+    (tmp_path / "cell_stats.csv").write_text(
+        "threads,metric,reps,median,rep_sd\n1,iops,3,100,4\n4,iops,3,200,4\n1,lat_ms,3,2,1\n")
+    (tmp_path / "comparisons.csv").write_text(
+        "axis,baseline,axis_value,metric,threads,ratio,ratio_low,ratio_high,verdict\n"
+        "threads,1,4,iops,4,2,1.8,2.2205,higher\n")
+    noise = answer.noise(tmp_path / "comparisons.csv", tmp_path / "cell_stats.csv")
+    assert noise.run_to_run_pct == 3.0 and noise.cells_with_reps == 2 and round(noise.detectable_pct) == 11
+
+
+def test_headline_plots_declared_or_one_per_compared_axis():
+    made = ["ratio_heatmap", "tps_vs_memory", "throughput_vs_threads", "ci_vs_threads", "violin"]
+    assert answer.headline([], ["engine", "memory", "filesystem", "threads"], made) == (
+        ["ratio_heatmap", "tps_vs_memory", "throughput_vs_threads", "ci_vs_threads"], [])
+    assert answer.headline(["violin", "openloop_p99"], ["engine"], made) == (["violin"], ["openloop_p99"])
+
+
+def test_tables_lose_all_na_columns_split_storage_from_database_and_the_method_is_written_once():
+    docs = {name: markdown.parse((DEMO / f"{name}.md").read_text()) for name in ("cell_stats", "comparisons")}
+    method = markdown.repeated_paragraphs(list(docs.values()))
+    assert len(method) == 2 and method[0].startswith("Warm-up:") and method[1].startswith("_host ")
+    blocks = markdown.tidy(docs["cell_stats"], DEMO_AXES, set(method))
+    assert not any(isinstance(b, markdown.Para) and b.text in method for b in blocks)
+    (table,) = [b for b in blocks if isinstance(b, markdown.Table)]
+    storage, database = table.parts
+    assert storage.title == "workloads fio-randread, fileio-rndrd" and database.title == "workloads oltp-rw"
+    assert storage.header[:4] == ["filesystem", "threads", "workload", "metric"]
+    assert "rep_sd" not in storage.header and "engine" in database.header
+    assert all("NA" not in row[:3] for row in storage.rows)
+    text = markdown.to_markdown(blocks)
+    assert "_workloads oltp-rw_\n\n| engine | memory | filesystem |" in text
+
+
+def test_provenance_lists_every_server_version():
+    lines = dict(summary.provenance_lines({"host": "h", "tools": {"fio": "fio-3.33", "postgresql": "PostgreSQL 17.2"},
+                                           "servers": {"postgresql": ["PostgreSQL 16.6", "PostgreSQL 17.2"]}}))
+    assert lines["postgresql"] == "PostgreSQL 16.6; PostgreSQL 17.2" and lines["fio"] == "fio-3.33"
+
+
+def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):
+    """The default study's 20-column statistics table and its other tables, on a page as rule summary
+    writes it, laid out by headless Chromium at 390 and 1366 px."""
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    targets = []
+    for path in DEMO.iterdir():
+        targets.append(results / "tables" / path.name)
+        targets[-1].write_text(path.read_text())
+    long_cell = "engine~myrocks/memory~256M/filesystem~xfs/threads~4/workload~oltp-read-write-with-a-long-name"
+    study = summary.Study("demo", "Random reads " * 30, {a: ["x"] for a in DEMO_AXES}, 14, 1, [],
+                          [(long_cell, "a reason " * 20)])
+    page = summary.write(study, results, targets, complete=True)["html"]
+    for width in (PHONE, LAPTOP):
+        layout = page_layout(page, width)
+        assert layout["viewport"] == width and layout["page"] <= width, layout
+        assert len(layout["tables"]) >= 8 and max(layout["tables"]) <= width, layout["tables"]

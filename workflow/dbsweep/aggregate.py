@@ -35,7 +35,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
             _gz(out["percentiles"], keys + PERCENTILE_COLUMNS) as percentiles, \
             _gz(out["phases"], keys + PHASE_COLUMNS) as phases, \
             _gz(out["executions"], keys + EXECUTION_COLUMNS) as executions:
-        tools, hosts = {}, {}
+        tools, hosts, servers = {}, {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
             ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"], "host": node(record["host"])}
@@ -57,11 +57,13 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
             if "server" in record:
                 family = engines.ENGINES[record["server"]["engine"]]
                 tools[family] = server_version(family, record["server"]["version"])
+                servers.setdefault(family, set()).add(tools[family])
             hosts[record["host"]["hostname"]] = record["host"]
     host = next(iter(hosts.values()), {})
     provenance = {
         "study": study, "host": ", ".join(hosts), "cpu": host.get("cpu"), "kernel": host.get("kernel"),
         "memory_gb": host.get("memory_gb"), "tools": tools, "hosts": list(hosts.values()),
+        "servers": {family: sorted(versions) for family, versions in sorted(servers.items())},  # every version run
     }
     out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
     for kind in TABLES:

@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
@@ -55,6 +55,7 @@ class Study:
     versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
     cluster: dict  # where measuring jobs go on Slurm: {"partition": …}
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
+    headline: list[str] = field(default_factory=list)  # analysis.headline: the summary's first plots (page only)
 
     def recipe(self, cell: Cell) -> dict:
         """Everything that shapes one cell's measurement, and nothing else."""
@@ -198,10 +199,12 @@ def load(config: dict) -> Study:
         server=server,
         option_sets={a: sets for a, sets in option_sets.items() if a in order},
         baseline=_baseline(config.get("baseline", {}), axes),
-        analysis=ANALYSIS_DEFAULTS | config.get("analysis", {}),
+        # headline shapes only the summary page: kept out of the analysis rules' params, which rerun them
+        analysis=ANALYSIS_DEFAULTS | {k: v for k, v in config.get("analysis", {}).items() if k != "headline"},
         versions=versions,
         cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
+        headline=config.get("analysis", {}).get("headline", []),
     )
 
 

@@ -62,6 +62,11 @@ def estimate(missing: list[dict], done: list[Path]) -> dict:
             "no_duration": sum(1 for r in missing if r.get("duration_s") is None)}
 
 
+def per_repetition(missing: list[dict], e: dict) -> list[float]:
+    """Seconds expected for each missing repetition (in the order of `missing`), from estimate()'s e."""
+    return [(r.get("duration_s") or 0) + (r.get("warmup_s") or 0) + e["per_rep_s"][kind(r)] for r in missing]
+
+
 def describe(e: dict, images: int = 0) -> str:
     """One line for the terminal."""
     if not e["repetitions"]:
@@ -69,7 +74,7 @@ def describe(e: dict, images: int = 0) -> str:
     kinds = ", ".join(f"{k} {v:.1f} s" for k, v in e["per_rep_s"].items())
     source = f"measured from {e['measured_from']} earlier runs" if e["measured_from"] else "defaults"
     reps = e["repetitions"]
-    text = (f"dbsweep: {reps} repetition{'s' if reps > 1 else ''} to run, about {_duration(e['total_s'])}: "
+    text = (f"dbsweep: {reps} repetition{'s' if reps > 1 else ''} to run, about {duration(e['total_s'])}: "
             f"{e['window_s']:.0f} s measured windows and warm-ups + {e['overhead_s']:.0f} s overhead "
             f"(per repetition {kinds}; {source})")
     if e["no_duration"]:
@@ -79,7 +84,7 @@ def describe(e: dict, images: int = 0) -> str:
     return text
 
 
-def _duration(seconds: float) -> str:
+def duration(seconds: float) -> str:
     minutes, s = divmod(round(seconds), 60)
     hours, m = divmod(minutes, 60)
     return f"{hours} h {m:02d} min" if hours else f"{m} min {s:02d} s" if m else f"{s} s"

@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
+from . import answer, markdown
+
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
 
@@ -39,6 +41,7 @@ class Study:
     repetitions: int
     rep_dirs: list[Path]  # results/runs/<cell>/rep~N of every repetition of the matrix
     not_applicable: list[tuple[str, str]] = field(default_factory=list)
+    headline: list[str] = field(default_factory=list)  # analysis.headline: plot names; empty: the default
 
 
 @dataclass
@@ -90,14 +93,30 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
     log of a run that failed."""
     tables_dir = results / "tables"
     provenance = _json(tables_dir / "provenance.json") if complete else None
+    tables = [p for p in targets if p.suffix == ".md"] if complete else []
+    plots = [p for p in targets if p.suffix == ".png"] if complete else []
+    axes = list(study.matrix)
+    parsed = {p: markdown.parse(p.read_text()) for p in tables}
+    # the longest first: the statistics' method before short repeated notes (the provenance footer)
+    method = sorted(markdown.repeated_paragraphs(list(parsed.values())), key=len, reverse=True)
+    compared = answer.comparisons(tables_dir / "comparisons.csv", axes) if complete else []
+    shown, missing = answer.headline(study.headline, list(dict.fromkeys(c.axis for c in compared)),
+                                     [p.stem for p in plots])
     page = {
         "study": study,
         "complete": complete,
         "log": log,
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
-        "tables": [p for p in targets if p.suffix == ".md"] if complete else [],
+        "comparisons": compared,
+        "noise": answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"))
+                 if compared else "",
+        "headline": [next(p for p in plots if p.stem == name) for name in shown],
+        "headline_missing": missing,
+        "tables": [(p, markdown.tidy(blocks, axes, set(method))) for p, blocks in parsed.items()],
+        "method": method,
         "csv": [p for p in targets if p.suffix == ".csv"] if complete else [],
-        "plots": [p for p in targets if p.suffix == ".png"] if complete else [],
+        "plots": [p for p in plots if p.stem not in shown],
+        "explore": results / "explore.html" if complete and (results / "explore.html").exists() else None,
         "provenance": provenance,
         "commands": _commands(study.rep_dirs) if complete else [],
         "problems": problems(study.rep_dirs),
@@ -130,22 +149,28 @@ def provenance_lines(provenance: dict | None) -> list[tuple[str, str]]:
              ("kernel", provenance.get("kernel") or "?")]
     if provenance.get("memory_gb") is not None:
         lines.append(("memory", f"{provenance['memory_gb']} GB"))
-    lines += [(name, str(version)) for name, version in sorted(provenance.get("tools", {}).items())]
+    servers = provenance.get("servers", {})  # family -> every version the study ran
+    tools = provenance.get("tools", {}) | {family: "; ".join(versions) for family, versions in servers.items()}
+    lines += [(name, str(version)) for name, version in sorted(tools.items())]
     return lines
 
 
 # --- HTML ---------------------------------------------------------------------------------------
 
 STYLE = """
-body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 70em; padding: 0 1em; color: #222; }
+body { font-family: system-ui, sans-serif; margin: 1.5em auto; max-width: 70em; padding: 0 1em; color: #222;
+       overflow-wrap: anywhere; }
 h1 { margin-bottom: 0.2em; } .question { font-size: 1.2em; margin-top: 0; }
 .status { padding: 0.6em 1em; border-radius: 4px; }
 .complete { background: #e6f4ea; } .incomplete { background: #fdecea; border: 1px solid #d93025; }
-table { border-collapse: collapse; margin: 0.5em 0 1.5em; font-size: 0.9em; }
-th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f2; }
-.scroll { overflow-x: auto; } img { max-width: 100%; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
+.answer ul { padding-left: 1.2em; } .answer li { margin: 0.15em 0; } .noise { color: #444; }
+table { border-collapse: collapse; font-size: 0.9em; overflow-wrap: normal; }
+th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f2; position: sticky; top: 0; }
+.scroll { overflow: auto; max-width: 100%; max-height: 32em; margin: 0.5em 0 1.5em; }
+.table td, .table th { white-space: nowrap; } .part { margin: 0.8em 0 0; font-style: italic; } .links { font-size: 0.8em; font-weight: normal; }
+img { max-width: 100%; height: auto; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
 code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
-dt { font-weight: bold; float: left; clear: left; width: 8em; } dd { margin-left: 9em; }
+dt { font-weight: bold; } dd { margin: 0 0 0.3em 1.5em; }
 """
 
 
@@ -153,30 +178,36 @@ def to_html(page: dict, results: Path) -> str:
     study, e = page["study"], html.escape
     parts = [
         "<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>dbsweep: {e(study.name)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{e(study.name)}</h1>",
         f'<p class="question">{e(study.description)}</p>' if study.description else "",
         _status_html(page),
-        "<h2>Matrix</h2>", _dl([(axis, ", ".join(values)) for axis, values in study.matrix.items()]
-                               + [("cells", cells_line(study))]),
+        _answer_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
-        for path in page["tables"]:
+        for path, blocks in page["tables"]:
             csv_path = path.with_suffix(".csv")
-            link = f' (<a href="{e(_rel(csv_path, results))}">CSV</a>)' if csv_path.exists() else ""
-            parts.append(f'<section class="table"><h3>{e(path.stem)}{link}</h3>'
-                         f"{markdown_html(path.read_text(), level=1)}</section>")
+            links = [f'<a href="{e(_rel(csv_path, results))}">CSV</a>'] if csv_path.exists() else []
+            links += ['<a href="#method">method</a>'] if page["method"] else []
+            body = markdown.to_html(blocks, level=3)
+            if not any(isinstance(b, markdown.Table) for b in blocks):  # nothing to show for this study
+                body = f"<details><summary>no rows for this study</summary>{body}</details>"
+            parts.append(f'<section class="table" id="table-{e(path.stem)}"><h3>{e(path.stem)} '
+                         f'<span class="links">{" · ".join(links)}</span></h3>{body}</section>')
+    if page["method"]:
+        parts.append('<h2 id="method">Method</h2>' + "".join(f"<p>{markdown.inline_html(t)}</p>"
+                                                             for t in page["method"]))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         parts.append("<p>Tables as CSV only: " + ", ".join(
             f'<a href="{e(_rel(p, results))}">{e(p.name)}</a>' for p in csv_only) + "</p>")
     if page["plots"]:
-        parts.append('<h2 id="plots">Plots</h2>')
-        for path in page["plots"]:
-            src = e(_rel(path, results))
-            parts.append(f'<figure><img src="{src}" alt="{e(path.stem)}"><figcaption>{e(path.stem)}'
-                         f"</figcaption></figure>")
+        parts.append('<h2 id="plots">Plots</h2>' if not page["headline"] else '<h2 id="plots">Other plots</h2>')
+        parts += [_figure_html(path, results) for path in page["plots"]]
+    parts += ["<h2>Matrix</h2>", _dl([(axis, ", ".join(values)) for axis, values in study.matrix.items()]
+                                     + [("cells", cells_line(study))])]
     parts.append('<h2 id="not-run">Cells without results</h2>')
     parts.append(_problems_html(page, results))
     if page["provenance"]:
@@ -192,9 +223,41 @@ def to_html(page: dict, results: Path) -> str:
     return "\n".join(p for p in parts if p) + "\n"
 
 
+ANSWER_LINES = 12  # pairs shown per comparison before the rest fold away
+
+
+def _answer_html(page: dict, results: Path) -> str:
+    e = html.escape
+    if not (page["comparisons"] or page["headline"] or page["explore"]):
+        return ""
+    out = ['<section class="answer" id="answer"><h2>Answer</h2>']
+    for c in page["comparisons"]:
+        items = [f"<li>{e(line)}</li>" for line in c.lines]
+        more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
+                "</ul></details>") if len(items) > ANSWER_LINES else ""
+        out.append(f"<h3>{e(c.axis)} against {e(c.baseline)} ({e(c.metric)}, ratio [95% CI], verdict)</h3>"
+                   f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
+    if page["noise"]:
+        out.append(f'<p class="noise">{e(page["noise"])} <a href="#method">Method</a>.</p>')
+    if page["explore"]:
+        out.append(f'<p><a href="{e(_rel(page["explore"], results))}">Explore the per-second series</a>: '
+                   "throughput, latency, CPU, IO and server counters of chosen cells on one time axis.</p>")
+    out += [_figure_html(path, results) for path in page["headline"]]
+    if page["headline_missing"]:
+        out.append(f"<p>Headline plots this study did not make: {e(', '.join(page['headline_missing']))}.</p>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _figure_html(path: Path, results: Path) -> str:
+    src, name = html.escape(_rel(path, results)), html.escape(path.stem)
+    return f'<figure><img src="{src}" alt="{name}"><figcaption>{name}</figcaption></figure>'
+
+
 def _status_html(page: dict) -> str:
     if page["complete"]:
-        return '<p class="status complete">Complete: every applicable cell has its results.</p>'
+        return (f'<p class="status complete">Complete: every applicable cell has its results '
+                f"({html.escape(cells_line(page['study']))}).</p>")
     return f'<p class="status incomplete"><strong>Incomplete.</strong> {html.escape(status_text(page))}</p>'
 
 
@@ -223,16 +286,18 @@ def _problems_html(page: dict, results: Path) -> str:
     rows += [(cell, "", "not applicable", why, "") for cell, why in page["study"].not_applicable]
     parts = []
     if rows:
-        parts.append("<table><tr><th>cell</th><th>rep</th><th>state</th><th>reason</th><th>attempt, log</th></tr>"
+        parts.append('<div class="scroll"><table><tr><th>cell</th><th>rep</th><th>state</th><th>reason</th>'
+                     "<th>attempt, log</th></tr>"
                      + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row[:4]) + f"<td>{row[4]}</td></tr>"
-                               for row in rows) + "</table>")
+                               for row in rows) + "</table></div>")
     else:
         parts.append("<p>None: every cell of the matrix has its results.</p>")
     if page["skipped_plots"]:
         columns = list(page["skipped_plots"][0])
-        parts.append("<h3>Plots skipped</h3><table><tr>" + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr>"
+        parts.append('<h3>Plots skipped</h3><div class="scroll"><table><tr>'
+                     + "".join(f"<th>{e(c)}</th>" for c in columns) + "</tr>"
                      + "".join("<tr>" + "".join(f"<td>{e(r[c] or '')}</td>" for c in columns) + "</tr>"
-                               for r in page["skipped_plots"]) + "</table>")
+                               for r in page["skipped_plots"]) + "</table></div>")
     return "\n".join(parts)
 
 
@@ -243,63 +308,7 @@ def _dl(items: list[tuple[str, str]]) -> str:
 def markdown_html(text: str, level: int = 0) -> str:
     """The Markdown the analysis writes (headings, pipe tables, paragraphs, _emphasis_, **strong**,
     `code`) as HTML, every character of it escaped; headings are pushed down `level` levels."""
-    out, lines, i = [], text.splitlines(), 0
-    while i < len(lines):
-        line = lines[i].strip()
-        if not line:
-            i += 1
-        elif line.startswith("#"):
-            n = len(line) - len(line.lstrip("#"))
-            tag = f"h{min(n + level, 6)}"
-            out.append(f"<{tag}>{_inline(line[n:].strip())}</{tag}>")
-            i += 1
-        elif line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].strip().startswith("|"):
-                block.append(lines[i].strip())
-                i += 1
-            out.append(_table_html(block))
-        else:
-            para = []
-            while i < len(lines) and lines[i].strip() and not lines[i].strip().startswith(("#", "|")):
-                para.append(lines[i].strip())
-                i += 1
-            out.append(f"<p>{_inline(' '.join(para))}</p>")
-    return "\n".join(out)
-
-
-def _cells(row: str) -> list[str]:
-    row = row.strip()
-    row = row[1:] if row.startswith("|") else row
-    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
-    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", row)]
-
-
-def _table_html(block: list[str]) -> str:
-    header = _cells(block[0])
-    body = block[1:]
-    align = []
-    if body and re.fullmatch(r"[\s|:\-]+", body[0]):
-        for spec in _cells(body[0]):
-            align.append("right" if spec.endswith(":") and not spec.startswith(":")
-                         else "center" if spec.startswith(":") and spec.endswith(":") and len(spec) > 2
-                         else "left")
-        body = body[1:]
-
-    def cell(tag: str, j: int, text: str) -> str:
-        style = f' style="text-align:{align[j]}"' if j < len(align) else ""
-        return f"<{tag}{style}>{_inline(text)}</{tag}>"
-
-    rows = ["<tr>" + "".join(cell("th", j, c) for j, c in enumerate(header)) + "</tr>"]
-    rows += ["<tr>" + "".join(cell("td", j, c) for j, c in enumerate(_cells(r))) + "</tr>" for r in body]
-    return '<div class="scroll"><table>' + "".join(rows) + "</table></div>"
-
-
-def _inline(text: str) -> str:
-    text = html.escape(text)
-    text = re.sub(r"`([^`]+)`", r"<code>\1</code>", text)
-    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
-    return re.sub(r"(?<![\w\\])_(\S(?:.*?\S)?)_(?!\w)", r"<em>\1</em>", text)
+    return markdown.to_html(markdown.parse(text), level)
 
 
 # --- Markdown -----------------------------------------------------------------------------------
@@ -309,20 +318,33 @@ def to_markdown(page: dict, results: Path) -> str:
     out = [f"# {m(study.name)}", ""]
     if study.description:
         out += [m(study.description), ""]
-    out += ["**Complete**: every applicable cell has its results." if page["complete"] else
-            f"**Incomplete**: {md_escape(status_text(page))}", "", "## Matrix", ""]
-    out += [f"- **{m(axis)}**: {m(', '.join(values))}" for axis, values in study.matrix.items()]
-    out += [f"- **cells**: {cells_line(study)}", ""]
+    out += [f"**Complete**: every applicable cell has its results ({cells_line(study)})." if page["complete"] else
+            f"**Incomplete**: {md_escape(status_text(page))}", ""]
+    if page["comparisons"] or page["headline"]:
+        out += ["## Answer", ""]
+        for c in page["comparisons"]:
+            out += [f"### {m(c.axis)} against {m(c.baseline)} ({m(c.metric)}, ratio [95% CI], verdict)", ""]
+            out += [f"- {m(line)}" for line in c.lines] + [""]
+        if page["noise"]:
+            out += [m(page["noise"]), ""]
+        if page["explore"]:
+            out += [f"[Explore the per-second series]({_md_link(_rel(page['explore'], results))})", ""]
+        out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["headline"]]
     if page["tables"]:
         out += ["## Tables", ""]
-        for path in page["tables"]:
-            out += [f"### {m(path.stem)}", "", _shift_headings(path.read_text(), 1).strip(), ""]
+        for path, blocks in page["tables"]:
+            out += [f"### {m(path.stem)}", "", markdown.to_markdown(blocks, 3).strip(), ""]
+    if page["method"]:
+        out += ["## Method", ""] + [line for t in page["method"] for line in (t, "")]
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only), ""]
     if page["plots"]:
-        out += ["## Plots", ""]
+        out += ["## Plots" if not page["headline"] else "## Other plots", ""]
         out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["plots"]]
+    out += ["## Matrix", ""]
+    out += [f"- **{m(axis)}**: {m(', '.join(values))}" for axis, values in study.matrix.items()]
+    out += [f"- **cells**: {cells_line(study)}", ""]
     out += ["## Cells without results", ""]
     rows = [(p.cell, str(p.rep), p.state, p.reason) for p in page["problems"]]
     rows += [(cell, "", "not applicable", why) for cell, why in study.not_applicable]
@@ -364,10 +386,6 @@ def _md_cell(text: str) -> str:
 
 def _md_link(target: str) -> str:
     return target.replace("(", "%28").replace(")", "%29")
-
-
-def _shift_headings(text: str, by: int) -> str:
-    return re.sub(r"^(#+)", lambda mt: "#" * min(len(mt.group(1)) + by, 6), text, flags=re.M)
 
 
 # --- reStructuredText for snakemake --report ----------------------------------------------------

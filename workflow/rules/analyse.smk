@@ -264,9 +264,27 @@ rule figures:
         "../scripts/figures.R"
 
 
+rule explore:
+    input:
+        samples=rules.aggregate.output.samples_parquet,
+        system=rules.aggregate.output.system_parquet,
+        counters=rules.aggregate.output.counters_parquet,
+        steady_state=steady_state_of_study(),
+    output:
+        "results/explore.html",
+    params:
+        axes=STUDY.axes,
+        study=STUDY.name,
+    log:
+        "results/logs/explore.log",
+    script:
+        "../scripts/explore.py"
+
+
 rule summary:
     input:
         analysis=analysis_targets(),
+        explore=rules.explore.output,
         provenance=rules.aggregate.output.provenance,
         not_applicable=rules.aggregate.output.not_applicable,
     output:

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import estimate, lock, slurm, summary, workloads
+from dbsweep import estimate, lock, slurm, study_progress, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -32,6 +32,7 @@ onstart:
             )
     except (lock.Held, RuntimeError) as error:
         sys.exit(f"dbsweep: {error}")
+    start_progress()
 
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
@@ -60,6 +61,28 @@ def print_estimate():
 
 if workflow.is_main_process:  # not again in each job of a cluster run
     print_estimate()
+
+
+PROGRESS = []  # the study's progress line (dbsweep/study_progress.py) while this snakemake runs
+
+
+def start_progress():
+    """onstart: a line with the repetitions done, the time left and the one running, on stderr."""
+    missing, recipes = [], []
+    for cell in STUDY.cells:
+        for rep in REPS:
+            rep_dir = Path(RUNS, cell.path, f"rep~{rep}")
+            if not (rep_dir / "run.json").exists():
+                missing.append(rep_dir)
+                recipes.append(STUDY.recipe(cell))
+    done = [d / "run.json" for d in map(Path, rep_dirs()) if (d / "run.json").exists()]
+    expected = dict(zip(missing, estimate.per_repetition(recipes, estimate.estimate(recipes, done))))
+    PROGRESS.append(study_progress.StudyProgress([Path(d) for d in rep_dirs()], expected, sys.stderr).__enter__())
+
+
+def stop_progress():
+    while PROGRESS:
+        PROGRESS.pop().stop()
 
 
 wildcard_constraints:
@@ -155,18 +178,25 @@ def analysis_targets():
     return targets
 
 
+def steady_state_of_study():
+    """The steady-state windows of rule statistics, for the explore page, when the study has them."""
+    steady_state = "results/tables/steady_state.csv"
+    return [steady_state] if steady_state in analysis_targets() else []
+
+
 def summary_study():
     """What the summary page states about the study: its question, matrix and repetitions."""
     matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
               for axis in STUDY.axes}
     return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), STUDY.repetitions,
-                         [Path(d) for d in rep_dirs()], STUDY.not_applicable)
+                         [Path(d) for d in rep_dirs()], STUDY.not_applicable, STUDY.headline)
 
 
 def summary_after_error(log):
     """onerror: rule all could not complete, so rule summary never ran. Write the page from what
     results/runs holds (failed cells and their errors), dated 1970 so that the next run's rule summary
     always replaces it."""
+    stop_progress()
     try:
         logs = [os.path.relpath(path) for path in (log if isinstance(log, list) else [log]) if path]
         written = summary.write(summary_study(), Path("results"), [], complete=False, log=", ".join(logs))

@@ -1,0 +1,134 @@
+"""The study's answer, as the summary page states it first: one line per compared pair, read from
+results/tables/comparisons.csv (written by rule statistics, the one place ratios and verdicts are
+computed), the run-to-run noise and the smallest difference the study could detect, and the
+headline plots.
+
+    filesystem (baseline ext4), iops
+      xfs / ext4 at threads 4, workload fio-randread: 0.97 [0.93, 1.01], within noise
+"""
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+# The plot that shows an axis best, when the study made it; an axis not named here gets the first of
+# FALLBACK_PLOTS the study made (ratio_heatmap draws only the first compared axis).
+AXIS_PLOTS = {"threads": ["ci_vs_threads", "throughput_vs_threads"], "memory": ["tps_vs_memory"],
+              "version": ["tps_vs_memory_by_version"]}
+FALLBACK_PLOTS = ["throughput_vs_threads", "violin", "ci_vs_threads"]
+
+
+@dataclass
+class Comparison:
+    """The pairs of one compared axis on one metric."""
+
+    axis: str
+    baseline: str
+    metric: str
+    lines: list[str]
+
+
+@dataclass
+class Noise:
+    run_to_run_pct: float | None  # median over cells with 2 repetitions or more of sd / median of their medians
+    detectable_pct: float | None  # median half-width of the ratios' CIs: a smaller difference is within noise
+    cells_with_reps: int
+
+
+def is_latency(metric: str) -> bool:
+    return metric.startswith("lat")
+
+
+def comparisons(path: Path, axes: list[str]) -> list[Comparison]:
+    """Throughput comparisons (latency ratios stay in the table), one line per pair; the context names
+    only the other axes that vary among the axis' pairs."""
+    rows = [r for r in read_csv(path) if not is_latency(r["metric"])]
+    groups: dict[tuple[str, str, str], list[dict]] = {}
+    for row in rows:
+        groups.setdefault((row["axis"], row["baseline"], row["metric"]), []).append(row)
+    out = []
+    for (axis, baseline, metric), pairs in groups.items():
+        context = [a for a in axes if a != axis and a in pairs[0] and len({p[a] for p in pairs}) > 1]
+        out.append(Comparison(axis, baseline, metric, [pair_line(p, axis, context) for p in pairs]))
+    return out
+
+
+def pair_line(row: dict, axis: str, context: list[str]) -> str:
+    where = ", ".join(f"{a} {row[a]}" for a in context)
+    ci = f"{number(row['ratio'])} [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
+    verdict = row.get("verdict") or "no verdict"
+    return f"{row['axis_value']} / {row['baseline']}{' at ' + where if where else ''}: {ci}, {verdict}"
+
+
+def noise(comparisons_csv: Path, cell_stats_csv: Path) -> Noise:
+    spreads = []
+    for row in read_csv(cell_stats_csv):
+        if is_latency(row.get("metric", "")):
+            continue
+        sd, median = _float(row.get("rep_sd")), _float(row.get("median"))
+        if sd is not None and median and _float(row.get("reps", "0")) >= 2:
+            spreads.append(100 * sd / median)
+    halves = []
+    for row in read_csv(comparisons_csv):
+        low, high = _float(row.get("ratio_low")), _float(row.get("ratio_high"))
+        if not is_latency(row["metric"]) and low and high and low > 0:
+            halves.append(100 * (math.exp(math.log(high / low) / 2) - 1))
+    return Noise(statistics.median(spreads) if spreads else None,
+                 statistics.median(halves) if halves else None, len(spreads))
+
+
+def noise_text(n: Noise) -> str:
+    if n.run_to_run_pct is not None:
+        text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {n.cells_with_reps} cells of the "
+                "sd of their repetitions' medians, relative to the median).")
+    else:
+        text = ("Each cell ran once: run-to-run noise was not measured, and the intervals come from the "
+                "variation within a run only, which understates it.")
+    if n.detectable_pct is not None:
+        text += (f" The smallest difference this study could tell from noise: about ±{n.detectable_pct:.0f}% "
+                 "(the median half-width of the ratios' confidence intervals).")
+    return text
+
+
+def headline(declared: list[str], compared_axes: list[str], made: list[str]) -> tuple[list[str], list[str]]:
+    """The headline plots (names among `made`) and the declared ones the study did not make. Without
+    a declaration: one per compared axis (AXIS_PLOTS, else ratio_heatmap for the first axis, else
+    FALLBACK_PLOTS), no plot twice."""
+    if declared:
+        return [p for p in declared if p in made], [p for p in declared if p not in made]
+    chosen: list[str] = []
+    for i, axis in enumerate(compared_axes):
+        candidates = AXIS_PLOTS.get(axis) or ((["ratio_heatmap"] if i == 0 else []) + FALLBACK_PLOTS)
+        pick = next((p for p in candidates if p in made and p not in chosen), None)
+        if pick:
+            chosen.append(pick)
+    return chosen, []
+
+
+def number(text: str) -> str:
+    """Three significant digits, as the analysis' tables write them (1,234 above a thousand)."""
+    x = _float(text)
+    if x is None:
+        return "NA"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    digits = 2 - math.floor(math.log10(abs(x))) if x else 2
+    return f"{x:.{max(digits, 0)}f}"
+
+
+def read_csv(path: Path) -> list[dict]:
+    if not path.exists():
+        return []
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def _float(text) -> float | None:
+    try:
+        x = float(text)
+    except (TypeError, ValueError):
+        return None
+    return None if math.isnan(x) else x
