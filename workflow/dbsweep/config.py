@@ -20,6 +20,7 @@ import yaml
 from dbsweep import engines, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
+from dbsweep.names import check_name
 from dbsweep.storage import LOOP_TYPES, device_in_use
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
@@ -145,6 +146,7 @@ def read(path: str | os.PathLike) -> dict:
 def load(config: dict) -> Study:
     """Validate a config dict (as Snakemake or yaml.safe_load gives it) and build the study."""
     _validate_schema(config)
+    _check_names(config)
     axes = {name: list(values) for name, values in config["axes"].items()}
     axes.setdefault("filesystem", ["tmpfs"])
     axes.setdefault("threads", [1])
@@ -203,6 +205,22 @@ def load(config: dict) -> Study:
         cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
     )
+
+
+def _check_names(config: dict) -> None:
+    """Every name that becomes part of a path (names.py); values are encoded instead."""
+    check_name("study", config["study"])
+    for section in ("axes", "filesystems", "workloads", "server_options"):
+        for name in config.get(section, {}):
+            check_name(section, name)
+    for axis, sets in config.get("server_options", {}).items():
+        for value in sets:
+            check_name(f"server_options.{axis}", _word(value))
+    for i, value in enumerate(config["axes"].get("version", [])):
+        if isinstance(value, dict):
+            check_name(f"axes.version[{i}].name", value["name"])
+    for i, host in enumerate(config["axes"].get("host", [])):
+        check_name(f"axes.host[{i}]", host)
 
 
 def _validate_schema(config: dict) -> None:
