@@ -286,6 +286,7 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
     else:
         argv = _install_mysql(b, datadir, log)
     chown_tree(datadir, SERVICE_USER)
+    datadir.chmod(0o700)  # only the server's user reads its tables (and the benchmark user's entry)
     return [argv]
 
 
