@@ -37,6 +37,8 @@ onstart:
 CELLS = {cell.path: cell for cell in STUDY.cells}
 for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
+for _warning in STUDY.warnings if workflow.is_main_process else []:
+    print(f"dbsweep: warning: {_warning}", file=sys.stderr)
 REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
 SCRIPTS = f"{workflow.basedir}/scripts"  # R scripts are inputs: editing one reruns the analysis

@@ -12,6 +12,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
+from dbsweep import units
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import refuse
 
@@ -53,6 +54,14 @@ def check(options: dict, where: str) -> None:
 
 def dataset(options: dict) -> dict:
     return {"size": options["size"]}
+
+
+def dataset_bytes(dataset: dict) -> int | None:
+    """Bytes the dataset takes on its filesystem (fio.data), or None when fio works it out (e.g. size=50%)."""
+    try:
+        return units.parse_size(dataset["size"])
+    except ConfigError:
+        return None
 
 
 def prepare(options: dict) -> list[list[str]]:
