@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import sys
 import tempfile
 from pathlib import Path
 
@@ -35,7 +36,11 @@ def usable_bytes(spec: dict, where: str) -> int | None:
                                      os.uname().release], sort_keys=True).encode()).hexdigest()[:16]
     cache = _read_cache()
     if key not in cache:
-        cache[key] = _trial(spec, where)
+        try:
+            cache[key] = _trial(spec, where)
+        except (RuntimeError, OSError) as error:  # no free loop device, /var/tmp full …: the job will tell
+            print(f"dbsweep: warning: {where}: not tried at load ({str(error).splitlines()[0]})", file=sys.stderr)
+            return None
         _write_cache(cache)
     return cache[key]
 
