@@ -164,12 +164,13 @@ def load(config: dict) -> Study:
     for key in ("cgroup_overhead",):
         if key in server and not SIZE.match(server[key]):
             raise ConfigError(f"server.{key}: {server[key]!r} is not a size like 512M or 4G")
+    installed = _debian_only(axes)
     for family, options in server.get("options", {}).items():
-        engines.check_options(family, options, f"server.options.{family}")
+        engines.check_options(family, options, f"server.options.{family}", installed)
     for axis, sets in config.get("server_options", {}).items():
         for value, families in sets.items():
             for family, options in families.items():
-                engines.check_options(family, options, f"server_options.{axis}.{_word(value)}.{family}")
+                engines.check_options(family, options, f"server_options.{axis}.{_word(value)}.{family}", installed)
     option_sets = _option_sets(config.get("server_options", {}), axes)
     versions = _versions(axes)
     server_axes = {"engine", "version", "memory"} | set(option_sets)
@@ -361,6 +362,18 @@ def _versions(axes: dict) -> dict[str, dict]:
                 raise ConfigError(f"axes.version: {name!r} is a {build['family']} build, and no engine of the "
                                   f"study runs it (engines: {', '.join(axes.get('engine', []))})")
     return builds
+
+
+def _debian_only(axes: dict) -> bool:
+    """Every database cell runs Debian's installed servers (no version axis, or only their versions), so
+    their own lists of option names apply."""
+    for value in axes.get("version", []):
+        if isinstance(value, dict):
+            return False
+        for family in ("mariadb", "postgresql"):
+            if str(value) in servers.available(family) and not servers.is_debian(family, str(value)):
+                return False
+    return True
 
 
 def _family_group(build_family: str) -> str:
