@@ -6,6 +6,7 @@ fio_{bw,iops,lat,clat,slat}.<job>.log, one set per numjobs copy.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import subprocess
@@ -58,16 +59,9 @@ def parse_only(options: dict, where: str) -> None:
     or a bad value stops the study when it loads rather than in its job. Values naming an axis ({axis})
     are left to the job."""
     given = {name: value for name, value in options.items() if "{" not in str(value)}
-    argv = ["fio", "--parse-only", "--name=check", f"--filename={DATAFILE}"]
-    argv += [f"--{name}={_value(value)}" for name, value in given.items()]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return  # no fio here (e.g. a login node): the job runs it
-    if done.returncode == 0:
+    first = _refusal(tuple(f"--{name}={_value(value)}" for name, value in given.items()))
+    if first is None:
         return
-    said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-    first = said[0] if said else f"exit {done.returncode}"
     named = re.search(r"failed parsing (\S+?)=|unrecognized option '--([^=']+)", first)
     name = next((n for n in (named.groups() if named else ()) if n and n in given), None)
     name = name or next((n for n, value in given.items() if f" {_value(value)} " in f" {first} "), None)
@@ -86,6 +80,20 @@ def dataset_bytes(dataset: dict) -> int | None:
         return units.parse_size(dataset["size"])
     except ConfigError:
         return None
+
+
+@functools.cache
+def _refusal(args: tuple[str, ...]) -> str | None:
+    """fio's first line when it refuses args (--parse-only), else None; once per process for the same args."""
+    argv = ["fio", "--parse-only", "--name=check", f"--filename={DATAFILE}", *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # no fio here (e.g. a login node): the job runs it
+    if done.returncode == 0:
+        return None
+    said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    return said[0] if said else f"exit {done.returncode}"
 
 
 def prepare(options: dict) -> list[list[str]]:
