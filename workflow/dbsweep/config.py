@@ -5,6 +5,7 @@ before any job exists.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -238,10 +239,14 @@ def _check_names(config: dict) -> None:
         check_name(f"axes.host[{i}]", host)
 
 
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    """The schema's validator, read once per process."""
+    return jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
+
+
 def _validate_schema(config: dict) -> None:
-    with open(SCHEMA) as f:
-        schema = yaml.safe_load(f)
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(config))
     if error is None:
         return
     key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in error.absolute_path).replace(".[", "[")
