@@ -41,3 +41,31 @@ def test_defaults_without_earlier_runs():
     assert e["per_rep_s"] == {"database": 1.0 + estimate.DEFAULT_STEP_S["database"]}
     assert "about 3 h 00 min" in estimate.describe(e) and "; defaults)" in estimate.describe(e)
     assert estimate.describe(estimate.estimate([], [])) == "dbsweep: no repetition missing"
+
+
+def test_describe_counts_repetitions_run_again():
+    e = estimate.estimate([{"duration_s": 10}] * 3, [])
+    assert estimate.describe(e, again=2).endswith("; 2 of them again (changed or incomplete)")
+
+
+@pytest.mark.workflow
+def test_the_estimate_counts_what_snakemake_will_rerun(study_factory):
+    """A changed workload option reruns that workload's repetitions: the estimate counts them (it said
+    "no repetition missing", counting only absent run.json files); an unchanged study has nothing to run."""
+    config = {
+        "study": "rerun", "repetitions": 2,
+        "axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr", "fio-seq"]},
+        "workloads": {
+            "fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "16M", "runtime": 2}},
+            "fio-seq": {"tool": "fio", "options": {"rw": "read", "bs": "64k", "size": "16M", "runtime": 2}},
+        },
+    }
+    study = study_factory(config)
+    study.run()
+    assert "dbsweep: no repetition missing" in study.run("-n").stderr
+    config["workloads"]["fio-rr"]["options"]["bs"] = "8k"
+    study.write(config)
+    done = study.run("-n")
+    assert "dbsweep: 2 repetitions to run, about" in done.stderr, done.stderr[-3000:]
+    assert "; 2 of them again (changed or incomplete)" in done.stderr
+    assert study.planned("run") == {"filesystem~tmpfs/threads~1/workload~fio-rr"}  # its 2 repetitions

@@ -5,6 +5,7 @@ before any job exists.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -17,9 +18,10 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import engines, servers, units, workloads
+from dbsweep import engines, fsprobe, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
+from dbsweep.names import check_name
 from dbsweep.storage import LOOP_TYPES, device_in_use
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
@@ -35,6 +37,8 @@ BUILTIN_FILESYSTEMS = {
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
 # Plots of rule figures (workflow/scripts/figures.R), all by default.
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
+# fio runs at most 4096 jobs (its REAL_MAX_JOBS); more client threads than that measure a host's scheduler.
+MAX_THREADS = 4096
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS}
 
 
@@ -56,6 +60,7 @@ class Study:
     cluster: dict  # where measuring jobs go on Slurm: {"partition": …}
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
     headline: list[str] = field(default_factory=list)  # analysis.headline: the summary's first plots (page only)
+    warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
 
     def recipe(self, cell: Cell) -> dict:
         """Everything that shapes one cell's measurement, and nothing else."""
@@ -146,6 +151,7 @@ def read(path: str | os.PathLike) -> dict:
 def load(config: dict) -> Study:
     """Validate a config dict (as Snakemake or yaml.safe_load gives it) and build the study."""
     _validate_schema(config)
+    _check_names(config)
     axes = {name: list(values) for name, values in config["axes"].items()}
     axes.setdefault("filesystem", ["tmpfs"])
     axes.setdefault("threads", [1])
@@ -160,6 +166,13 @@ def load(config: dict) -> Study:
     for key in ("cgroup_overhead",):
         if key in server and not SIZE.match(server[key]):
             raise ConfigError(f"server.{key}: {server[key]!r} is not a size like 512M or 4G")
+    installed = _debian_only(axes)
+    for family, options in server.get("options", {}).items():
+        engines.check_options(family, options, f"server.options.{family}", installed)
+    for axis, sets in config.get("server_options", {}).items():
+        for value, families in sets.items():
+            for family, options in families.items():
+                engines.check_options(family, options, f"server_options.{axis}.{_word(value)}.{family}", installed)
     option_sets = _option_sets(config.get("server_options", {}), axes)
     versions = _versions(axes)
     server_axes = {"engine", "version", "memory"} | set(option_sets)
@@ -182,12 +195,14 @@ def load(config: dict) -> Study:
         raise ConfigError("exclude: every cell of the matrix is excluded or not applicable")
     order = axis_order(axes)
     used_fs = {}
+    warnings = []
     for cell in cells:
         _check_cell(cell, filesystems, wls, order, used_fs)
         _check_server_cell(cell, wls, option_sets)
+    warnings += _check_memory(cells, config.get("allow_oversize_memory", False))
     for name, fs in used_fs.items():
         _check_filesystem(name, fs)
-    return Study(
+    study = Study(
         name=config["study"],
         description=config.get("description", ""),
         repetitions=config.get("repetitions", 1),
@@ -205,13 +220,36 @@ def load(config: dict) -> Study:
         cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
         headline=config.get("analysis", {}).get("headline", []),
+        warnings=warnings,
     )
+    _check_fit(study, used_fs)
+    return study
+
+
+def _check_names(config: dict) -> None:
+    """Every name that becomes part of a path (names.py); values are encoded instead."""
+    check_name("study", config["study"])
+    for section in ("axes", "filesystems", "workloads", "server_options"):
+        for name in config.get(section, {}):
+            check_name(section, name)
+    for axis, sets in config.get("server_options", {}).items():
+        for value in sets:
+            check_name(f"server_options.{axis}", _word(value))
+    for i, value in enumerate(config["axes"].get("version", [])):
+        if isinstance(value, dict):
+            check_name(f"axes.version[{i}].name", value["name"])
+    for i, host in enumerate(config["axes"].get("host", [])):
+        check_name(f"axes.host[{i}]", host)
+
+
+@functools.cache
+def _validator() -> jsonschema.Draft202012Validator:
+    """The schema's validator, read once per process."""
+    return jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
 
 
 def _validate_schema(config: dict) -> None:
-    with open(SCHEMA) as f:
-        schema = yaml.safe_load(f)
-    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
+    error = jsonschema.exceptions.best_match(_validator().iter_errors(config))
     if error is None:
         return
     key = ".".join(str(p) if isinstance(p, str) else f"[{p}]" for p in error.absolute_path).replace(".[", "[")
@@ -228,6 +266,8 @@ def _reason(error) -> str:
     v = error.validator
     if v == "minimum":
         return f"is below the minimum of {error.validator_value}"
+    if v == "maximum":
+        return f"is above the maximum of {error.validator_value}"
     if v == "enum":
         return f"is not one of {', '.join(map(str, error.validator_value))}"
     if v == "type":
@@ -263,6 +303,8 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
     threads = values["threads"]
     if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
         raise ConfigError(f"threads: {threads!r} is not a positive integer")
+    if threads > MAX_THREADS:
+        raise ConfigError(f"threads: {threads!r} is above the maximum of {MAX_THREADS}")
     wl = values["workload"]
     if wl not in wls:
         raise ConfigError(f"axes.workload: {wl!r} is not defined under workloads: ({', '.join(wls)})")
@@ -328,6 +370,18 @@ def _versions(axes: dict) -> dict[str, dict]:
                 raise ConfigError(f"axes.version: {name!r} is a {build['family']} build, and no engine of the "
                                   f"study runs it (engines: {', '.join(axes.get('engine', []))})")
     return builds
+
+
+def _debian_only(axes: dict) -> bool:
+    """Every database cell runs Debian's installed servers (no version axis, or only their versions), so
+    their own lists of option names apply."""
+    for value in axes.get("version", []):
+        if isinstance(value, dict):
+            return False
+        for family in ("mariadb", "postgresql"):
+            if str(value) in servers.available(family) and not servers.is_debian(family, str(value)):
+                return False
+    return True
 
 
 def _family_group(build_family: str) -> str:
@@ -403,6 +457,52 @@ def _check_server_cell(cell: Cell, wls: dict, option_sets: dict) -> None:
         if axis in option_sets and family not in option_sets[axis][str(value)]:
             raise ConfigError(f"server_options.{axis}.{value}: nothing for {family} (cell {cell.path}); "
                               f"give it `{family}: {{}}` or exclude those cells")
+
+
+def _check_fit(study: Study, used_fs: dict) -> None:
+    """Each filesystem is tried with its own options (fsprobe), and each cell's dataset must fit the space
+    it leaves: refused naming both sizes, rather than a disk full inside the job."""
+    usable = {name: fsprobe.usable_bytes(fs, f"filesystems.{name}" if not name.startswith("dir:") else
+                                         "axes.filesystem") for name, fs in used_fs.items()}
+    for cell in study.cells:
+        values = cell.as_dict()
+        room = usable[str(values["filesystem"])]
+        if room is None:
+            continue
+        recipe = study.recipe(cell)
+        need = workloads.dataset_bytes(recipe["tool"], recipe["dataset"])
+        if need is not None and need > room:
+            fs = recipe["filesystem"]
+            raise ConfigError(f"workloads.{values['workload']}: dataset {recipe['dataset']} ({_gib(need)}) does not "
+                              f"fit filesystem {values['filesystem']} ({fs['type']}, size {fs.get('size')}: "
+                              f"{_gib(room)} free)")
+
+
+def _gib(size: int) -> str:
+    return f"{size / 2**30:.2f}G" if size >= 2**30 else f"{size / 2**20:.0f}M"
+
+
+def host_memory() -> int:
+    """Bytes of RAM of this host."""
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def _check_memory(cells: list[Cell], allow: bool) -> list[str]:
+    """A server memory above the host's RAM measures swapping (or an OOM kill), not the engine: refused,
+    or with allow_oversize_memory a warning."""
+    ram = host_memory()
+    seen, warnings = set(), []
+    for cell in cells:
+        memory = cell.get("memory")
+        if memory is None or str(memory) in seen:
+            continue
+        seen.add(str(memory))
+        if units.parse_size(memory) > ram:
+            message = f"axes.memory: {memory!r} is above this host's RAM ({ram / 2**30:.1f}G)"
+            if not allow:
+                raise ConfigError(message + "; set allow_oversize_memory: true to run it anyway")
+            warnings.append(message)
+    return warnings
 
 
 def _check_filesystem(name: str, fs: dict) -> None:

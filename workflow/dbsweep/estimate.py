@@ -1,5 +1,5 @@
-"""How long the missing repetitions of a study will take, printed when the workflow starts
-(`snakemake -n` included): each one's configured window (and warm-up) plus a per-repetition
+"""How long the repetitions Snakemake will run (missing, changed or incomplete) will take, printed
+when the workflow starts (`snakemake -n` included): each one's configured window (and warm-up) plus a per-repetition
 overhead.
 
 The overhead is measured where earlier runs left their run.json: the run step's wall time
@@ -67,8 +67,9 @@ def per_repetition(missing: list[dict], e: dict) -> list[float]:
     return [(r.get("duration_s") or 0) + (r.get("warmup_s") or 0) + e["per_rep_s"][kind(r)] for r in missing]
 
 
-def describe(e: dict, images: int = 0) -> str:
-    """One line for the terminal."""
+def describe(e: dict, images: int = 0, again: int = 0) -> str:
+    """One line for the terminal. again: how many of the repetitions already have a run.json that
+    Snakemake will replace (their recipe or code changed, or their run was incomplete)."""
     if not e["repetitions"]:
         return "dbsweep: no repetition missing"
     kinds = ", ".join(f"{k} {v:.1f} s" for k, v in e["per_rep_s"].items())
@@ -77,6 +78,8 @@ def describe(e: dict, images: int = 0) -> str:
     text = (f"dbsweep: {reps} repetition{'s' if reps > 1 else ''} to run, about {duration(e['total_s'])}: "
             f"{e['window_s']:.0f} s measured windows and warm-ups + {e['overhead_s']:.0f} s overhead "
             f"(per repetition {kinds}; {source})")
+    if again:
+        text += f"; {again} of them again (changed or incomplete)"
     if e["no_duration"]:
         text += f"; {e['no_duration']} without a configured duration not counted"
     if images:

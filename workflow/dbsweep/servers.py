@@ -18,6 +18,7 @@ is renamed to dest at the end, so a failed or corrupted download leaves no dest 
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import os
@@ -49,10 +50,16 @@ LICENSES = ("LICENSE.md", "LICENSE.txt", "LEGAL.txt", "NOTICE", "README.md")
 
 # --- the catalogue ------------------------------------------------------------------------
 
+@functools.cache
+def _catalogue() -> dict:
+    """engines/versions.yaml, read once per process (a study's load asks for it for every database cell)."""
+    return yaml.safe_load(CATALOGUE.read_text())
+
+
 def available(family: str) -> dict[str, dict]:
     """Version name -> where it comes from: registry (debian, npm or maven), package, and for a registry
     build its exact version, checksum and download size."""
-    catalogue = yaml.safe_load(CATALOGUE.read_text())
+    catalogue = _catalogue()
     if family not in catalogue:
         raise ConfigError(f"version: no server family {family!r} ({', '.join(catalogue)})")
     return {str(name): dict(entry) for name, entry in catalogue[family].items()}

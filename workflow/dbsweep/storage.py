@@ -115,7 +115,11 @@ def mkfs(fstype: str, device: str, options: list[str]) -> list[str]:
 
 
 def sparse_file(path: Path, size: str) -> None:
+    """An empty sparse image, mode 0600 before anything is written into it: a prepared datadir holds the
+    benchmark's credentials, which another local user could otherwise read from the raw image."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
     sh(["truncate", "--size", size, str(path)])
 
 
@@ -167,7 +171,9 @@ def copy_image(src: Path, dst: Path) -> None:
     """Copy a sparse image extent by extent: its holes stay holes, and every written block stays
     written, zeros included. (cp --sparse turns zero-filled blocks, such as sysbench's prepared
     files, into holes, and reads of a hole never reach the device.)"""
-    with open(src, "rb") as fi, open(dst, "wb") as fo:
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)  # private, like the image it copies
+    os.fchmod(fd, 0o600)
+    with open(src, "rb") as fi, open(fd, "wb") as fo:
         size = os.fstat(fi.fileno()).st_size
         fo.truncate(size)
         pos = 0

@@ -38,6 +38,8 @@ onstart:
 CELLS = {cell.path: cell for cell in STUDY.cells}
 for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
+for _warning in STUDY.warnings if workflow.is_main_process else []:
+    print(f"dbsweep: warning: {_warning}", file=sys.stderr)
 REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
 SCRIPTS = f"{workflow.basedir}/scripts"  # R scripts are inputs: editing one reruns the analysis
@@ -48,19 +50,34 @@ for _cell in STUDY.cells:
         IMAGES.setdefault(_image, _cell)
 
 
-def print_estimate():
-    """How long the missing repetitions will take (dbsweep/estimate.py), on stderr."""
-    missing, done = [], []
-    for cell in STUDY.cells:
-        runs = [Path(RUNS, cell.path, f"rep~{rep}", "run.json") for rep in REPS]
-        done += [run for run in runs if run.exists()]
-        missing += [STUDY.recipe(cell)] * sum(not run.exists() for run in runs)
-    images = sum(not Path(image).exists() for image in IMAGES)
-    print(estimate.describe(estimate.estimate(missing, done), images), file=sys.stderr)
+def print_estimate(dag):
+    """How long the repetitions Snakemake is about to run will take (dbsweep/estimate.py), on stderr: the
+    run jobs of the DAG, so a repetition whose params or code changed, or whose run was incomplete,
+    counts as well as a missing one."""
+    jobs = list(dag.needrun_jobs())
+    runs = [job for job in jobs if job.rule.name == "run"]
+    todo = [STUDY.recipe(CELLS[job.wildcards.cell]) for job in runs]
+    again = sum(Path(job.output[0]).exists() for job in runs)
+    done = [run for cell in STUDY.cells for rep in REPS
+            if (run := Path(RUNS, cell.path, f"rep~{rep}", "run.json")).exists()]
+    images = sum(job.rule.name == "prepare" for job in jobs)
+    print(estimate.describe(estimate.estimate(todo, done), images, again), file=sys.stderr)
+
+
+def estimate_after_dag():
+    """Print the estimate once Snakemake knows what it will run, in a dry run as in a real one (onstart
+    runs only in a real one): right after it has built the DAG, where it logs the rule graph."""
+    log_rulegraph = workflow.log_rulegraph
+
+    def log_rulegraph_then_estimate():
+        log_rulegraph()
+        print_estimate(workflow.dag)
+
+    workflow.log_rulegraph = log_rulegraph_then_estimate
 
 
 if workflow.is_main_process:  # not again in each job of a cluster run
-    print_estimate()
+    estimate_after_dag()
 
 
 PROGRESS = []  # the study's progress line (dbsweep/study_progress.py) while this snakemake runs

@@ -63,6 +63,39 @@ def family(engine: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{ENGINES[engine]}")
 
 
+def check_options(family_name: str, options: dict, where: str, installed: bool = False) -> None:
+    """Refuse, when the study loads, what the family's config_text would refuse inside the job: options
+    dbsweep sets itself (for any build: its RESERVED and, where it has one, its RESERVED_BASEDIR), names that
+    are not option names, values with a line break. - and _, case and MariaDB's loose_ prefix do not make
+    another name. With installed (every cell runs Debian's build), also names the installed server does not
+    know (its option_names()); loose_ names and names with a dot (an extension's own) pass."""
+    module = importlib.import_module(f"{__name__}.{family_name}")
+    known = module.option_names() if installed and options else None
+    reserved = {_option_key(name) for name in module.RESERVED | getattr(module, "RESERVED_BASEDIR", set())}
+    for name, value in (options or {}).items():
+        if not module.OPTION_NAME.match(str(name)):
+            raise ConfigError(f"{where}: {name!r} is not a {family_name} option name")
+        if _option_key(name) in reserved:
+            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
+        if isinstance(value, str) and ("\n" in value or "\r" in value):
+            raise ConfigError(f"{where}.{name}: {value!r} contains a line break")
+        if known is not None and not _known(name, known):
+            raise ConfigError(f"{where}.{name}: {value!r}: the installed {family_name} server has no option "
+                              f"{name!r}")
+
+
+def _known(name, known: frozenset) -> bool:
+    key = str(name).lower().replace("-", "_")
+    if key.startswith("loose_") or "." in key:
+        return True
+    return key in known or any(key.startswith(prefix) and key[len(prefix):] in known
+                               for prefix in ("skip_", "enable_", "disable_", "maximum_"))
+
+
+def _option_key(name) -> str:
+    return str(name).lower().replace("-", "_").removeprefix("loose_")
+
+
 def option_sets() -> dict:
     """The built-in option sets: axis -> value -> family -> {option: value}."""
     return yaml.safe_load(OPTIONS_FILE.read_text())

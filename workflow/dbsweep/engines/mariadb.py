@@ -116,6 +116,22 @@ DEBIAN_PLUGIN_DIR = Path("/usr/lib/mysql/plugin")
 BINLOG_OPTIONS = {"log_bin", "skip_log_bin", "disable_log_bin"}
 
 
+@functools.cache
+def option_names() -> frozenset[str] | None:
+    """Every option Debian's mariadbd takes (MyRocks's too when its plugin is installed), as _key names,
+    from `mariadbd --verbose --help`; None when it cannot tell. For the check of a study's options at load."""
+    try:
+        argv = [_mariadbd(), "--no-defaults", "--verbose", "--help"]
+        if (DEBIAN_PLUGIN_DIR / "ha_rocksdb.so").is_file():
+            argv.insert(2, "--plugin-load-add=ha_rocksdb.so")
+        done = subprocess.run(argv, capture_output=True, text=True, env=ENV, cwd="/", stdin=subprocess.DEVNULL,
+                              timeout=60)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired):
+        return None
+    names = re.findall(r"^\s+--([A-Za-z0-9][A-Za-z0-9_-]*)", done.stdout, re.M)
+    return frozenset(_key(name) for name in names) if done.returncode == 0 and names else None
+
+
 def _mariadbd() -> str:
     return binary("mariadbd", "/usr/sbin")
 
@@ -286,6 +302,7 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
     else:
         argv = _install_mysql(b, datadir, log)
     chown_tree(datadir, SERVICE_USER)
+    datadir.chmod(0o700)  # only the server's user reads its tables (and the benchmark user's entry)
     return [argv]
 
 

@@ -16,6 +16,7 @@ data checksums by default, are made without them like every other version's.
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import hmac
 import os
@@ -94,6 +95,19 @@ def bindir(basedir: Path | None = None) -> Path:
     if found:
         return found[-1]
     return Path(binary("postgres")).parent
+
+
+@functools.cache
+def option_names() -> frozenset[str] | None:
+    """Every parameter Debian's newest postgres takes (`postgres --describe-config`), lower case; None when
+    it cannot tell. For the check of a study's options at load."""
+    try:
+        done = subprocess.run([str(bindir() / "postgres"), "--describe-config"], capture_output=True, text=True,
+                              env=ENV, cwd="/", stdin=subprocess.DEVNULL, timeout=60)
+    except (OSError, RuntimeError, subprocess.TimeoutExpired):
+        return None
+    names = [line.split("\t", 1)[0].lower() for line in done.stdout.splitlines() if "\t" in line]
+    return frozenset(names) if done.returncode == 0 and names else None
 
 
 def _client(name: str, basedir: Path | None) -> str:

@@ -26,6 +26,13 @@ def module(tool: str):
     return import_module(f"dbsweep.workloads.{TOOLS[tool]}")
 
 
+def dataset_bytes(tool: str, dataset: dict) -> int | None:
+    """Bytes a tool's dataset takes on its filesystem, from its module's dataset_bytes(dataset); None when the
+    module cannot tell in advance (a database's size depends on its engine)."""
+    size = getattr(module(tool), "dataset_bytes", None)
+    return size(dataset) if size else None
+
+
 def extra_keys() -> list[str]:
     """Summary keys some workloads add to the common ones (their EXTRA_KEYS), in TOOLS order."""
     keys = []

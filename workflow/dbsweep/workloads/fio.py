@@ -6,12 +6,14 @@ fio_{bw,iops,lat,clat,slat}.<job>.log, one set per numjobs copy.
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import re
 import subprocess
 from collections import defaultdict
 from pathlib import Path
 
+from dbsweep import units
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import refuse
 
@@ -49,10 +51,49 @@ def check(options: dict, where: str) -> None:
     for name in REQUIRED:
         if name not in options:
             raise ConfigError(f"{where}.{name}: missing (fio needs the size of {DATAFILE}, e.g. 1G)")
+    parse_only(options, where)
+
+
+def parse_only(options: dict, where: str) -> None:
+    """fio's own check of the options (`fio --parse-only`, a tenth of a second), so that an unknown option
+    or a bad value stops the study when it loads rather than in its job. Values naming an axis ({axis})
+    are left to the job."""
+    given = {name: value for name, value in options.items() if "{" not in str(value)}
+    first = _refusal(tuple(f"--{name}={_value(value)}" for name, value in given.items()))
+    if first is None:
+        return
+    named = re.search(r"failed parsing (\S+?)=|unrecognized option '--([^=']+)", first)
+    name = next((n for n in (named.groups() if named else ()) if n and n in given), None)
+    name = name or next((n for n, value in given.items() if f" {_value(value)} " in f" {first} "), None)
+    if name is None:
+        raise ConfigError(f"{where}: {given!r} refused by fio: {first}")
+    raise ConfigError(f"{where}.{name}: {given[name]!r} refused by fio: {first}")
 
 
 def dataset(options: dict) -> dict:
     return {"size": options["size"]}
+
+
+def dataset_bytes(dataset: dict) -> int | None:
+    """Bytes the dataset takes on its filesystem (fio.data), or None when fio works it out (e.g. size=50%)."""
+    try:
+        return units.parse_size(dataset["size"])
+    except ConfigError:
+        return None
+
+
+@functools.cache
+def _refusal(args: tuple[str, ...]) -> str | None:
+    """fio's first line when it refuses args (--parse-only), else None; once per process for the same args."""
+    argv = ["fio", "--parse-only", "--name=check", f"--filename={DATAFILE}", *args]
+    try:
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None  # no fio here (e.g. a login node): the job runs it
+    if done.returncode == 0:
+        return None
+    said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
+    return said[0] if said else f"exit {done.returncode}"
 
 
 def prepare(options: dict) -> list[list[str]]:

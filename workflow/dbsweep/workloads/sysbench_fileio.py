@@ -9,6 +9,7 @@ import re
 import subprocess
 from pathlib import Path
 
+from dbsweep import units
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import check_rate, rate, refuse
 
@@ -58,6 +59,14 @@ def percentile(options: dict) -> int:
 def dataset(options: dict) -> dict:
     given = {_key(name): value for name, value in options.items()}
     return {name: given.get(name, default) for name, default in DATASET_DEFAULTS.items()}
+
+
+def dataset_bytes(dataset: dict) -> int | None:
+    """Bytes the test files take on their filesystem, or None when the size is not a plain size."""
+    try:
+        return units.parse_size(dataset["file-total-size"])
+    except ConfigError:
+        return None
 
 
 def prepare(options: dict) -> list[list[str]]:

@@ -1,0 +1,197 @@
+"""Every key of the schema with at least one bad value: each is refused when the study loads, before any
+job, with one line naming the key and the value and no traceback. Most rows go through the loader the
+Snakefile calls (dbsweep.config.load); a few through the real `./dbsweep run -n`, and the files Snakemake
+itself reads (syntax errors, empty files) only there. RELIABILITY.md records the count."""
+import copy
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from dbsweep.config import SCHEMA, load, read
+from dbsweep.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = read(ROOT / "config" / "config.yaml")
+
+
+def put(path: str, value):
+    """A change to the demo study: path is dotted."""
+    def change(config):
+        node = config
+        *parents, last = path.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[last] = value
+    return change
+
+
+def both(*changes):
+    def change(config):
+        for c in changes:
+            c(config)
+    return change
+
+
+def dir_fs(config):
+    config["filesystems"]["scratch"] = {"type": "dir"}
+    config["axes"]["filesystem"] = ["scratch"]
+
+
+def option_set(family, options):
+    return both(put("axes.log", ["a"]), put("server_options", {"log": {"a": {family: options}}}))
+
+
+# (schema key, change, text that must start the message (the key), text it must contain (the value))
+ROWS = [
+    ("study", put("study", "../../tmp/x"), "study:", "'../../tmp/x'"),
+    ("study", put("study", 5), "study:", "5"),
+    ("description", put("description", ["a"]), "description:", "['a']"),
+    ("repetitions", put("repetitions", 0), "repetitions:", "0"),
+    ("interleave", put("interleave", "yes"), "interleave:", "'yes'"),
+    ("allow_oversize_memory", put("allow_oversize_memory", "yes"), "allow_oversize_memory:", "'yes'"),
+    ("axes", put("axes", ["workload"]), "axes:", "['workload']"),
+    ("axes.host", put("axes.host", ["-x"]), "axes.host[0]:", "'-x'"),
+    ("axes.filesystem", put("axes.filesystem", ["zfs"]), "axes.filesystem:", "'zfs'"),
+    ("axes.engine", put("axes.engine", ["mysql"]), "axes.engine[0]:", "'mysql'"),
+    ("axes.version", put("axes.version", ["9.9"]), "axes.version:", "'9.9'"),
+    ("axes.version", put("axes.version", [{"name": "../x", "basedir": "/tmp"}]), "axes.version[0].name:", "'../x'"),
+    ("axes.memory", put("axes.memory", ["lots"]), "axes.memory:", "'lots'"),
+    ("axes.memory", put("axes.memory", ["100T"]), "axes.memory:", "'100T'"),
+    ("axes.threads", put("axes.threads", [0]), "axes.threads[0]:", "0"),
+    ("axes.threads", put("axes.threads", [100000]), "axes.threads[0]:", "100000"),
+    ("axes.workload", put("axes.workload", ["nope"]), "axes.workload:", "'nope'"),
+    ("axes.*", put("axes.bs", [[4, 8]]), "axes.bs[0]:", "[4, 8]"),
+    ("axes.*", lambda c: c["axes"].update({"../../tmp/x": [1]}), "axes:", "'../../tmp/x'"),
+    ("exclude", put("exclude", [{"filesytem": "xfs"}]), "exclude[0].filesytem:", "unknown axis"),
+    ("include", put("include", [{"threads": 100000}]), "threads:", "100000"),
+    ("baseline", put("baseline", {"engine": "mysql"}), "baseline.engine:", "'mysql'"),
+    ("analysis", put("analysis", {"trim": 3}), "analysis.trim:", "unknown key"),
+    ("analysis.trim_s", put("analysis.trim_s", -1), "analysis.trim_s:", "-1"),
+    ("analysis.steady_state", put("analysis.steady_state", "yes"), "analysis.steady_state:", "'yes'"),
+    ("analysis.stall_share", put("analysis.stall_share", 1.5), "analysis.stall_share:", "1.5"),
+    ("analysis.plots", put("analysis.plots", ["pie"]), "analysis.plots[0]:", "'pie'"),
+    ("filesystems", lambda c: c["filesystems"].update({"../x": {"type": "ext4"}}), "filesystems:", "'../x'"),
+    ("filesystems.*", put("filesystems.ext4", "big"), "filesystems.ext4:", "'big'"),
+    ("filesystems.*.type", put("filesystems.ext4.type", "zfs"), "filesystems.ext4.type:", "'zfs'"),
+    ("filesystems.*.size", put("filesystems.ext4.size", "5GG"), "filesystems.ext4.size:", "'5GG'"),
+    ("filesystems.*.size", put("filesystems.ext4.size", "16M"), "workloads.fio-randread:", "size 16M"),
+    ("filesystems.*.size", both(put("filesystems.tmpfs", {"type": "tmpfs", "size": "8M"}),
+                                put("axes.filesystem", ["tmpfs"])), "workloads.fio-randread:", "size 8M"),
+    ("filesystems.*.mkfs_options", put("filesystems.ext4.mkfs_options", ["-E", "bogus"]),
+     "filesystems.ext4.mkfs_options:", "['-E', 'bogus']"),
+    ("filesystems.*.mount_options", put("filesystems.xfs.mount_options", ["bogusopt"]),
+     "filesystems.xfs.mount_options:", "['bogusopt']"),
+    ("filesystems.*.device", both(put("filesystems.ext4.device", "/etc/hostname"),
+                                  put("filesystems.ext4.allow_format", True)), "filesystems.ext4.device:",
+     "'/etc/hostname'"),
+    ("filesystems.*.allow_format", put("filesystems.ext4.allow_format", "yes"), "filesystems.ext4.allow_format:",
+     "'yes'"),
+    ("filesystems.*.path", both(dir_fs, put("filesystems.scratch.path", "relative/dir")), "filesystems.scratch:",
+     "'relative/dir'"),
+    ("workloads", put("workloads", {}), "workloads:", "{}"),
+    ("workloads.*", put("workloads.oltp-rw", {"options": {}}), "workloads.oltp-rw.tool:", "missing"),
+    ("workloads.*.tool", put("workloads.oltp-rw.tool", "iozone"), "workloads.oltp-rw.tool:", "'iozone'"),
+    ("workloads.*.warmup", put("workloads.oltp-rw.warmup", -1), "workloads.oltp-rw.warmup:", "-1"),
+    ("workloads.*.options", put("workloads.fio-randread.options.numjobs", 4),
+     "workloads.fio-randread.options.numjobs:", "4"),
+    ("workloads.*.options", put("workloads.fio-randread.options.rw", "bogus"),
+     "workloads.fio-randread.options.rw:", "'bogus'"),
+    ("workloads.*.options", put("workloads.fio-randread.options.iodepht", 4),
+     "workloads.fio-randread.options.iodepht:", "4"),
+    ("cluster", put("cluster", {"nodes": ["n1"]}), "cluster.nodes:", "unknown key"),
+    ("cluster.partition", put("cluster.partition", "a b"), "cluster.partition:", "'a b'"),
+    ("server", put("server", {"memory": "1G"}), "server.memory:", "unknown key"),
+    ("server.options", put("server.options", {"mysql": {}}), "server.options.mysql:", "unknown key"),
+    ("server.options.mariadb", put("server.options", {"mariadb": {"port": 3307}}), "server.options.mariadb.port:",
+     "3307"),
+    ("server.options.mariadb", put("server.options", {"mariadb": {"bind-address": "0.0.0.0"}}),
+     "server.options.mariadb.bind-address:", "'0.0.0.0'"),
+    ("server.options.mariadb", put("server.options", {"mariadb": {"plugin_dir": "/tmp"}}),
+     "server.options.mariadb.plugin_dir:", "'/tmp'"),
+    ("server.options.postgresql", put("server.options", {"postgresql": {"listen_addresses": "*"}}),
+     "server.options.postgresql.listen_addresses:", "'*'"),
+    ("server.options.postgresql", put("server.options", {"postgresql": {"unix_socket_directories": "/tmp"}}),
+     "server.options.postgresql.unix_socket_directories:", "'/tmp'"),
+    ("server.options.mariadb", put("server.options", {"mariadb": {"innodb_bufer_pool_size": "64M"}}),
+     "server.options.mariadb.innodb_bufer_pool_size:", "'innodb_bufer_pool_size'"),
+    ("server.options.postgresql", put("server.options", {"postgresql": {"shared_bufers": "64MB"}}),
+     "server.options.postgresql.shared_bufers:", "'shared_bufers'"),
+    ("server.cgroup_overhead", put("server.cgroup_overhead", "lots"), "server.cgroup_overhead:", "'lots'"),
+    ("server.cold_start", put("server.cold_start", "yes"), "server.cold_start:", "'yes'"),
+    ("server_options", put("server_options", {"../x": {"a": {"mariadb": {}}}}), "server_options:", "'../x'"),
+    ("server_options.*", put("server_options", {"log": ["a"]}), "server_options.log:", "['a']"),
+    ("server_options.*.*", put("server_options", {"log": {"../x": {}}}), "server_options.log:", "'../x'"),
+    ("server_options.*.*.mariadb", option_set("mariadb", {"datadir": "/tmp"}), "server_options.log.a.mariadb.datadir:",
+     "'/tmp'"),
+    ("server_options.*.*.mariadb", option_set("mariadb", {"socket": "/tmp/s"}), "server_options.log.a.mariadb.socket:",
+     "'/tmp/s'"),
+    ("server_options.*.*.mariadb", option_set("mariadb", {"user": "root"}), "server_options.log.a.mariadb.user:",
+     "'root'"),
+    ("server_options.*.*.postgresql", option_set("postgresql", {"data_directory": "/tmp"}),
+     "server_options.log.a.postgresql.data_directory:", "'/tmp'"),
+    ("server_options.*.*.postgresql", option_set("postgresql", {"port": 1}),
+     "server_options.log.a.postgresql.port:", "1"),
+]
+
+
+def schema_keys(node: dict, prefix: str = "") -> set[str]:
+    """Every key path of the schema, `*` standing for a name the user chooses."""
+    keys = set()
+    for name, sub in node.get("properties", {}).items():
+        path = f"{prefix}{name}"
+        keys |= {path} | schema_keys(sub, path + ".")
+    extra = node.get("additionalProperties")
+    if isinstance(extra, dict) and (extra.get("type") == "object" or "properties" in extra
+                                    or extra.get("type") == "array"):
+        keys |= {f"{prefix}*"} | schema_keys(extra, f"{prefix}*.")
+    return keys
+
+
+def test_every_schema_key_has_a_bad_value_in_the_table():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    missing = schema_keys(schema) - {row[0] for row in ROWS}
+    assert not missing, f"schema keys without a bad-config row: {sorted(missing)}"
+
+
+@pytest.mark.parametrize("key, change, where, value", ROWS, ids=[f"{r[0]}={r[3]}" for r in ROWS])
+def test_bad_value_is_refused_at_load_naming_key_and_value(key, change, where, value):
+    config = copy.deepcopy(DEMO)
+    change(config)
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    message = str(error.value)
+    assert "\n" not in message
+    assert message.startswith(where), message
+    assert value in message, message
+
+
+# Through the real command: each exits non-zero before any job, one line, no traceback.
+RUNS = [
+    ("yaml syntax", "study: x\naxes: {workload: [a]\nfoo: [\n", "bad.yaml:3:1: YAML syntax error"),
+    ("empty file", "", "empty.yaml: empty file"),
+    ("reserved option", {"server": {"options": {"mariadb": {"bind-address": "0.0.0.0"}}}},
+     "server.options.mariadb.bind-address: '0.0.0.0' is set by dbsweep"),
+    ("memory above RAM", {"axes": DEMO["axes"] | {"memory": ["100T"]}}, "axes.memory: '100T' is above this host's RAM"),
+    ("threads", {"axes": DEMO["axes"] | {"threads": [100000]}}, "axes.threads[0]: 100000 is above the maximum"),
+    ("mount options", {"filesystems": DEMO["filesystems"] | {"xfs": {"type": "xfs", "mount_options": ["bogusopt"]}}},
+     "filesystems.xfs.mount_options: ['bogusopt'] refused"),
+    ("dataset too big", {"filesystems": DEMO["filesystems"] | {"ext4": {"type": "ext4", "size": "64M"}}},
+     "does not fit filesystem ext4 (ext4, size 64M"),
+]
+
+
+@pytest.mark.workflow
+@pytest.mark.parametrize("name, content, line", RUNS, ids=[r[0] for r in RUNS])
+def test_dbsweep_run_refuses_before_any_job(tmp_path, name, content, line):
+    path = tmp_path / ("bad.yaml" if name == "yaml syntax" else "empty.yaml" if name == "empty file" else "study.yaml")
+    path.write_text(content if isinstance(content, str) else yaml.safe_dump(DEMO | content))
+    done = subprocess.run([str(ROOT / "dbsweep"), "run", "-n", "--configfile", str(path), "-d", str(tmp_path / "w")],
+                          capture_output=True, text=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
+    out = done.stdout + done.stderr
+    assert done.returncode != 0, out[-2000:]
+    errors = [text for text in out.splitlines() if "config error" in text]
+    assert len(errors) == 1 and line in errors[0], out[-2000:]
+    assert "Traceback" not in out and "Job stats" not in out, out[-2000:]
