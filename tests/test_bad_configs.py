@@ -73,6 +73,7 @@ ROWS = [
     ("analysis.steady_state", put("analysis.steady_state", "yes"), "analysis.steady_state:", "'yes'"),
     ("analysis.stall_share", put("analysis.stall_share", 1.5), "analysis.stall_share:", "1.5"),
     ("analysis.plots", put("analysis.plots", ["pie"]), "analysis.plots[0]:", "'pie'"),
+    ("analysis.headline", put("analysis.headline", ["pie"]), "analysis.headline[0]:", "'pie'"),
     ("filesystems", lambda c: c["filesystems"].update({"../x": {"type": "ext4"}}), "filesystems:", "'../x'"),
     ("filesystems.*", put("filesystems.ext4", "big"), "filesystems.ext4:", "'big'"),
     ("filesystems.*.type", put("filesystems.ext4.type", "zfs"), "filesystems.ext4.type:", "'zfs'"),
