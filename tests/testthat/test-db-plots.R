@@ -1,5 +1,3 @@
-source(script_path("stats.R"), local = TRUE)
-source(script_path("db_plots.R"), local = TRUE)
 
 DB_PLOT_NAMES <- c("tps_memory", "io_per_txn", "cpu", "datadir", "jitter_memory",
                    "boxplot_memory", "timeseries")
@@ -11,11 +9,11 @@ db_plots_output <- function(dir) {
                           DB_PLOT_NAMES))
 }
 
-# Runs main() on a study; returns the output paths and the plots.
+# Runs rule_db_plots() on a study; returns the output paths and the plots.
 render_db <- function(sweep) {
   dir <- tempfile("dbplots")
   output <- db_plots_output(dir)
-  plots <- main(write_db_sweep(sweep), output, list(axes = sweep$axes, baseline = list()),
+  plots <- rule_db_plots(write_db_sweep(sweep), output, list(axes = sweep$axes, baseline = list()),
                 log = file.path(dir, "db_plots.log"))
   list(output = output, plots = plots, log = file.path(dir, "db_plots.log"))
 }
@@ -36,7 +34,7 @@ plot_message <- function(p) {
   p$layers[[1]]$aes_params$label
 }
 
-test_that("main draws the seven plots and logs them", {
+test_that("the rule draws the seven plots and logs them", {
   result <- render_db(make_db_sweep())
   expect_db_pngs(result$output)
   for (name in DB_PLOT_NAMES) expect_null(plot_message(result$plots[[name]]), label = name)

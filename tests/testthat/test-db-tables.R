@@ -1,4 +1,3 @@
-source(script_path("db_tables.R"), local = TRUE)
 
 db_tables_output <- function(dir) {
   names <- c("engine_memory_csv", "engine_memory_md", "binlog_csv", "binlog_md",
@@ -8,16 +7,16 @@ db_tables_output <- function(dir) {
   as.list(stats::setNames(file.path(dir, files), names))
 }
 
-# Runs main() on a study; returns the output paths.
+# Runs rule_db_tables() on a study; returns the output paths.
 run_db_tables <- function(sweep, baseline = list()) {
   dir <- tempfile("dbtables")
   output <- db_tables_output(dir)
-  main(write_db_sweep(sweep), output, list(axes = sweep$axes, baseline = baseline),
+  rule_db_tables(write_db_sweep(sweep), output, list(axes = sweep$axes, baseline = baseline),
        log = file.path(dir, "db_tables.log"))
   output
 }
 
-# The database repetitions of a study, as main() sees them.
+# The database repetitions of a study, as rule_db_tables() sees them.
 db_summary <- function(sweep) database_rows(sweep$summary)
 
 test_that("memory values sort by size, engines and binlog in reading order", {
@@ -222,7 +221,7 @@ test_that("the efficiency table has one row per cell, medians over reps", {
   expect_true(any(grepl("host dbhost", md)))
 })
 
-test_that("main writes every table and logs what it did", {
+test_that("the rule writes every table and logs what it did", {
   sweep <- make_db_sweep()
   output <- run_db_tables(sweep)
   expect_true(all(file.exists(unlist(output))))
@@ -260,7 +259,7 @@ test_that("a repetition with transactions but no tps stops, naming the cell", {
   dir <- tempfile("dbtables")
   input <- write_db_sweep(list(summary = bad, samples = sweep$samples,
                                system = sweep$system, counters = sweep$counters))
-  expect_error(main(input, db_tables_output(dir), list(axes = axes),
+  expect_error(rule_db_tables(input, db_tables_output(dir), list(axes = axes),
                     log = file.path(dir, "db_tables.log")),
                "engine=myrocks, memory=1G, filesystem=ext4, threads=4 rep 2: tps is NA",
                fixed = TRUE)
@@ -277,7 +276,7 @@ test_that("a database repetition with too few samples stops, naming the cell", {
   sweep$samples <- sweep$samples[!(engine %in% "myrocks" & memory %in% "64M" &
                                      rep == 2L & second > 7L)]
   dir <- tempfile("dbtables")
-  expect_error(main(write_db_sweep(sweep), db_tables_output(dir),
+  expect_error(rule_db_tables(write_db_sweep(sweep), db_tables_output(dir),
                     list(axes = sweep$axes), log = file.path(dir, "log")),
                "cell engine=myrocks, memory=64M, filesystem=ext4, threads=4 rep 2: 7 per-second samples",
                fixed = TRUE)

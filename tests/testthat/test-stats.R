@@ -1,4 +1,3 @@
-source(script_path("stats.R"), local = TRUE)
 
 # One repetition's per-second tps: a linear warm-up from 10% over `warmup`
 # seconds, then `level` with 3% noise, and 0 in the `stalls` seconds.

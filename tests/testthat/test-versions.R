@@ -1,4 +1,3 @@
-source(script_path("versions.R"), local = TRUE)
 
 versions_output <- function(dir) {
   list(versions_csv = file.path(dir, "tables", "versions.csv"),
@@ -8,7 +7,7 @@ versions_output <- function(dir) {
        version_plot = file.path(dir, "plots", "tps_vs_memory_by_version.png"))
 }
 
-# Runs main() on a study; returns the output paths, what main() returned and
+# Runs rule_versions() on a study; returns the output paths, what rule_versions() returned and
 # the log's path.
 run_versions <- function(sweep, baseline = list()) {
   dir <- tempfile("versions")
@@ -16,7 +15,7 @@ run_versions <- function(sweep, baseline = list()) {
   input <- write_db_sweep(sweep)
   jsonlite::write_json(PROVENANCE_VERSIONS, input$provenance, auto_unbox = TRUE)
   log <- file.path(dir, "versions.log")
-  result <- main(input, output, list(axes = sweep$axes, baseline = baseline), log = log)
+  result <- rule_versions(input, output, list(axes = sweep$axes, baseline = baseline), log = log)
   list(output = output, result = result, log = log)
 }
 
@@ -212,7 +211,7 @@ test_that("an engine without the chosen baseline version uses its own first", {
   expect_equal(noise[engine == "postgresql" & version == "17", unique(verdict)], "faster")
 })
 
-test_that("main writes the tables and the plot, and logs what it did", {
+test_that("the rule writes the tables and the plot, and logs what it did", {
   run <- run_versions(make_versions_study())
   output <- run$output
   expect_true(all(file.exists(unlist(output))))

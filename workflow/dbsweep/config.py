@@ -33,7 +33,7 @@ BUILTIN_FILESYSTEMS = {
     "tmpfs": {"type": "tmpfs"},
 }
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
-# Plots of rule figures (workflow/scripts/figures.R), all by default.
+# Plots of rule figures (workflow/R/statistics_plots.R), all by default.
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS}
 

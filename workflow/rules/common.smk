@@ -39,7 +39,8 @@ for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
 REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
-SCRIPTS = f"{workflow.basedir}/scripts"  # R scripts are inputs: editing one reruns the analysis
+# The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
+R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
 for _cell in STUDY.cells:
     _image = STUDY.image(_cell)

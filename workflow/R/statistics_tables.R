@@ -165,7 +165,7 @@ cell_stats_md_lines <- function(cells, windows, settings) {
     md_lines(shown), "")
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_statistics <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -207,10 +207,4 @@ main <- function(input, output, params, log = snakemake_log()) {
   write_md_lines(comparisons_md_lines(cells, comparisons, axes, settings),
                  output[["comparisons_md"]], caption)
   invisible(list(windows = windows, cells = cells, comparisons = comparisons))
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  source(file.path(snakemake@scriptdir, "stats.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

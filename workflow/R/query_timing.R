@@ -52,7 +52,7 @@ query_plot <- function(table, caption = NULL) {
           strip.text = element_text(size = rel(0.7)))
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_query_timing <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
   axes <- axes_param(params)
@@ -66,9 +66,4 @@ main <- function(input, output, params, log = snakemake_log()) {
                  group_by = "name")
   save_plot(query_plot(table, caption), output[["plot"]], width = 11, height = 10)
   invisible(table)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -83,7 +83,7 @@ SATURATION_PREAMBLE <- paste(
   "averaged over repetitions."
 )
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_tables <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -110,9 +110,4 @@ main <- function(input, output, params, log = snakemake_log()) {
                  preamble = SATURATION_PREAMBLE, caption = caption)
   log_line("saturation: %d rows -> %s", nrow(sat), output[["saturation_csv"]])
   invisible(list(cells = cells, saturation = sat))
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -71,7 +71,7 @@ insert_plot <- function(table, caption = NULL) {
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_insert_benchmark <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
   axes <- axes_param(params)
@@ -86,9 +86,4 @@ main <- function(input, output, params, log = snakemake_log()) {
   write_md_table(shown, output[["table_md"]], group_by = "phase")
   save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 9)
   invisible(table)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -17,7 +17,6 @@ STALL_COLOUR <- "#D55E00"
 REP_COLOURS <- c("#0072B2", "#009E73", "#56B4E9", "#CC79A7", "#000000",
                  "#E69F00")
 
-MEMORY_TITLE <- "memory (buffer pool / block cache / shared_buffers)"
 
 # Rows of a per-second table that belong to the summary's repetitions.
 database_part <- function(dt, summary, axes) {
@@ -396,7 +395,7 @@ plot_size <- function(p) {
   c(width = 8, height = plot_height(rows))
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_db_plots <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -430,10 +429,4 @@ main <- function(input, output, params, log = snakemake_log()) {
     log_line("%s -> %s", name, output[[name]])
   }
   invisible(plots)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  source(file.path(snakemake@scriptdir, "stats.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

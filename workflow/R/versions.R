@@ -37,7 +37,6 @@ VERDICTS <- c("faster", "slower", "within noise")
 NOISE_COLUMNS <- c("version", "baseline", "tps", "tps_baseline", "ratio", "verdict")
 
 VERSION_TITLE <- "server version"
-MEMORY_TITLE <- "memory (buffer pool / block cache / shared_buffers)"
 
 # ---------------------------------------------------------------------------
 # Order of versions
@@ -107,14 +106,6 @@ versions_not_applicable <- function(summary, axes) {
   }
   if (uniqueN(summary$version) < 2) return(not_applicable("version"))
   NULL
-}
-
-# A one-row table saying why there is nothing to show (two columns, so that
-# readers that guess the separator, like fread, read it back whole).
-not_applicable_table <- function(message) {
-  dt <- data.table(status = "not applicable", note = message)
-  setattr(dt, "not_applicable", message)
-  dt
 }
 
 # The baseline version of each engine (one row, engine NA, without an engine
@@ -558,7 +549,7 @@ version_plot_size <- function(p) {
 
 # ---------------------------------------------------------------------------
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_versions <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -606,9 +597,4 @@ main <- function(input, output, params, log = snakemake_log()) {
             height = size[["height"]])
   log_line("version_plot -> %s", output[["version_plot"]])
   invisible(list(versions = versions, binlog = binlog, noise = noise, plot = plot))
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

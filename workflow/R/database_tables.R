@@ -35,14 +35,6 @@ check_database_reps <- function(summary, axes) {
   invisible(summary)
 }
 
-# A one-row table saying why there is nothing to show (two columns, so that
-# readers that guess the separator, like fread, read it back whole).
-not_applicable_table <- function(message) {
-  dt <- data.table(status = "not applicable", note = message)
-  setattr(dt, "not_applicable", message)
-  dt
-}
-
 # Median tps and repetitions per combination of the given axes.
 tps_medians <- function(summary, by) {
   summary[, .(tps = median_or_na(tps), reps = .N), by = by]
@@ -158,7 +150,7 @@ binlog_md_lines <- function(tables) {
     table_md_lines(tables$by_filesystem))
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_db_tables <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -200,9 +192,4 @@ main <- function(input, output, params, log = snakemake_log()) {
            output[["efficiency_csv"]])
   invisible(list(engine_memory = engine_memory, binlog = binlog,
                  efficiency = efficiency))
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }
