@@ -71,6 +71,18 @@ test_that("the CI of a constant series has zero width, by repetitions or blocks"
                                   "bootstrap over 3 repetitions"))
 })
 
+test_that("ci_method names the block length actually used (defect 2)", {
+  # one repetition of 5 s: 5 blocks of 1 s, not "of 10 s" (block_s)
+  s <- data.table(cell = c(rep("short", 5L), rep("long", 60L)), rep = 1L,
+                  second = c(1:5, 1:60), tps = as.numeric(c(101:105, 101:160)))
+  w <- steady_windows(s, c("cell", "rep"), "tps", stats_settings(list(steady_state = FALSE)))
+  cells <- cell_stats(window_samples(s, w, c("cell", "rep"), "tps"), "cell", "tps")
+  expect_equal(cells[cell == "short", ci_method], "bootstrap over 5 blocks of 1 s")
+  expect_equal(cells[cell == "long", ci_method], "bootstrap over 6 blocks of 10 s")
+  expect_equal(block_method(c(12, 25), c(5L, 5L)),
+               c("bootstrap over 5 blocks of 2.4 s", "bootstrap over 5 blocks of 5 s"))
+})
+
 test_that("per-cell statistics have their known values", {
   # 3 repetitions of the seconds 1..100 shifted by 0, 10, 20
   s <- data.table(cell = "a", rep = rep(1:3, each = 100L),

@@ -44,16 +44,19 @@ AXIS_ORDER <- list(
   engine = c("innodb", "myrocks", "postgresql"),
   binlog = c("off", "sync0", "sync1", "sync1000", "sync10000"),
   durability = c("default", "tuned", "unsafe"),
-  isolation = c("RR", "RC")
+  isolation = c("RR", "RC"),
+  version = "debian"  # Debian's own packages: MariaDB 10.11, PostgreSQL 15
 )
 
-# Text with the numbers in it compared as numbers: "sync2" < "sync10".
-natural_order <- function(x) {
-  number <- suppressWarnings(as.numeric(sub("^.*?([0-9]+(\\.[0-9]+)?)$", "\\1", x,
-                                                perl = TRUE)))
-  number[!grepl("[0-9]$", x)] <- -Inf
-  prefix <- sub("[0-9]+(\\.[0-9]+)?$", "", x)
-  order(prefix, number, x, method = "radix")
+# Text whose runs of digits compare as numbers: "sync2" < "sync10",
+# "10.11.5" < "11.4" < "16", "build-9" < "build-10" (digits pad to 20 places).
+natural_key <- function(x) {
+  parts <- regmatches(x, gregexpr("[0-9]+|[^0-9]+", x))
+  vapply(parts, function(p) {
+    digits <- grepl("^[0-9]", p)
+    p[digits] <- paste0(strrep("0", pmax(0, 20 - nchar(p[digits]))), p[digits])
+    paste(p, collapse = "")
+  }, "")
 }
 
 # The distinct values of an axis (NA left out) in reading order: the known
@@ -73,7 +76,7 @@ axis_levels <- function(x, axis = "") {
     } else if (!anyNA(bytes)) {
       rest[order(bytes, rest)]
     } else {
-      rest[natural_order(rest)]
+      rest[order(natural_key(rest), rest, method = "radix")]
     }
   }
   c(first, rest)

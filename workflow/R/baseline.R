@@ -33,3 +33,26 @@ baseline_value <- function(values, axis, baseline = list()) {
   chosen
 }
 
+
+# The one ratio of the analysis: x / base, NA where base is missing or not
+# positive. Every table relative to a baseline divides with it.
+baseline_ratio <- function(x, base) {
+  ifelse(!is.na(base) & base > 0, x / base, NA_real_)
+}
+
+# Rows of dt (one per configuration and `by`, column `value`) with columns
+# configuration (the values of the varying axes), baseline (whether the row is
+# the baseline configuration) and relative (value / the value of the baseline
+# row with the same `by` and the same axes that are not compared).
+relative_to_baseline <- function(dt, vary, baseline, by, value = "value") {
+  compared <- baseline_axes(vary, baseline)
+  groups <- setdiff(vary, compared)
+  dt[, configuration := configuration_label(dt, vary)]
+  dt[, baseline := is_baseline(dt, compared, baseline)]
+  ref <- dt[baseline == TRUE, c(groups, by, value), with = FALSE]
+  setnames(ref, value, ".base")
+  out <- merge(dt, ref, by = c(groups, by), all.x = TRUE)
+  out[, relative := baseline_ratio(get(value), .base)]
+  out[, .base := NULL]
+  out[]
+}

@@ -3,10 +3,10 @@
 # the spread of the per-second throughput, and per-second time series with
 # stalls marked (study 5's drops to 0 at binary log rotation).
 #
-# Snakemake: input summary, samples, system, counters, provenance; output
+# Snakemake: input summary, samples, system, counters, provenance,
+# steady_state (the statistics rule's windows and stall thresholds); output
 # tps_memory, io_per_txn, cpu, datadir, jitter_memory, boxplot_memory,
-# timeseries; params axes, analysis (stall_share, trim_s, steady_state: the
-# time series marks stalls as stats.R finds them); log.
+# timeseries; params axes, analysis (stall_share, for the legend); log.
 #
 # Rows of other tools (storage cells in the same study) are left out. A plot
 # the study cannot give (e.g. no memory axis) is still written, saying
@@ -251,13 +251,12 @@ plot_datadir <- function(counters, summary, axes, caption) {
 }
 
 # Per-second samples of the measured window (second >= 1) with their tps, and
-# stall: a second of the repetition's steady-state window (stats.R's
-# steady_windows(): after the study's trim and detected warm-up) whose tps is
-# below settings$stall_share of that window's median, as in steady_state.csv.
-timeseries_data <- function(samples, axes, settings = STATS_DEFAULTS) {
+# stall: a second of the repetition's steady-state window whose tps is below
+# its stall threshold, both read from the statistics rule's steady_state.csv
+# (`windows`: the study's trim and detected warm-up; computed once there).
+timeseries_data <- function(samples, windows, axes, settings = STATS_DEFAULTS) {
   keys <- c(axes, "rep")
   dt <- samples[second >= 1L & !is.na(tps)]
-  windows <- steady_windows(dt, keys, "tps", settings)
   dt[windows, `:=`(.start = i.window_start, .end = i.window_end,
                    .threshold = i.stall_threshold), on = keys]
   dt[, stall := !is.na(.start) & second >= .start & second <= .end & tps < .threshold]
@@ -274,10 +273,10 @@ stall_text <- function(n, share = STATS_DEFAULTS$stall_share) {
   sprintf("%d stalled second(s) marked", n)
 }
 
-plot_timeseries <- function(samples, summary, axes, caption, settings = STATS_DEFAULTS) {
+plot_timeseries <- function(samples, windows, summary, axes, caption, settings = STATS_DEFAULTS) {
   title <- "Per-second throughput over the measured window"
   if (nrow(summary) == 0) return(empty_plot(title, NO_DATABASE_CELLS, caption))
-  dt <- timeseries_data(samples, axes, settings)
+  dt <- timeseries_data(samples, windows, axes, settings)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second tps samples", caption))
   facets <- varying_axes(dt, axes)
   dt <- with_axis_factors(dt, facets)
@@ -406,6 +405,8 @@ rule_db_plots <- function(input, output, params, log = snakemake_log()) {
                            summary, axes)
   system <- database_part(read_system(input[["system"]], axes), summary, axes)
   counters <- database_part(read_counters(input[["counters"]], axes), summary, axes)
+  windows <- read_table(input[["steady_state"]], axes, c("rep", "window_start", "window_end",
+                                                          "stall_threshold"))
   caption <- caption_text(read_provenance(input[["provenance"]]))
   log_line(paste("%d database repetitions (%d rows of other tools left out),",
                  "%d per-second samples, %d system rows, %d counter rows, axes: %s"),
@@ -419,7 +420,7 @@ rule_db_plots <- function(input, output, params, log = snakemake_log()) {
     datadir = plot_datadir(counters, summary, axes, caption),
     jitter_memory = plot_jitter_memory(samples, summary, axes, caption),
     boxplot_memory = plot_boxplot_memory(samples, summary, axes, caption),
-    timeseries = plot_timeseries(samples, summary, axes, caption,
+    timeseries = plot_timeseries(samples, windows, summary, axes, caption,
                                  stats_settings(params[["analysis"]]))
   )
   for (name in names(plots)) {

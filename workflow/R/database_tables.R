@@ -1,14 +1,15 @@
 # Tables of database studies (tool sysbench): engine x memory (study 4), the
 # binary log tables (study 5) and one efficiency row per cell (study 7).
 #
-# Snakemake: input summary, samples (+ optional provenance; system and
-# counters may be given and are not read); output engine_memory_csv,
+# Snakemake: input summary, cell_stats_csv, comparisons_csv (the
+# statistics rule's) (+ optional provenance); output engine_memory_csv,
 # engine_memory_md, binlog_csv, binlog_md, efficiency_csv, efficiency_md;
-# params axes, baseline (axis -> value, may be empty); log.
+# params axes; log.
 #
 # Rows of other tools (fio, sysbench-fileio storage cells in the same study)
-# are left out. Every figure is the median over repetitions of the tool's own
-# final figure. A table the study cannot give (no engine, memory or binlog
+# are left out. engine_memory and binlog compare cells by the statistics
+# rule's medians, ratios and verdicts (one method for every table); efficiency
+# holds medians over repetitions of the tool's final figures. A table the study cannot give (no engine, memory or binlog
 # axis) is still written: columns status ("not applicable") and note
 # ("not applicable: this study has no memory axis").
 #
@@ -35,80 +36,52 @@ check_database_reps <- function(summary, axes) {
   invisible(summary)
 }
 
-# Median tps and repetitions per combination of the given axes.
-tps_medians <- function(summary, by) {
-  summary[, .(tps = median_or_na(tps), reps = .N), by = by]
-}
+COMPARED_TPS <- paste(
+  "Median per-second tps (transactions/s) of the steady-state windows, median",
+  "over repetitions (cell_stats.csv); <value>/<baseline>: the ratio of the",
+  "statistics rule (comparisons.csv) and its verdict (\"within noise\" when its",
+  "95% CI contains 1; comparisons.md states the test).")
 
-# Adds "<value>/<base>" columns: each value's column divided by the base's
-# (NA where the base is missing or not positive). Returns the new names.
-add_ratios <- function(wide, values, base) {
-  others <- setdiff(intersect(values, names(wide)), base)
-  if (!base %in% names(wide)) return(character())
-  ratios <- paste0(others, "/", base)
-  for (i in seq_along(others)) {
-    b <- wide[[base]]
-    set(wide, j = ratios[i],
-        value = ifelse(!is.na(b) & b > 0, wide[[others[i]]] / b, NA_real_))
-  }
-  ratios
-}
-
-ratio_sentence <- function(ratios, axis, base) {
-  if (!length(ratios)) return(NULL)
-  sprintf("%s: ratio to %s = %s.", paste(ratios, collapse = ", "), axis, base)
-}
-
-# Study 4: rows memory (by size), one column per engine with the median tps,
-# then "<engine>/<baseline engine>" ratios. Axes that vary besides engine and
-# memory make sections (attr group_by).
-engine_memory_table <- function(summary, axes, baseline = list()) {
-  missing <- setdiff(c("engine", "memory"), axes)
+# A database table comparing the values of `axis` (columns) by `rows`, from
+# the statistics rule's cells and comparisons (metric tps); NULL-free: a
+# not-applicable table when the study lacks an axis or database cells.
+tps_comparison <- function(stats, axes, axis, rows, needs = c(axis, rows)) {
+  missing <- setdiff(needs, axes)
   if (length(missing)) return(not_applicable_table(not_applicable(missing)))
-  if (nrow(summary) == 0) return(not_applicable_table(NO_DATABASE_CELLS))
-  group <- varying_axes(summary, setdiff(axes, c("engine", "memory")))
-  base <- baseline_value(summary$engine, "engine", baseline)
-  cells <- tps_medians(summary, c(group, "memory", "engine"))
-  wide <- pivot_axis(cells, c(group, "memory"), "engine", "tps")
-  ratios <- add_ratios(wide, axis_levels(summary$engine, "engine"), base)
-  setattr(wide, "group_by", group)
-  setattr(wide, "preamble", paste(c(
-    paste("Median over repetitions of sysbench's final tps (transactions/s),",
-          "by memory (rows) and engine (columns)."),
-    ratio_sentence(ratios, "engine", base),
-    if (length(fixed_axes_text(summary, axes))) {
-      sprintf("Same in every cell: %s.", fixed_axes_text(summary, axes))
-    }), collapse = " "))
+  cells <- stats$cells[metric == "tps"]
+  if (nrow(cells) == 0) return(not_applicable_table(NO_DATABASE_CELLS))
+  wide <- comparison_wide(cells, stats$comparisons, axes, axis, "tps",
+                          rows = intersect(rows, axes), text = FALSE)
+  fixed <- fixed_axes_text(cells, axes)
+  setattr(wide, "preamble", paste(c(COMPARED_TPS,
+    if (length(attr(wide, "ratios"))) sprintf("Baseline %s: %s.", axis, attr(wide, "baseline")),
+    if (length(fixed)) sprintf("Same in every cell: %s.", fixed)), collapse = " "))
   wide
 }
 
-# Study 5. by_memory: rows memory (when the study has a memory axis), one
-# column per binlog value with the median tps, then "<binlog>/<baseline>"
-# ratios; sections by the other varying axes. by_filesystem: "binlog | memory
-# | ext4 | xfs", sections by the axes that vary besides these three.
-binlog_tables <- function(summary, axes, baseline = list()) {
-  if (!"binlog" %in% axes) {
-    na <- not_applicable_table(not_applicable("binlog"))
-    return(list(by_memory = na, by_filesystem = na))
-  }
-  if (nrow(summary) == 0) {
-    na <- not_applicable_table(NO_DATABASE_CELLS)
-    return(list(by_memory = na, by_filesystem = na))
-  }
-  memory <- intersect("memory", axes)
-  group <- varying_axes(summary, setdiff(axes, c("binlog", memory)))
-  by_memory <- pivot_axis(tps_medians(summary, c(group, memory, "binlog")),
-                          c(group, memory), "binlog", "tps")
-  base <- baseline_value(summary$binlog, "binlog", baseline)
-  ratios <- add_ratios(by_memory, axis_levels(summary$binlog, "binlog"), base)
-  setattr(by_memory, "group_by", group)
-  setattr(by_memory, "preamble", ratio_sentence(ratios, "binlog", base))
+# Study 4: rows memory (by size), one column per engine, then
+# "<engine>/<baseline engine>" ratios and verdicts. Axes that vary besides
+# engine and memory make sections (attr group_by).
+engine_memory_table <- function(stats, axes) {
+  tps_comparison(stats, axes, "engine", "memory")
+}
 
+# Study 5. by_memory: rows memory (when the study has a memory axis), one
+# column per binlog value, then "<binlog>/<baseline>" ratios and verdicts;
+# sections by the other varying axes. by_filesystem: "binlog | memory | ext4 |
+# xfs" medians, sections by the axes that vary besides these three.
+binlog_tables <- function(stats, axes) {
+  by_memory <- tps_comparison(stats, axes, "binlog", "memory", needs = "binlog")
+  if (!is.null(attr(by_memory, "not_applicable"))) {
+    return(list(by_memory = by_memory, by_filesystem = by_memory))
+  }
   by_filesystem <- if ("filesystem" %in% axes) {
-    group <- varying_axes(summary, setdiff(axes, c("binlog", memory, "filesystem")))
+    cells <- stats$cells[metric == "tps"]
+    memory <- intersect("memory", axes)
+    group <- varying_axes(cells, setdiff(axes, c("binlog", memory, "filesystem")))
     rows <- c(group, "binlog", memory)
-    wide <- pivot_axis(tps_medians(summary, c(rows, "filesystem")), rows,
-                       "filesystem", "tps")
+    wide <- pivot_axis(cells, rows, "filesystem", "median")
+    order_by_axes(wide, rows)
     setattr(wide, "group_by", group)
   } else {
     not_applicable_table(not_applicable("filesystem"))
@@ -144,7 +117,7 @@ table_md_lines <- function(dt, preamble = attr(dt, "preamble")) {
 }
 
 binlog_md_lines <- function(tables) {
-  c("Median over repetitions of sysbench's final tps (transactions/s).", "",
+  c(COMPARED_TPS, "",
     "## tps by memory and binlog", "", table_md_lines(tables$by_memory),
     "## tps by binlog, memory and filesystem", "",
     table_md_lines(tables$by_filesystem))
@@ -155,23 +128,17 @@ rule_db_tables <- function(input, output, params, log = snakemake_log()) {
   on.exit(close_log(con), add = TRUE)
 
   axes <- axes_param(params)
-  baseline <- params[["baseline"]]
   all_reps <- read_database_summary(input[["summary"]], axes)
   summary <- database_rows(all_reps)
-  samples <- drop_other_tools(read_database_samples(input[["samples"]], axes),
-                              all_reps, axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  log_line(paste("%d database repetitions (%d rows of other tools left out),",
-                 "%d per-second samples, axes: %s"),
-           nrow(summary), nrow(all_reps) - nrow(summary), nrow(samples),
-           paste(axes, collapse = ", "))
-
+  log_line("%d database repetitions (%d rows of other tools left out), axes: %s",
+           nrow(summary), nrow(all_reps) - nrow(summary), paste(axes, collapse = ", "))
   check_database_reps(summary, axes)
-  check_sample_counts(summary, samples, axes)
 
-  engine_memory <- engine_memory_table(summary, axes, baseline)
-  binlog <- binlog_tables(summary, axes, baseline)
+  stats <- read_statistics(input, axes)
+  engine_memory <- engine_memory_table(stats, axes)
+  binlog <- binlog_tables(stats, axes)
   efficiency <- efficiency_table(summary, axes)
 
   write_csv(engine_memory, output[["engine_memory_csv"]])

@@ -213,3 +213,12 @@ drop_other_tools <- function(dt, summary, axes) {
   dt[!others, on = keys]
 }
 
+
+# The statistics rule's outputs a table compares cells by: list(cells =
+# cell_stats.csv, comparisons = comparisons.csv, empty when nothing compares).
+read_statistics <- function(input, axes) {
+  cells <- read_table(input[["cell_stats_csv"]], axes, c("metric", "reps", "median"))
+  path <- input[["comparisons_csv"]]
+  comparisons <- if (file.size(path) > 1) read_table(path, axes) else data.table()
+  list(cells = cells, comparisons = comparisons)
+}

@@ -331,13 +331,19 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   cells[, .cg := NULL]
   cells[, ci_method := ifelse(reps > 1L,
                               sprintf("bootstrap over %d repetitions", reps),
-                              sprintf("bootstrap over %d blocks of %s s",
-                                      lengths(block_values),
-                                      format(settings$block_s)))]
+                              block_method(seconds, lengths(block_values)))]
   basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$block_values)
   rep_values <- cells$rep_values
   cells[, c("rep_values", "block_values") := NULL]
   list(stats = cells, basis = basis, rep_values = rep_values)
+}
+
+# "bootstrap over 5 blocks of 1 s": the blocks a one-repetition cell's CI
+# was drawn over, with the length they had (seconds / blocks, to 2 digits;
+# the study's block_s only when the window holds 5 blocks of it or more).
+block_method <- function(seconds, blocks) {
+  sprintf("bootstrap over %d blocks of %s s", blocks,
+          as.character(signif(seconds / blocks, 2)))
 }
 
 # The statistics of every cell for one metric: what cell_values() gives plus
@@ -411,7 +417,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
                  reps_baseline = base_rows$reps[1])]
   }
   pairs <- pairs[!is.na(.base_row)]
-  pairs[, ratio := ifelse(median_baseline > 0, median / median_baseline, NA_real_)]
+  pairs[, ratio := baseline_ratio(median, median_baseline)]
   if (!is.null(noise) && noise$df > 0) {
     half <- stats::qt((1 + level) / 2, noise$df) * noise$s *
       sqrt(1 / pairs$reps + 1 / pairs$reps_baseline)

@@ -13,6 +13,29 @@ def report(path, caption, category):
     return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
 
 
+rule statistics:
+    localrule: True
+    input:
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
+    output:
+        steady_state=report(f"{TABLES}/steady_state.csv", caption="../report/steady_state.rst", category="Tables"),
+        cell_stats_csv=report(f"{TABLES}/cell_stats.csv", caption="../report/cell_stats.rst", category="Tables"),
+        cell_stats_md=f"{TABLES}/cell_stats.md",
+        comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
+        comparisons_md=f"{TABLES}/comparisons.md",
+    params:
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+        analysis=STUDY.analysis,
+    log:
+        "results/logs/statistics.log",
+    script:
+        "../scripts/analysis.R"
+
+
 rule tables:
     localrule: True
     input:
@@ -57,7 +80,8 @@ rule db_tables:
     localrule: True
     input:
         summary=rules.aggregate.output.summary,
-        samples=rules.aggregate.output.samples,
+        cell_stats_csv=rules.statistics.output.cell_stats_csv,
+        comparisons_csv=rules.statistics.output.comparisons_csv,
         provenance=rules.aggregate.output.provenance,
         library=R_LIBRARY,
     output:
@@ -69,7 +93,6 @@ rule db_tables:
         efficiency_md=f"{TABLES}/efficiency.md",
     params:
         axes=STUDY.axes,
-        baseline=STUDY.baseline,
     log:
         "results/logs/db_tables.log",
     script:
@@ -84,6 +107,7 @@ rule db_plots:
         system=rules.aggregate.output.system,
         counters=rules.aggregate.output.counters,
         provenance=rules.aggregate.output.provenance,
+        steady_state=rules.statistics.output.steady_state,
         library=R_LIBRARY,
     output:
         tps_memory=report(f"{PLOTS}/tps_vs_memory.png", caption="../report/tps_memory.rst", category="Plots"),
@@ -107,20 +131,18 @@ rule versions:
     localrule: True
     input:
         summary=rules.aggregate.output.summary,
-        samples=rules.aggregate.output.samples,
+        cell_stats_csv=rules.statistics.output.cell_stats_csv,
+        comparisons_csv=rules.statistics.output.comparisons_csv,
         provenance=rules.aggregate.output.provenance,
         library=R_LIBRARY,
     output:
         versions_csv=report(f"{TABLES}/versions.csv", caption="../report/versions.rst", category="Tables"),
         versions_md=f"{TABLES}/versions.md",
-        noise_csv=report(f"{TABLES}/version_noise.csv", caption="../report/version_noise.rst", category="Tables"),
-        noise_md=f"{TABLES}/version_noise.md",
         version_plot=report(
             f"{PLOTS}/tps_vs_memory_by_version.png", caption="../report/version_plot.rst", category="Plots"
         ),
     params:
         axes=STUDY.axes,
-        baseline=STUDY.baseline,
     log:
         "results/logs/versions.log",
     script:
@@ -198,29 +220,6 @@ rule openloop:
         axes=STUDY.axes,
     log:
         "results/logs/openloop.log",
-    script:
-        "../scripts/analysis.R"
-
-
-rule statistics:
-    localrule: True
-    input:
-        summary=rules.aggregate.output.summary,
-        samples=rules.aggregate.output.samples,
-        provenance=rules.aggregate.output.provenance,
-        library=R_LIBRARY,
-    output:
-        steady_state=report(f"{TABLES}/steady_state.csv", caption="../report/steady_state.rst", category="Tables"),
-        cell_stats_csv=report(f"{TABLES}/cell_stats.csv", caption="../report/cell_stats.rst", category="Tables"),
-        cell_stats_md=f"{TABLES}/cell_stats.md",
-        comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
-        comparisons_md=f"{TABLES}/comparisons.md",
-    params:
-        axes=STUDY.axes,
-        baseline=STUDY.baseline,
-        analysis=STUDY.analysis,
-    log:
-        "results/logs/statistics.log",
     script:
         "../scripts/analysis.R"
 
