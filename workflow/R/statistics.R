@@ -42,8 +42,14 @@ STATS_DEFAULTS <- list(
   draws = 1000L,       # bootstrap draws
   level = 0.95,        # confidence level of the intervals
   block_s = 10L,       # seconds per block when a cell has one repetition
-  seed = 20261123L     # the bootstrap's random numbers are reproducible
+  seed = 20261123L,    # the bootstrap's random numbers are reproducible
+  # the per-cell statistics cell_stats.md shows per metric, one row per cell
+  statistics = c("median", "mean", "sd", "p95", "max")
 )
+
+# What analysis.statistics may name: columns of cell_stats.csv.
+CELL_STATISTICS <- c("median", "mean", "sd", "p5", "p95", "min", "max", "rep_sd",
+                     "rep_spread_pct")
 
 MSER_BATCH <- 5L
 MSER_MIN_BATCHES <- 20L
@@ -77,7 +83,7 @@ stats_method <- function(settings = STATS_DEFAULTS) {
               "(steady NA, whole series)") else ""),
     sprintf(paste("Stalls: seconds of the window below %s%% of the repetition's median",
                   "throughput (count and longest run)."), format(100 * s$stall_share)),
-    paste("Per cell: mean, sd, p5 and p95 of the per-second values of all windows;",
+    paste("Per cell: mean, sd, p5, p95, min and max of the per-second values of all windows;",
           "median: median of the per-repetition medians; rep_sd and rep_spread_pct:",
           "sd and (max - min) / median of the per-repetition medians."),
     sprintf(paste("%d%% CI of the median: percentile bootstrap (%d draws) over the",
@@ -302,7 +308,8 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   on.exit(setnames(win, ".x", value))
   win[, .cg := .GRP, by = axes]
   on.exit(win[, .cg := NULL], add = TRUE)
-  pooled <- win[, .(seconds = .N, mean = mean(.x), sd = sd(.x)), by = .cg]  # GForce: sd, not stats::sd
+  pooled <- win[, .(seconds = .N, mean = mean(.x), sd = sd(.x), min = min(.x), max = max(.x)),
+                by = .cg]  # GForce: sd, not stats::sd
   sorted <- win[, .(.cg, .x)]
   setorder(sorted, .cg, .x)
   start <- sorted[, .(start = .I[1L]), by = .cg]
@@ -356,7 +363,7 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   out <- cv$stats
   out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
   setcolorder(out, c(axes, "reps", "seconds", "median", "ci_low", "ci_high",
-                     "mean", "sd", "p5", "p95", "rep_sd", "rep_spread_pct",
+                     "mean", "sd", "p5", "p95", "min", "max", "rep_sd", "rep_spread_pct",
                      "ci_method"))
   setattr(out, "draws", draws)
   setattr(out, "noise", pooled_noise(cv$rep_values))

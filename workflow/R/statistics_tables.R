@@ -169,7 +169,37 @@ comparisons_md_lines <- function(cells, comparisons, axes, settings) {
   out
 }
 
-cell_stats_md_lines <- function(cells, windows, settings) {
+# The study's chosen statistics (analysis.statistics) of every metric, one
+# row per cell: "<metric> <statistic>" columns, e.g. "tps mean", "tps sd",
+# "lat_p95_ms p95"; throughput metrics first.
+chosen_statistics <- function(cells, axes, statistics = STATS_DEFAULTS$statistics) {
+  statistics <- intersect(as.character(unlist(statistics)), CELL_STATISTICS)
+  metrics <- unique(cells$metric)
+  metrics <- c(intersect(THROUGHPUT_METRICS, metrics), setdiff(metrics, THROUGHPUT_METRICS))
+  rows <- varying_axes(cells, axes)
+  if (!length(rows)) rows <- axes
+  long <- melt(cells[, c(rows, "metric", statistics), with = FALSE],
+               id.vars = c(rows, "metric"), variable.name = "statistic", variable.factor = FALSE)
+  long[, column := factor(paste(metric, statistic),
+                          levels = as.vector(outer(statistics, metrics, function(s, m) paste(m, s))))]
+  wide <- dcast(with_axis_factors(long, rows),
+                stats::as.formula(paste(paste(sprintf("`%s`", rows), collapse = " + "), "~ column")),
+                value.var = "value", drop = c(TRUE, TRUE))
+  wide <- without_axis_factors(wide, rows)
+  order_by_axes(wide, rows)
+  wide[]
+}
+
+cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
+  chosen <- if (length(axes)) {
+    c("## The study's statistics", "",
+      sprintf(paste("Per cell: %s of the per-second values of every metric in the",
+                    "steady-state windows (analysis.statistics; units: tps transactions/s,",
+                    "iops I/O per s, lat_* ms)."),
+              paste(intersect(unlist(settings$statistics), CELL_STATISTICS), collapse = ", ")), "",
+      md_lines(chosen_statistics(cells, axes, settings$statistics)), "",
+      "## Every statistic", "")
+  }
   shown <- copy(cells)
   shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
   cols <- setdiff(names(shown), c("ci_low", "ci_high", "ci"))
@@ -182,7 +212,7 @@ cell_stats_md_lines <- function(cells, windows, settings) {
               nrow(flagged))
     } else {
       "Every repetition that could be judged reached steady state."
-    }, "",
+    }, "", chosen,
     md_lines(shown), "")
 }
 
@@ -226,7 +256,7 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
 
   write_csv(s$windows, output[["steady_state"]])
   write_csv(s$cells, output[["cell_stats_csv"]])
-  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings), output[["cell_stats_md"]],
+  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings, axes), output[["cell_stats_md"]],
                  caption)
   write_csv(s$comparisons, output[["comparisons_csv"]])
   write_md_lines(comparisons_md_lines(s$cells, s$comparisons, axes, settings),

@@ -35,7 +35,8 @@ BUILTIN_FILESYSTEMS = {
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
 # Plots of rule figures (workflow/R/statistics_plots.R), all by default.
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
-ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS}
+ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
+                     "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
 
 
 @dataclass(frozen=True)
@@ -198,11 +199,30 @@ def load(config: dict) -> Study:
         server=server,
         option_sets={a: sets for a, sets in option_sets.items() if a in order},
         baseline=_baseline(config.get("baseline", {}), axes),
-        analysis=ANALYSIS_DEFAULTS | config.get("analysis", {}),
+        analysis=ANALYSIS_DEFAULTS | config.get("analysis", {}) | {"scripts": _scripts(config)},
         versions=versions,
         cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
     )
+
+
+def _scripts(config: dict) -> list[str]:
+    """analysis.scripts: each an existing .R or .py file, with a stem unique among them (the stem names
+    its folder, results/user/<stem>/)."""
+    scripts = config.get("analysis", {}).get("scripts", [])
+    stems = {}
+    for i, script in enumerate(scripts):
+        path = Path(script)
+        if path.suffix not in (".R", ".py"):
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r} is neither an R (.R) nor a Python (.py) script")
+        if not path.is_file():
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r}: no such file")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", path.stem):
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r}: its name may hold letters, digits, '_', '-', '.'")
+        if path.stem in stems:
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r} has the same name as {stems[path.stem]!r}")
+        stems[path.stem] = script
+    return list(scripts)
 
 
 def _validate_schema(config: dict) -> None:

@@ -29,7 +29,7 @@ rule statistics:
     params:
         axes=STUDY.axes,
         baseline=STUDY.baseline,
-        analysis=STUDY.analysis,
+        analysis=ANALYSIS,
     log:
         "results/logs/statistics.log",
     script:
@@ -120,7 +120,7 @@ rule db_plots:
     params:
         axes=STUDY.axes,
         baseline=STUDY.baseline,
-        analysis=STUDY.analysis,
+        analysis=ANALYSIS,
     log:
         "results/logs/db_plots.log",
     script:
@@ -243,8 +243,32 @@ rule figures:
         skipped=f"{TABLES}/skipped_plots.csv",
     params:
         axes=STUDY.axes,
-        analysis=STUDY.analysis,
+        analysis=ANALYSIS,
     log:
         "results/logs/figures.log",
     script:
         "../scripts/analysis.R"
+
+
+rule user_script:
+    localrule: True
+    input:
+        unpack(user_script_input),
+    output:
+        snakemake_report(
+            directory("results/user/{stem}"),
+            patterns=["{name}.png", "{name}.svg", "{name}.csv"],
+            caption="../report/user_script.rst",
+            category=STUDY.name,
+            subcategory="Your own analysis",
+        ),
+    params:
+        study=STUDY.name,
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
+    log:
+        "results/logs/user/{stem}.log",
+    wildcard_constraints:
+        stem="|".join(map(re.escape, USER_SCRIPTS)) or "^$",
+    script:
+        "../scripts/user_script.py"

@@ -1,5 +1,6 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
 import math
+import re
 import os
 import sys
 from pathlib import Path
@@ -128,7 +129,7 @@ def final_targets():
     """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
     remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
     so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
-    return [*rules.aggregate.input, *analysis_targets(), *rules.summary.output]
+    return [*rules.aggregate.input, *analysis_targets(), *user_targets(), *rules.summary.output]
 
 
 def analysis_targets():
@@ -154,6 +155,28 @@ def analysis_targets():
     if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
         targets += [*rules.openloop.output]
     return targets
+
+
+# The study's own analysis scripts (analysis.scripts, checked by config.py) by stem: each writes into
+# results/user/<stem>/ (rule user_script).
+USER_SCRIPTS = {Path(script).stem: script for script in STUDY.analysis["scripts"]}
+# The analysis settings the R rules read (the scripts are rule user_script's, not theirs).
+ANALYSIS = {key: value for key, value in STUDY.analysis.items() if key != "scripts"}
+
+
+def user_targets():
+    return [f"results/user/{stem}" for stem in USER_SCRIPTS]
+
+
+def user_script_input(wildcards):
+    """What a user's script gets: the long tables, and the statistics rule's tables when the study has
+    them (not for a study of insert or query cells only)."""
+    tables = {name: path for name, path in rules.aggregate.output.items()
+              if not name.endswith("parquet") and name != "not_applicable"}
+    targets = set(analysis_targets())
+    tables |= {name: path for name, path in rules.statistics.output.items()
+               if path in targets and not path.endswith(".md")}
+    return {"script": USER_SCRIPTS[wildcards.stem], **tables}
 
 
 def summary_study():

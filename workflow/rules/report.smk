@@ -4,6 +4,7 @@ rule summary:
     localrule: True
     input:
         analysis=analysis_targets(),
+        user=user_targets(),  # results/user/<stem>/outputs.json lists what each script wrote
         provenance=rules.aggregate.output.provenance,
         not_applicable=rules.aggregate.output.not_applicable,
     output:
