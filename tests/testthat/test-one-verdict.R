@@ -49,3 +49,9 @@ test_that("every table gives the pair the same ratio and verdict as comparisons.
   # and the verdicts are not all alike: 11.4 is 30% faster
   expect_true(all(comparisons[axis == "version", verdict] == "higher"))
 })
+
+test_that("baseline_ratio is x / base, NA without a positive base, for a scalar base too", {
+  expect_equal(baseline_ratio(c(1, 2, NA, 4), c(2, 0, 1, NA)), c(0.5, NA, NA, NA))
+  expect_equal(baseline_ratio(c(2, 4, 6), 2), c(1, 2, 3))
+  expect_equal(baseline_ratio(3, -1), NA_real_)
+})

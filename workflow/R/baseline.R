@@ -37,7 +37,9 @@ baseline_value <- function(values, axis, baseline = list()) {
 # The one ratio of the analysis: x / base, NA where base is missing or not
 # positive. Every table relative to a baseline divides with it.
 baseline_ratio <- function(x, base) {
-  ifelse(!is.na(base) & base > 0, x / base, NA_real_)
+  out <- as.numeric(x / base)
+  out[is.na(out) | !(rep_len(base, length(out)) > 0)] <- NA_real_
+  out
 }
 
 # Rows of dt (one per configuration and `by`, column `value`) with columns
@@ -52,7 +54,7 @@ relative_to_baseline <- function(dt, vary, baseline, by, value = "value") {
   ref <- dt[baseline == TRUE, c(groups, by, value), with = FALSE]
   setnames(ref, value, ".base")
   out <- merge(dt, ref, by = c(groups, by), all.x = TRUE)
-  out[, relative := baseline_ratio(get(value), .base)]
+  set(out, j = "relative", value = baseline_ratio(out[[value]], out$.base))
   out[, .base := NULL]
   out[]
 }
