@@ -119,8 +119,7 @@ rule db_plots:
         timeseries=report(f"{PLOTS}/timeseries.png", caption="../report/timeseries.rst", category="Plots"),
     params:
         axes=STUDY.axes,
-        baseline=STUDY.baseline,
-        analysis=ANALYSIS,
+        analysis={"stall_share": ANALYSIS["stall_share"]},  # the legend of the time series
     log:
         "results/logs/db_plots.log",
     script:
