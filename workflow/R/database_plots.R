@@ -42,30 +42,6 @@ with_layout_columns <- function(dt, layout) {
   dt
 }
 
-# facet_grid over rows ~ cols (each possibly empty), values labelled with
-# their axis; NULL when there is nothing to facet by.
-facet_axes <- function(rows = character(), cols = character(),
-                       labeller = label_both, ...) {
-  if (!length(rows) && !length(cols)) return(NULL)
-  side <- function(a) if (length(a)) paste(sprintf("`%s`", a), collapse = " + ") else "."
-  facet_grid(stats::as.formula(paste(side(rows), "~", side(cols))),
-             labeller = labeller, ...)
-}
-
-# Panels for the given axes: a wrap for one axis; for more, one row per
-# combination of all but the last and one column per value of the last
-# (engine ~ memory; filesystem + memory ~ binlog). list(facet, rows).
-panel_layout <- function(dt, facets) {
-  if (!length(facets)) return(list(facet = NULL, rows = 1L))
-  if (length(facets) == 1) {
-    return(list(facet = facet_wrap(facets, labeller = label_both),
-                rows = wrap_rows(n_combinations(dt, facets))))
-  }
-  row_axes <- utils::head(facets, -1)
-  list(facet = facet_axes(row_axes, utils::tail(facets, 1)),
-       rows = n_combinations(dt, row_axes))
-}
-
 colour_legend <- function(dt) {
   if (nlevels(dt$.colour) <= 1) guides(colour = "none", fill = "none")
 }
@@ -79,11 +55,6 @@ subtitle <- function(...) {
 whole_breaks <- function(limits) {
   breaks <- pretty(limits)
   breaks[breaks == round(breaks)]
-}
-
-# Inches for a plot with `rows` rows of panels.
-plot_height <- function(rows, per_row = 1.7, min = 5, max = 30) {
-  min(max, max(min, 2.2 + per_row * rows))
 }
 
 # ---------------------------------------------------------------------------
@@ -371,27 +342,6 @@ plot_jitter_memory <- function(samples, summary, axes, caption) {
 
 plot_boxplot_memory <- function(samples, summary, axes, caption) {
   plot_spread(samples, summary, axes, caption, "boxplot")
-}
-
-# How many rows of panels a plot has: attr "panel_rows" (1 when unset).
-with_panel_rows <- function(p, rows) {
-  setattr(p, "panel_rows", rows)
-  p
-}
-
-n_combinations <- function(dt, cols) {
-  if (length(cols)) nrow(unique(dt[, ..cols])) else 1L
-}
-
-wrap_rows <- function(panels) {
-  wrap_dims(panels)[1]
-}
-
-# Taller images for plots with many rows of panels.
-plot_size <- function(p) {
-  rows <- attr(p, "panel_rows")
-  if (is.null(rows) || rows <= 2) return(c(width = 8, height = 5))
-  c(width = 8, height = plot_height(rows))
 }
 
 rule_db_plots <- function(input, output, params, log = snakemake_log()) {

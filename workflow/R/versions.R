@@ -71,30 +71,6 @@ section_md_lines <- function(dt, group_by = character(), keep = character(),
   out
 }
 
-# Panels for the facet axes: a wrap for one, else rows of all but the last and
-# a column per value of the last. list(facet, rows).
-version_panels <- function(dt, facets) {
-  if (!length(facets)) return(list(facet = NULL, rows = 1L))
-  if (length(facets) == 1) {
-    n <- uniqueN(dt[[facets]])
-    return(list(facet = facet_wrap(facets, labeller = label_both, scales = "free_y"),
-                rows = wrap_dims(n)[1]))
-  }
-  row_axes <- utils::head(facets, -1)
-  side <- function(a) paste(sprintf("`%s`", a), collapse = " + ")
-  list(facet = facet_grid(stats::as.formula(paste(side(row_axes), "~",
-                                                  side(utils::tail(facets, 1)))),
-                          labeller = label_both, scales = "free_y"),
-       rows = nrow(unique(dt[, ..row_axes])))
-}
-
-# Inches: taller for more rows of panels.
-version_plot_size <- function(p) {
-  rows <- attr(p, "panel_rows")
-  if (is.null(rows) || rows <= 2) return(c(width = 8, height = 5))
-  c(width = 8, height = min(30, 2.2 + 1.7 * rows))
-}
-
 # The rows of the version table: memory and binlog, those the study has.
 version_rows <- function(axes) {
   intersect(c("memory", "binlog"), axes)
@@ -150,7 +126,7 @@ plot_versions <- function(summary, cells, axes, caption) {
   if (nrow(dt) == 0) return(empty_plot(title, "no tps figures", caption))
   facets <- varying_axes(dt, setdiff(axes, c("version", "memory")))
   dt <- with_axis_factors(dt, c("version", "memory", facets))
-  panels <- version_panels(dt, facets)
+  panels <- panel_layout(dt, facets, scales = "free_y")
   fixed <- fixed_axes_text(cells[metric == "tps"], setdiff(axes, c("version", "memory")))
   dodge <- position_dodge(width = 0.3)
   p <- ggplot(dt, aes(memory, median, colour = version, group = version)) +
@@ -196,7 +172,7 @@ rule_versions <- function(input, output, params, log = snakemake_log()) {
   log_line("versions: %d rows -> %s", nrow(versions), output[["versions_csv"]])
 
   plot <- plot_versions(summary, stats$cells, axes, caption)
-  size <- version_plot_size(plot)
+  size <- plot_size(plot)
   save_plot(plot, output[["version_plot"]], width = size[["width"]],
             height = size[["height"]])
   log_line("version_plot -> %s", output[["version_plot"]])
