@@ -3,7 +3,7 @@
 Generates the long tables the aggregate step writes (summary.csv.gz, samples.csv.gz with every sample
 column) for a synthetic study: --cells cells (engine x memory x threads) x --reps repetitions x
 --seconds per-second samples each, with a warm-up ramp and a few stalls; then runs
-workflow/scripts/statistics.R's main() on them under /usr/bin/time (wall time and peak RSS): reading
+workflow/R's rule_statistics() on them under /usr/bin/time (wall time and peak RSS): reading
 the gzipped table, the steady-state windows and stalls, per-cell statistics with the bootstrap CIs of
 both metrics, the ratio tables of every axis. Goal (issue 6): under 60 s and 4 GB for 10 million.
 
@@ -51,15 +51,14 @@ cat(nrow(s), "\n")
 
 ANALYSE = r"""
 args <- commandArgs(TRUE)
-scripts <- args[1]; dir <- args[2]
-source(file.path(scripts, "common.R")); source(file.path(scripts, "stats.R"))
-source(file.path(scripts, "statistics.R"))
+library_dir <- args[1]; dir <- args[2]
+source(file.path(library_dir, "library.R"), chdir = TRUE)
 axes <- c("engine", "memory", "filesystem", "threads", "workload")
 out <- as.list(setNames(file.path(dir, c("steady_state.csv", "cell_stats.csv", "cell_stats.md",
                                          "comparisons.csv", "comparisons.md")),
                         c("steady_state", "cell_stats_csv", "cell_stats_md", "comparisons_csv",
                           "comparisons_md")))
-main(list(summary = file.path(dir, "summary.csv.gz"), samples = file.path(dir, "samples.csv.gz")),
+rule_statistics(list(summary = file.path(dir, "summary.csv.gz"), samples = file.path(dir, "samples.csv.gz")),
      out, list(axes = axes, baseline = list(), analysis = list()), log = NULL)
 """
 
@@ -79,7 +78,7 @@ def main() -> None:
                            str(args.reps), str(tmp)], check=True, capture_output=True, text=True).stdout
     size = (tmp / "samples.csv.gz").stat().st_size
     load = os.getloadavg()
-    done = subprocess.run(["/usr/bin/time", "-v", "Rscript", str(tmp / "analyse.R"), str(workflow / "scripts"),
+    done = subprocess.run(["/usr/bin/time", "-v", "Rscript", str(tmp / "analyse.R"), str(workflow / "R"),
                            str(tmp)], capture_output=True, text=True, cwd=ROOT)
     if done.returncode:
         raise SystemExit(done.stdout[-3000:] + done.stderr[-3000:])

@@ -74,6 +74,8 @@ ROWS = [
     ("analysis.stall_share", put("analysis.stall_share", 1.5), "analysis.stall_share:", "1.5"),
     ("analysis.plots", put("analysis.plots", ["pie"]), "analysis.plots[0]:", "'pie'"),
     ("analysis.headline", put("analysis.headline", ["pie"]), "analysis.headline[0]:", "'pie'"),
+    ("analysis.statistics", put("analysis.statistics", ["mode"]), "analysis.statistics[0]:", "'mode'"),
+    ("analysis.scripts", put("analysis.scripts", ["nosuch/mine.R"]), "analysis.scripts[0]:", "'nosuch/mine.R'"),
     ("filesystems", lambda c: c["filesystems"].update({"../x": {"type": "ext4"}}), "filesystems:", "'../x'"),
     ("filesystems.*", put("filesystems.ext4", "big"), "filesystems.ext4:", "'big'"),
     ("filesystems.*.type", put("filesystems.ext4.type", "zfs"), "filesystems.ext4.type:", "'zfs'"),

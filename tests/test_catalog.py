@@ -152,14 +152,14 @@ def test_the_command_line_says_one_line_on_bad_input(db, tmp_path, capsys):
 
 
 def r_ratios(groups: dict[str, tuple[list[float], list[float]]]) -> dict[str, tuple]:
-    """stats.R's ratio_to_baseline on the same per-repetition medians: side A against baseline side B, the
+    """statistics.R's ratio_to_baseline on the same per-repetition medians: side A against baseline side B, the
     noise pooled over every cell of both sides."""
     lines = []
     for cell, (a, b) in groups.items():
         for side, values in (("A", a), ("B", b)):
             lines.append(f'list(cell = "{cell}", side = "{side}", v = c({", ".join(map(repr, values))}))')
     script = f"""
-        source("workflow/scripts/common.R"); source("workflow/scripts/stats.R")
+        source("workflow/R/library.R", chdir = TRUE)
         groups <- list({", ".join(lines)})
         cells <- rbindlist(lapply(groups, function(g) data.table(cell = g$cell, side = g$side,
                                                                   median = median(g$v), reps = length(g$v))))
@@ -347,7 +347,7 @@ def test_compare_with_one_repetition_follows_stats_r_block_bootstrap(db, tmp_pat
     with open(samples, "w", newline="") as f:
         csv.writer(f).writerows([("cell", "side", "second", "value")] + rows)
     script = f"""
-        source("workflow/scripts/common.R"); source("workflow/scripts/stats.R")
+        source("workflow/R/library.R", chdir = TRUE)
         win <- fread("{samples}")[, rep := 1L]
         cells <- cell_stats(win, c("cell", "side"))
         r <- ratio_to_baseline(cells, c("cell", "side"), "side", "B")

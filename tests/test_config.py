@@ -113,6 +113,12 @@ def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     ("analysis.trim_s", -3, "analysis.trim_s: -3 is below the minimum of 0"),
     ("analysis.plots", ["pie"], r"analysis.plots\[0\]: 'pie' is not one of timeseries_steady"),
     ("analysis.headline", ["violin", "pie"], r"analysis.headline\[1\]: 'pie' is not one of timeseries_steady, "),
+    ("analysis.statistics", ["mode"], r"analysis.statistics\[0\]: 'mode' is not one of median, mean, sd, p5"),
+    ("analysis.statistics", [], r"analysis.statistics: \[\] "),
+    ("analysis.scripts", ["config/README.md"], r"analysis.scripts\[0\]: 'config/README.md' is neither an R \(.R\) nor "),
+    ("analysis.scripts", ["nosuch/mine.R"], r"analysis.scripts\[0\]: 'nosuch/mine.R': no such file$"),
+    ("analysis.scripts", ["config/scripts/per_thread.R", "workflow/R/../../config/scripts/per_thread.R"],
+     r"analysis.scripts\[1\]: .* has the same name as 'config/scripts/per_thread.R'"),
 ])
 def test_bad_database_config_names_key_and_value(path, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -128,10 +134,14 @@ def test_baseline_off_means_the_word_and_analysis_has_defaults():
     assert study.analysis["stall_share"] == 0.5 and study.analysis["steady_state"] is True
     assert "ratio_heatmap" in study.analysis["plots"]
     config["analysis"] = {"trim_s": 30, "plots": ["violin"]}
-    assert load(config).analysis == {"trim_s": 30, "steady_state": True, "stall_share": 0.5, "plots": ["violin"]}
-    # headline shapes only the summary page: not in the analysis rules' params (changing it reruns nothing)
     config["analysis"]["headline"] = ["tps_vs_memory", "violin"]
+    # headline shapes only the summary page: not in the analysis rules' params (changing it reruns nothing)
     assert load(config).headline == ["tps_vs_memory", "violin"] and "headline" not in load(config).analysis
+    assert load(config).analysis == {"trim_s": 30, "steady_state": True, "stall_share": 0.5, "plots": ["violin"],
+                                     "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
+    config["analysis"] = {"statistics": ["mean", "sd", "p95", "max"], "scripts": ["config/scripts/per_thread.R"]}
+    assert load(config).analysis["statistics"] == ["mean", "sd", "p95", "max"]
+    assert load(config).analysis["scripts"] == ["config/scripts/per_thread.R"]
 
 
 def test_a_database_workload_needs_an_engine():

@@ -104,9 +104,11 @@ def test_changed_options_rerun_only_that_workload_and_edited_r_only_analysis(stu
     fio_rep = study.path("results/runs/filesystem~ext4/threads~1/workload~fio-rr/rep~1")
     assert len(list(fio_rep.glob("attempt~*"))) == 2, "the earlier attempt's raw output is kept"
 
-    plots = study.path("workflow/scripts/plots.R")
+    plots = study.path("workflow/R/storage_plots.R")
     plots.write_text(plots.read_text() + "\n# edited\n")
-    assert study.job_counts() == {"plots": 1, "summary": 1, "all": 1}
+    counts = study.job_counts()
+    assert counts["plots"] == 1 and counts["summary"] == 1
+    assert not {"run", "collect", "aggregate", "prepare"} & set(counts), counts
 
 
 def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):

@@ -1,11 +1,8 @@
 # Loaded by testthat before the test files: the shared R code, and small
 # hand-built sweeps written the way the aggregate step writes them.
 
-script_path <- function(name) {
-  testthat::test_path("..", "..", "workflow", "scripts", name)
-}
-
-source(script_path("common.R"), local = TRUE)
+# The analysis library (workflow/R), as the rule scripts load it.
+source(testthat::test_path("..", "..", "workflow", "R", "library.R"), chdir = TRUE)
 
 # A sweep over the given axis values (a named list, in axis order): a summary
 # row per repetition and `duration` per-second samples per repetition.

@@ -168,3 +168,24 @@ write_db_sweep <- function(sweep, dir = tempfile("dbsweep")) {
   jsonlite::write_json(PROVENANCE_DB, input$provenance, auto_unbox = TRUE)
   input
 }
+
+# The statistics rule's cells and comparisons of a study, as the tables that
+# compare cells read them (read_statistics()).
+db_stats <- function(sweep, baseline = list()) {
+  s <- study_statistics(copy(sweep$summary), copy(sweep$samples), sweep$axes, baseline)
+  list(cells = s$cells, comparisons = s$comparisons)
+}
+
+# write_db_sweep() and the statistics rule's tables beside: the input of the
+# rules that read both.
+write_db_study <- function(sweep, baseline = list(), dir = tempfile("dbsweep")) {
+  input <- write_db_sweep(sweep, dir)
+  names <- c("steady_state", "cell_stats_csv", "cell_stats_md", "comparisons_csv",
+             "comparisons_md")
+  files <- c("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv",
+             "comparisons.md")
+  tables <- as.list(stats::setNames(file.path(dir, files), names))
+  rule_statistics(input, tables, list(axes = sweep$axes, baseline = baseline),
+                  log = file.path(dir, "statistics.log"))
+  c(input, tables)
+}

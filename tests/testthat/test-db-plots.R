@@ -1,5 +1,3 @@
-source(script_path("stats.R"), local = TRUE)
-source(script_path("db_plots.R"), local = TRUE)
 
 DB_PLOT_NAMES <- c("tps_memory", "io_per_txn", "cpu", "datadir", "jitter_memory",
                    "boxplot_memory", "timeseries")
@@ -11,11 +9,17 @@ db_plots_output <- function(dir) {
                           DB_PLOT_NAMES))
 }
 
-# Runs main() on a study; returns the output paths and the plots.
+# The statistics rule's steady-state windows of per-second tps (as
+# steady_state.csv holds them).
+tps_windows <- function(samples, axes) {
+  steady_windows(samples[second >= 1L & !is.na(tps)], c(axes, "rep"), "tps")
+}
+
+# Runs rule_db_plots() on a study; returns the output paths and the plots.
 render_db <- function(sweep) {
   dir <- tempfile("dbplots")
   output <- db_plots_output(dir)
-  plots <- main(write_db_sweep(sweep), output, list(axes = sweep$axes, baseline = list()),
+  plots <- rule_db_plots(write_db_study(sweep), output, list(axes = sweep$axes, baseline = list()),
                 log = file.path(dir, "db_plots.log"))
   list(output = output, plots = plots, log = file.path(dir, "db_plots.log"))
 }
@@ -36,7 +40,7 @@ plot_message <- function(p) {
   p$layers[[1]]$aes_params$label
 }
 
-test_that("main draws the seven plots and logs them", {
+test_that("the rule draws the seven plots and logs them", {
   result <- render_db(make_db_sweep())
   expect_db_pngs(result$output)
   for (name in DB_PLOT_NAMES) expect_null(plot_message(result$plots[[name]]), label = name)
@@ -120,7 +124,7 @@ test_that("datadir size in MB from the datadir_bytes counters", {
 
 test_that("the time series marks the stalled seconds", {
   sweep <- make_db_sweep()
-  dt <- timeseries_data(sweep$samples, sweep$axes)
+  dt <- timeseries_data(sweep$samples, tps_windows(sweep$samples, sweep$axes), sweep$axes)
   stalls <- dt[stall == TRUE]
   expect_equal(nrow(stalls), 2L)
   expect_equal(stalls$second, 5:6)
@@ -128,13 +132,13 @@ test_that("the time series marks the stalled seconds", {
                data.table(engine = "innodb", memory = "256M", rep = 1L))
   expect_true(all(stalls$tps == 0))
 
-  p <- plot_timeseries(sweep$samples, database_rows(sweep$summary), sweep$axes, "cap")
+  p <- plot_timeseries(sweep$samples, tps_windows(sweep$samples, sweep$axes), database_rows(sweep$summary), sweep$axes, "cap")
   expect_equal(p$labels$subtitle, "2 stalled second(s) marked; filesystem = ext4, threads = 4")
   expect_s3_class(p$facet, "FacetGrid")  # engine ~ memory
   expect_equal(attr(p, "panel_rows"), 2L)
 
   calm <- make_db_sweep(stall = NULL)
-  p <- plot_timeseries(calm$samples, database_rows(calm$summary), calm$axes, "cap")
+  p <- plot_timeseries(calm$samples, tps_windows(calm$samples, calm$axes), database_rows(calm$summary), calm$axes, "cap")
   expect_match(p$labels$subtitle, "^no stalls")
 })
 
@@ -142,10 +146,10 @@ test_that("a stall is relative to its own repetition's median", {
   samples <- data.table(engine = "innodb", rep = rep(1:2, each = 4),
                         second = rep(1:4, 2),
                         tps = c(100, 100, 49, 100, 40, 40, 40, 19))
-  dt <- timeseries_data(samples, "engine")
+  dt <- timeseries_data(samples, tps_windows(samples, "engine"), "engine")
   expect_equal(dt$stall, c(FALSE, FALSE, TRUE, FALSE, FALSE, FALSE, FALSE, TRUE))
-  zero <- timeseries_data(data.table(engine = "x", rep = 1L, second = 1:3, tps = 0),
-                          "engine")
+  flat <- data.table(engine = "x", rep = 1L, second = 1:3, tps = 0)
+  zero <- timeseries_data(flat, tps_windows(flat, "engine"), "engine")
   expect_false(any(zero$stall))
 })
 

@@ -1,4 +1,3 @@
-source(script_path("db_tables.R"), local = TRUE)
 
 db_tables_output <- function(dir) {
   names <- c("engine_memory_csv", "engine_memory_md", "binlog_csv", "binlog_md",
@@ -8,16 +7,16 @@ db_tables_output <- function(dir) {
   as.list(stats::setNames(file.path(dir, files), names))
 }
 
-# Runs main() on a study; returns the output paths.
+# Runs rule_db_tables() on a study; returns the output paths.
 run_db_tables <- function(sweep, baseline = list()) {
   dir <- tempfile("dbtables")
   output <- db_tables_output(dir)
-  main(write_db_sweep(sweep), output, list(axes = sweep$axes, baseline = baseline),
-       log = file.path(dir, "db_tables.log"))
+  rule_db_tables(write_db_study(sweep, baseline), output, list(axes = sweep$axes),
+                 log = file.path(dir, "db_tables.log"))
   output
 }
 
-# The database repetitions of a study, as main() sees them.
+# The database repetitions of a study, as rule_db_tables() sees them.
 db_summary <- function(sweep) database_rows(sweep$summary)
 
 test_that("memory values sort by size, engines and binlog in reading order", {
@@ -49,37 +48,43 @@ test_that("the baseline is params$baseline's value, else the first in order", {
                fixed = TRUE)
 })
 
-test_that("engine x memory: median tps per engine and the ratio to the baseline", {
+# The comparisons row of a pair: ratio and verdict, as comparisons.csv has it.
+pair <- function(comparisons, axis, value, ...) {
+  keys <- list(...)
+  hit <- comparisons$axis == axis & comparisons$axis_value == value & comparisons$metric == "tps"
+  for (k in names(keys)) hit <- hit & comparisons[[k]] == keys[[k]]
+  comparisons[hit]
+}
+
+test_that("engine x memory: median tps per engine, ratio and verdict of the statistics rule", {
   sweep <- make_db_sweep()
-  tab <- engine_memory_table(db_summary(sweep), sweep$axes)
-  expect_named(tab, c("memory", "innodb", "myrocks", "myrocks/innodb"))
+  stats <- db_stats(sweep)
+  tab <- engine_memory_table(stats, sweep$axes)
+  expect_named(tab, c("memory", "innodb", "myrocks", "myrocks/innodb", "myrocks/innodb verdict"))
   expect_equal(tab$memory, c("64M", "256M", "1G"))
-  expect_equal(tab$innodb, c(200, 500, 800))
-  expect_equal(tab$myrocks, c(450, 500, 550))
-  expect_equal(tab$`myrocks/innodb`, c(2.25, 1, 0.6875))
+  expect_equal(tab$innodb, c(200, 500, 800), tolerance = 0.05)
+  expect_equal(tab$myrocks, c(450, 500, 550), tolerance = 0.05)
+  expect_equal(tab$`myrocks/innodb`, c(2.25, 1, 0.6875), tolerance = 0.05)
+  for (m in tab$memory) {
+    row <- pair(stats$comparisons, "engine", "myrocks", memory = m)
+    expect_equal(tab[memory == m, `myrocks/innodb`], row$ratio)
+    expect_equal(tab[memory == m, `myrocks/innodb verdict`], row$verdict)
+  }
+  expect_equal(tab$`myrocks/innodb verdict`[c(1, 3)], c("higher", "lower"))
   expect_length(attr(tab, "group_by"), 0)
 
-  other <- engine_memory_table(db_summary(sweep), sweep$axes, list(engine = "myrocks"))
-  expect_named(other, c("memory", "innodb", "myrocks", "innodb/myrocks"))
-  expect_equal(other$`innodb/myrocks`, c(200 / 450, 1, 800 / 550))
+  other <- engine_memory_table(db_stats(sweep, list(engine = "myrocks")), sweep$axes)
+  expect_named(other, c("memory", "innodb", "myrocks", "innodb/myrocks", "innodb/myrocks verdict"))
+  expect_equal(other$`innodb/myrocks`, c(200 / 450, 1, 800 / 550), tolerance = 0.05)
 })
 
 test_that("engine x memory rows follow memory size whatever the input order", {
   sweep <- make_db_sweep(list(engine = c("myrocks", "innodb"),
                               memory = c("1G", "64M", "256M")), reps = 3L)
-  tab <- engine_memory_table(db_summary(sweep), sweep$axes)
+  tab <- engine_memory_table(db_stats(sweep), sweep$axes)
   expect_equal(tab$memory, c("64M", "256M", "1G"))
   expect_equal(names(tab)[2:3], c("innodb", "myrocks"))
-  # three repetitions at 0.9, 1.1 and 1.0 times the cell's tps: the median
-  expect_equal(tab$innodb, c(200, 500, 800))
-})
-
-test_that("a median over repetitions is not a mean", {
-  summary <- data.table(engine = "innodb", memory = "64M", rep = 1:3,
-                        tps = c(100, 110, 400))
-  tab <- engine_memory_table(summary, c("engine", "memory"))
-  expect_equal(tab$innodb, 110)
-  expect_false("innodb/innodb" %in% names(tab))  # one engine: no ratio
+  expect_equal(tab$innodb, c(200, 500, 800), tolerance = 0.05)
 })
 
 test_that("other varying axes make one section each", {
@@ -87,9 +92,10 @@ test_that("other varying axes make one section each", {
                               memory = c("256M", "64M"), threads = c(1L, 4L),
                               workload = "tpcc"), reps = 1L, duration = 3L,
                          stall = NULL)
-  tab <- engine_memory_table(db_summary(sweep), sweep$axes)
+  tab <- engine_memory_table(db_stats(sweep), sweep$axes)
   expect_equal(attr(tab, "group_by"), "threads")
-  expect_named(tab, c("threads", "memory", "innodb", "postgresql", "postgresql/innodb"))
+  expect_named(tab, c("threads", "memory", "innodb", "postgresql", "postgresql/innodb",
+                      "postgresql/innodb verdict"))
   expect_type(tab$threads, "integer")
   expect_equal(tab$threads, c(1L, 1L, 4L, 4L))
   expect_equal(tab$memory, c("64M", "256M", "64M", "256M"))
@@ -97,8 +103,7 @@ test_that("other varying axes make one section each", {
   output <- run_db_tables(sweep)
   md <- readLines(output$engine_memory_md)
   expect_equal(grep("^### ", md, value = TRUE), c("### threads=1", "### threads=4"))
-  expect_true("| memory | innodb | postgresql | postgresql/innodb |" %in% md)
-  expect_true("| 64M | 180 | 270 | 1.50 |" %in% md)  # rep 1: 0.9 x 200 and 0.9 x 300
+  expect_true("| memory | innodb | postgresql | postgresql/innodb | postgresql/innodb verdict |" %in% md)
   expect_match(md[1], "Same in every cell: workload = tpcc.", fixed = TRUE)
 })
 
@@ -107,21 +112,23 @@ test_that("binlog tables: memory x binlog, and binlog | memory | ext4 | xfs", {
                               filesystem = c("xfs", "ext4"),
                               binlog = c("sync1", "off", "sync0")),
                          duration = 3L)
-  tables <- binlog_tables(db_summary(sweep), sweep$axes)
+  stats <- db_stats(sweep)
+  tables <- binlog_tables(stats, sweep$axes)
 
   by_fs <- tables$by_filesystem
   expect_named(by_fs, c("binlog", "memory", "ext4", "xfs"))
   expect_equal(by_fs$binlog, rep(c("off", "sync0", "sync1"), each = 2))
   expect_equal(by_fs$memory, rep(c("64M", "1G"), 3))
-  expect_equal(by_fs$ext4, c(240, 960, 220, 880, 160, 640))
-  expect_equal(by_fs$xfs, by_fs$ext4 * 1.1)
+  expect_equal(by_fs$ext4, c(240, 960, 220, 880, 160, 640), tolerance = 0.08)
+  expect_equal(by_fs$xfs, by_fs$ext4 * 1.1, tolerance = 0.08)
 
   by_mem <- tables$by_memory
   expect_equal(attr(by_mem, "group_by"), "filesystem")
   expect_named(by_mem, c("filesystem", "memory", "off", "sync0", "sync1",
-                         "sync0/off", "sync1/off"))
-  expect_equal(by_mem[filesystem == "ext4", off], c(240, 960))
-  expect_equal(by_mem$`sync1/off`, rep(0.8 / 1.2, 4))
+                         "sync0/off", "sync0/off verdict", "sync1/off", "sync1/off verdict"))
+  expect_equal(by_mem$`sync1/off`, rep(0.8 / 1.2, 4), tolerance = 0.08)
+  row <- pair(stats$comparisons, "binlog", "sync1", filesystem = "xfs", memory = "1G")
+  expect_equal(by_mem[filesystem == "xfs" & memory == "1G", `sync1/off`], row$ratio)
 
   output <- run_db_tables(sweep)
   csv <- fread(output$binlog_csv)
@@ -131,20 +138,19 @@ test_that("binlog tables: memory x binlog, and binlog | memory | ext4 | xfs", {
   expect_true(all(c("## tps by memory and binlog",
                     "## tps by binlog, memory and filesystem",
                     "### filesystem=ext4", "### filesystem=xfs",
-                    "| binlog | memory | ext4 | xfs |",
-                    "| off | 1G | 960 | 1,056 |") %in% md))
+                    "| binlog | memory | ext4 | xfs |") %in% md))
 })
 
 test_that("binlog tables without memory or filesystem axes", {
   sweep <- make_db_sweep(list(binlog = c("off", "sync1")), reps = 1L,
                          duration = 3L, stall = NULL)
-  tables <- binlog_tables(db_summary(sweep), sweep$axes)
-  expect_named(tables$by_memory, c("off", "sync1", "sync1/off"))
-  expect_equal(tables$by_memory$off, 0.9 * 500 * 1.2)
+  tables <- binlog_tables(db_stats(sweep), sweep$axes)
+  expect_named(tables$by_memory, c("off", "sync1", "sync1/off", "sync1/off verdict"))
+  expect_equal(tables$by_memory$off, 0.9 * 500 * 1.2, tolerance = 0.08)
   expect_equal(tables$by_filesystem$note,
                "not applicable: this study has no filesystem axis")
   output <- run_db_tables(sweep)
-  expect_named(fread(output$binlog_csv), c("off", "sync1", "sync1/off"))
+  expect_named(fread(output$binlog_csv), c("off", "sync1", "sync1/off", "sync1/off verdict"))
 })
 
 test_that("tables the study cannot give say so, and are still written", {
@@ -164,7 +170,7 @@ test_that("tables the study cannot give say so, and are still written", {
 
   only_engine <- make_db_sweep(list(engine = c("innodb", "myrocks")), reps = 1L,
                                duration = 3L)
-  expect_equal(engine_memory_table(db_summary(only_engine), "engine")$note,
+  expect_equal(engine_memory_table(db_stats(only_engine), "engine")$note,
                "not applicable: this study has no memory axis")
 })
 
@@ -222,19 +228,18 @@ test_that("the efficiency table has one row per cell, medians over reps", {
   expect_true(any(grepl("host dbhost", md)))
 })
 
-test_that("main writes every table and logs what it did", {
+test_that("the rule writes every table and logs what it did", {
   sweep <- make_db_sweep()
   output <- run_db_tables(sweep)
   expect_true(all(file.exists(unlist(output))))
   csv <- fread(output$engine_memory_csv)
-  expect_named(csv, c("memory", "innodb", "myrocks", "myrocks/innodb"))
+  expect_named(csv, c("memory", "innodb", "myrocks", "myrocks/innodb", "myrocks/innodb verdict"))
   expect_equal(csv$memory, c("64M", "256M", "1G"))
   md <- readLines(output$engine_memory_md)
-  expect_match(md[1], "Median over repetitions of sysbench's final tps (transactions/s)",
+  expect_match(md[1], "Median per-second tps (transactions/s) of the steady-state windows",
                fixed = TRUE)
-  expect_match(md[1], "myrocks/innodb: ratio to engine = innodb.", fixed = TRUE)
-  expect_true(all(c("| memory | innodb | myrocks | myrocks/innodb |",
-                    "| 64M | 200 | 450 | 2.25 |", "| 1G | 800 | 550 | 0.688 |") %in% md))
+  expect_match(md[1], "Baseline engine: innodb.", fixed = TRUE)
+  expect_true("| memory | innodb | myrocks | myrocks/innodb | myrocks/innodb verdict |" %in% md)
   log <- readLines(file.path(dirname(output$engine_memory_csv), "db_tables.log"))
   expect_true(any(grepl("^engine_memory: 3 rows -> ", log)))
   expect_equal(sink.number(), 0L)
@@ -260,32 +265,10 @@ test_that("a repetition with transactions but no tps stops, naming the cell", {
   dir <- tempfile("dbtables")
   input <- write_db_sweep(list(summary = bad, samples = sweep$samples,
                                system = sweep$system, counters = sweep$counters))
-  expect_error(main(input, db_tables_output(dir), list(axes = axes),
+  expect_error(rule_db_tables(input, db_tables_output(dir), list(axes = axes),
                     log = file.path(dir, "db_tables.log")),
                "engine=myrocks, memory=1G, filesystem=ext4, threads=4 rep 2: tps is NA",
                fixed = TRUE)
   expect_equal(sink.number(), 0L)
   expect_false(file.exists(file.path(dir, "engine_memory.csv")))
-})
-
-test_that("a database repetition with too few samples stops, naming the cell", {
-  sweep <- make_db_sweep(storage = TRUE)
-  # 8 of 10 seconds is enough
-  sweep$samples <- sweep$samples[!(engine %in% "myrocks" & memory %in% "64M" &
-                                     rep == 2L & second > 8L)]
-  expect_silent(run_db_tables(sweep))
-  sweep$samples <- sweep$samples[!(engine %in% "myrocks" & memory %in% "64M" &
-                                     rep == 2L & second > 7L)]
-  dir <- tempfile("dbtables")
-  expect_error(main(write_db_sweep(sweep), db_tables_output(dir),
-                    list(axes = sweep$axes), log = file.path(dir, "log")),
-               "cell engine=myrocks, memory=64M, filesystem=ext4, threads=4 rep 2: 7 per-second samples",
-               fixed = TRUE)
-  expect_false(file.exists(file.path(dir, "efficiency.csv")))
-
-  # no configured duration: not checked
-  summary <- copy(sweep$summary)[, duration_s := NA_real_]
-  expect_silent(check_sample_counts(database_rows(summary),
-                                    drop_other_tools(sweep$samples, summary, sweep$axes),
-                                    sweep$axes))
 })

@@ -1,7 +1,5 @@
 # insert_benchmark.R and query_timing.R: medians per configuration, relative
 # to the baseline (= 1.0), and the rate shortfall mark.
-source(script_path("insert_benchmark.R"), local = TRUE)
-source(script_path("query_timing.R"), local = TRUE)
 
 phase_rows <- function(engine, rep, phase, inserts_s, queries_s, target = NA) {
   data.table(engine = engine, rep = rep, phase = phase, target_inserts_s = target,

@@ -1,4 +1,3 @@
-source(script_path("openloop.R"), local = TRUE)
 
 # An open-loop study at 3000/s: 1 thread falls behind (a growing queue, the
 # latency growing with it), 4 threads keep up; one closed-loop cell beside
@@ -59,13 +58,13 @@ test_that("the series marks the short thread count in its legend label", {
   expect_equal(nrow(series), 10L)
 })
 
-test_that("main writes the table and both plots", {
+test_that("the rule writes the table and both plots", {
   study <- make_open_loop()
   output <- list(table_csv = file.path(study$dir, "openloop.csv"),
                  table_md = file.path(study$dir, "openloop.md"),
                  p99 = file.path(study$dir, "p99.png"),
                  queue = file.path(study$dir, "queue.png"))
-  plots <- main(study$input, output, list(axes = study$axes),
+  plots <- rule_openloop(study$input, output, list(axes = study$axes),
                 log = file.path(study$dir, "openloop.log"))
   expect_equal(fread(output$table_csv)$status, c("short of its rate", "kept up"))
   md <- readLines(output$table_md)

@@ -1,4 +1,3 @@
-source(script_path("plots.R"), local = TRUE)
 
 PLOT_NAMES <- c("throughput", "latency", "jitter", "boxplot")
 
@@ -6,11 +5,11 @@ plots_output <- function(dir) {
   as.list(stats::setNames(file.path(dir, paste0(PLOT_NAMES, ".png")), PLOT_NAMES))
 }
 
-# Runs main() on a sweep; returns the output paths.
+# Runs rule_plots() on a sweep; returns the output paths.
 render <- function(sweep) {
   dir <- tempfile("plots")
   output <- plots_output(dir)
-  main(write_sweep(sweep), output, list(axes = sweep$axes),
+  rule_plots(write_sweep(sweep), output, list(axes = sweep$axes),
        log = file.path(dir, "plots.log"))
   output
 }
@@ -24,7 +23,7 @@ expect_pngs <- function(output) {
   }
 }
 
-test_that("main draws the four plots as 8x5 in PNGs and logs them", {
+test_that("the rule draws the four plots as 8x5 in PNGs and logs them", {
   output <- render(make_sweep())
   expect_pngs(output)
   log <- readLines(file.path(dirname(output$throughput), "plots.log"))

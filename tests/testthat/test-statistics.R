@@ -1,10 +1,4 @@
 # The statistics and figures rules end to end on small hand-built studies.
-source(script_path("stats.R"), local = TRUE)
-
-statistics_env <- new.env()
-sys.source(script_path("statistics.R"), statistics_env)
-figures_env <- new.env()
-sys.source(script_path("figures.R"), figures_env)
 
 ALL_KINDS <- c("timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap",
                "latency_percentiles")
@@ -17,10 +11,10 @@ run_statistics <- function(sweep, input, baseline = list(), kinds = ALL_KINDS) {
                  comparisons_csv = file.path(dir, "comparisons.csv"),
                  comparisons_md = file.path(dir, "comparisons.md"))
   params <- list(axes = sweep$axes, baseline = baseline, analysis = list(plots = kinds))
-  result <- statistics_env$main(input, tables, params, log = file.path(dir, "statistics.log"))
+  result <- rule_statistics(input, tables, params, log = file.path(dir, "statistics.log"))
   output <- c(as.list(stats::setNames(file.path(dir, paste0(kinds, ".png")), kinds)),
               skipped = file.path(dir, "skipped_plots.csv"))
-  figures_env$main(c(input, tables), output, params, log = file.path(dir, "figures.log"))
+  rule_figures(c(input, tables), output, params, log = file.path(dir, "figures.log"))
   list(result = result, tables = tables, output = output)
 }
 
@@ -89,7 +83,7 @@ test_that("latency percentile curves are drawn from the percentiles table", {
   fwrite(pct, input$percentiles)
   run <- run_statistics(sweep, input, kinds = "latency_percentiles")
   expect_equal(nrow(fread(run$output$skipped)), 0L)
-  p <- figures_env$plot_latency_percentiles(
+  p <- plot_latency_percentiles(
     read_table(input$percentiles, sweep$axes, c("rep", "percentile", "lat_ms")), sweep$axes, "cap")
   expect_false(any(p$data$percentile >= 100))  # 100% is off the nines scale
   expect_match(p$labels$y, "ms")

@@ -1,4 +1,3 @@
-source(script_path("stats.R"), local = TRUE)
 
 # One repetition's per-second tps: a linear warm-up from 10% over `warmup`
 # seconds, then `level` with 3% noise, and 0 in the `stalls` seconds.
@@ -70,6 +69,18 @@ test_that("the CI of a constant series has zero width, by repetitions or blocks"
   expect_equal(cells$sd, c(0, 0))
   expect_equal(cells$ci_method, c("bootstrap over 10 blocks of 10 s",
                                   "bootstrap over 3 repetitions"))
+})
+
+test_that("ci_method names the block length actually used (defect 2)", {
+  # one repetition of 5 s: 5 blocks of 1 s, not "of 10 s" (block_s)
+  s <- data.table(cell = c(rep("short", 5L), rep("long", 60L)), rep = 1L,
+                  second = c(1:5, 1:60), tps = as.numeric(c(101:105, 101:160)))
+  w <- steady_windows(s, c("cell", "rep"), "tps", stats_settings(list(steady_state = FALSE)))
+  cells <- cell_stats(window_samples(s, w, c("cell", "rep"), "tps"), "cell", "tps")
+  expect_equal(cells[cell == "short", ci_method], "bootstrap over 5 blocks of 1 s")
+  expect_equal(cells[cell == "long", ci_method], "bootstrap over 6 blocks of 10 s")
+  expect_equal(block_method(c(12, 25), c(5L, 5L)),
+               c("bootstrap over 5 blocks of 2.4 s", "bootstrap over 5 blocks of 5 s"))
 })
 
 test_that("per-cell statistics have their known values", {

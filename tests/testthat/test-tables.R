@@ -1,4 +1,3 @@
-source(script_path("tables.R"), local = TRUE)
 
 # One repetition per row; the columns saturation_table() reads.
 hand_summary <- function() {
@@ -190,13 +189,13 @@ test_that("inputs are read with text axes, integer threads, numeric metrics", {
   expect_error(axes_param(list(axes = NULL)), "params\\$axes is empty")
 })
 
-test_that("main writes both tables and logs what it did", {
+test_that("the rule writes both tables and logs what it did", {
   sweep <- make_sweep()
   input <- write_sweep(sweep)
   dir <- tempfile("tables")
   output <- tables_output(dir)
   log <- file.path(dir, "log", "tables.log")
-  main(input, output, list(axes = sweep$axes), log = log)
+  rule_tables(input, output, list(axes = sweep$axes), log = log)
 
   expect_true(all(file.exists(unlist(output))))
   cells <- fread(output$cells_csv)
@@ -226,14 +225,14 @@ test_that("main writes both tables and logs what it did", {
   expect_equal(sink.number(), 0L)  # the log was closed
 })
 
-test_that("main fails on a short repetition and writes no table", {
+test_that("the rule fails on a short repetition and writes no table", {
   sweep <- make_sweep(list(filesystem = "xfs", threads = c(1L, 4L)),
                       reps = 1L, duration = 10L)
   sweep$samples <- sweep$samples[!(threads == 4L & second > 5L)]
   input <- write_sweep(sweep)
   dir <- tempfile("tables")
   log <- file.path(dir, "tables.log")
-  expect_error(main(input, tables_output(dir), list(axes = sweep$axes),
+  expect_error(rule_tables(input, tables_output(dir), list(axes = sweep$axes),
                     log = log),
                "cell filesystem=xfs, threads=4 rep 1: 5 per-second samples",
                fixed = TRUE)

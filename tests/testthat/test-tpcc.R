@@ -1,4 +1,3 @@
-source(script_path("tpcc.R"), local = TRUE)
 
 # Two tpcc cells (innodb, postgresql) of two repetitions and one sysbench cell,
 # as the aggregate step's summary has them; postgresql's rep 2 failed its check.
@@ -32,7 +31,7 @@ test_that("a check that did not run is said so, not passed", {
   expect_equal(check_verdict(c("ok", NA)), "ok")
 })
 
-test_that("main announces a failed check at the top of the md", {
+test_that("the rule announces a failed check at the top of the md", {
   dir <- tempfile("tpcc")
   dir.create(dir)
   summary <- tpcc_summary()
@@ -40,7 +39,7 @@ test_that("main announces a failed check at the top of the md", {
   path <- file.path(dir, "summary.csv")
   fwrite(summary, path)
   output <- list(tpcc_csv = file.path(dir, "tpcc.csv"), tpcc_md = file.path(dir, "tpcc.md"))
-  main(list(summary = path), output, list(axes = c("engine", "workload")))
+  rule_tpcc_table(list(summary = path), output, list(axes = c("engine", "workload")))
   md <- readLines(output$tpcc_md)
   expect_match(md[1], "consistency check FAILED in 1 cell", fixed = TRUE)
   expect_equal(fread(output$tpcc_csv)$check, c("ok", "FAILED (1 of 2 reps)"))

@@ -1,6 +1,6 @@
 """Two sets of runs of a catalog side by side: per common cell the ratio of medians, its CI and a verdict.
 
-The method is the study's own comparison (workflow/scripts/stats.R, ratio_to_baseline), written once more here
+The method is the study's own comparison (workflow/R/statistics.R, ratio_to_baseline), written once more here
 for the catalog, and tested against the R function on the same data (tests/test_catalog.py): a cell's value is
 the median of its per-repetition medians (each over the repetition's steady-state window); ratio = A / B. Its
 95% CI is a t interval on the log scale, ratio x exp(+-t(df) x s x sqrt(1/n_A + 1/n_B)), where s is the
@@ -273,7 +273,7 @@ def _fmt(x: float) -> str:
 def markdown(result: Comparison, a: Side, b: Side) -> str:
     lines = [f"# {a.name} vs {b.name}", "",
              "Ratio = A / B of each common cell's median (of its repetitions' steady-state medians); "
-             "95% CI and verdict by the study's comparison method (workflow/scripts/stats.R). "
+             "95% CI and verdict by the study's comparison method (workflow/R/statistics.R). "
              + (f"Test: {result.rows[0].test}." if result.rows else ""), "",
              "| cell | metric | reps A | reps B | median A | median B | ratio | 95% CI | verdict |",
              "|---|---|---|---|---|---|---|---|---|"]

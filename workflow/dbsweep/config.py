@@ -35,11 +35,12 @@ BUILTIN_FILESYSTEMS = {
     "tmpfs": {"type": "tmpfs"},
 }
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
-# Plots of rule figures (workflow/scripts/figures.R), all by default.
+# Plots of rule figures (workflow/R/statistics_plots.R), all by default.
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
 # fio runs at most 4096 jobs (its REAL_MAX_JOBS); more client threads than that measure a host's scheduler.
 MAX_THREADS = 4096
-ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS}
+ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
+                     "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
 
 
 @dataclass(frozen=True)
@@ -215,7 +216,8 @@ def load(config: dict) -> Study:
         option_sets={a: sets for a, sets in option_sets.items() if a in order},
         baseline=_baseline(config.get("baseline", {}), axes),
         # headline shapes only the summary page: kept out of the analysis rules' params, which rerun them
-        analysis=ANALYSIS_DEFAULTS | {k: v for k, v in config.get("analysis", {}).items() if k != "headline"},
+        analysis=ANALYSIS_DEFAULTS | {k: v for k, v in config.get("analysis", {}).items() if k != "headline"}
+        | {"scripts": _scripts(config)},
         versions=versions,
         cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
@@ -246,6 +248,25 @@ def _check_names(config: dict) -> None:
 def _validator() -> jsonschema.Draft202012Validator:
     """The schema's validator, read once per process."""
     return jsonschema.Draft202012Validator(yaml.safe_load(SCHEMA.read_text()))
+
+
+def _scripts(config: dict) -> list[str]:
+    """analysis.scripts: each an existing .R or .py file, with a stem unique among them (the stem names
+    its folder, results/user/<stem>/)."""
+    scripts = config.get("analysis", {}).get("scripts", [])
+    stems = {}
+    for i, script in enumerate(scripts):
+        path = Path(script)
+        if path.suffix not in (".R", ".py"):
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r} is neither an R (.R) nor a Python (.py) script")
+        if not path.is_file():
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r}: no such file")
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", path.stem):
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r}: its name may hold letters, digits, '_', '-', '.'")
+        if path.stem in stems:
+            raise ConfigError(f"analysis.scripts[{i}]: {script!r} has the same name as {stems[path.stem]!r}")
+        stems[path.stem] = script
+    return list(scripts)
 
 
 def _validate_schema(config: dict) -> None:

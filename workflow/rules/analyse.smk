@@ -1,7 +1,8 @@
-# aggregate, then the R analysis: long tables in, comparison tables and plots out.
+# analyse: the R analysis (workflow/R, one function per rule, rule_<name>): long tables in, tables and plots out.
+# Every rule runs where snakemake runs (localrule) and lists the library it sources, so an R edit reruns
+# only the analysis.
 from snakemake.io import report as snakemake_report
 
-TABLES = "results/tables"
 PLOTS = "results/plots"
 
 
@@ -12,44 +13,36 @@ def report(path, caption, category):
     return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
 
 
-rule aggregate:
+rule statistics:
+    localrule: True
     input:
-        expand(
-            "{rep_dir}/{name}",
-            rep_dir=rep_dirs(),
-            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"],
-        ),
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
-        summary=f"{TABLES}/summary.csv.gz",
-        samples=f"{TABLES}/samples.csv.gz",
-        system=f"{TABLES}/system.csv.gz",
-        counters=f"{TABLES}/counters.csv.gz",
-        phases=f"{TABLES}/phases.csv.gz",
-        executions=f"{TABLES}/executions.csv.gz",
-        percentiles=f"{TABLES}/percentiles.csv.gz",
-        summary_parquet=f"{TABLES}/summary.parquet",
-        samples_parquet=f"{TABLES}/samples.parquet",
-        system_parquet=f"{TABLES}/system.parquet",
-        counters_parquet=f"{TABLES}/counters.parquet",
-        percentiles_parquet=f"{TABLES}/percentiles.parquet",
-        provenance=f"{TABLES}/provenance.json",
-        not_applicable=f"{TABLES}/not_applicable.csv",
+        steady_state=report(f"{TABLES}/steady_state.csv", caption="../report/steady_state.rst", category="Tables"),
+        cell_stats_csv=report(f"{TABLES}/cell_stats.csv", caption="../report/cell_stats.rst", category="Tables"),
+        cell_stats_md=f"{TABLES}/cell_stats.md",
+        comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
+        comparisons_md=f"{TABLES}/comparisons.md",
     params:
         axes=STUDY.axes,
-        study=STUDY.name,
-        not_applicable=STUDY.not_applicable,
-        rep_dirs=rep_dirs(),
+        baseline=STUDY.baseline,
+        analysis=ANALYSIS,
     log:
-        "results/logs/aggregate.log",
+        "results/logs/statistics.log",
     script:
-        "../scripts/aggregate.py"
+        "../scripts/analysis.R"
 
 
 rule tables:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/tables.R",
-        common=f"{SCRIPTS}/common.R",
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
         cells_csv=report(f"{TABLES}/cells.csv", caption="../report/cells.rst", category="Tables"),
         cells_md=f"{TABLES}/cells.md",
@@ -60,14 +53,16 @@ rule tables:
     log:
         "results/logs/tables.log",
     script:
-        "../scripts/tables.R"
+        "../scripts/analysis.R"
 
 
 rule plots:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/plots.R",
-        common=f"{SCRIPTS}/common.R",
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
         throughput=report(f"{PLOTS}/throughput_vs_threads.png", caption="../report/throughput.rst", category="Plots"),
         latency=report(f"{PLOTS}/latency_vs_threads.png", caption="../report/latency.rst", category="Plots"),
@@ -78,14 +73,17 @@ rule plots:
     log:
         "results/logs/plots.log",
     script:
-        "../scripts/plots.R"
+        "../scripts/analysis.R"
 
 
 rule db_tables:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/db_tables.R",
-        common=f"{SCRIPTS}/common.R",
+        summary=rules.aggregate.output.summary,
+        cell_stats_csv=rules.statistics.output.cell_stats_csv,
+        comparisons_csv=rules.statistics.output.comparisons_csv,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
         engine_memory_csv=report(f"{TABLES}/engine_memory.csv", caption="../report/engine_memory.rst", category="Tables"),
         engine_memory_md=f"{TABLES}/engine_memory.md",
@@ -95,19 +93,22 @@ rule db_tables:
         efficiency_md=f"{TABLES}/efficiency.md",
     params:
         axes=STUDY.axes,
-        baseline=STUDY.baseline,
     log:
         "results/logs/db_tables.log",
     script:
-        "../scripts/db_tables.R"
+        "../scripts/analysis.R"
 
 
 rule db_plots:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/db_plots.R",
-        common=f"{SCRIPTS}/common.R",
-        stats=f"{SCRIPTS}/stats.R",
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        system=rules.aggregate.output.system,
+        counters=rules.aggregate.output.counters,
+        provenance=rules.aggregate.output.provenance,
+        steady_state=rules.statistics.output.steady_state,
+        library=R_LIBRARY,
     output:
         tps_memory=report(f"{PLOTS}/tps_vs_memory.png", caption="../report/tps_memory.rst", category="Plots"),
         io_per_txn=report(f"{PLOTS}/io_per_txn.png", caption="../report/io_per_txn.rst", category="Plots"),
@@ -118,41 +119,41 @@ rule db_plots:
         timeseries=report(f"{PLOTS}/timeseries.png", caption="../report/timeseries.rst", category="Plots"),
     params:
         axes=STUDY.axes,
-        baseline=STUDY.baseline,
-        analysis=STUDY.analysis,
+        analysis={"stall_share": ANALYSIS["stall_share"]},  # the legend of the time series
     log:
         "results/logs/db_plots.log",
     script:
-        "../scripts/db_plots.R"
+        "../scripts/analysis.R"
 
 
 rule versions:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/versions.R",
-        common=f"{SCRIPTS}/common.R",
+        summary=rules.aggregate.output.summary,
+        cell_stats_csv=rules.statistics.output.cell_stats_csv,
+        comparisons_csv=rules.statistics.output.comparisons_csv,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
         versions_csv=report(f"{TABLES}/versions.csv", caption="../report/versions.rst", category="Tables"),
         versions_md=f"{TABLES}/versions.md",
-        noise_csv=report(f"{TABLES}/version_noise.csv", caption="../report/version_noise.rst", category="Tables"),
-        noise_md=f"{TABLES}/version_noise.md",
         version_plot=report(
             f"{PLOTS}/tps_vs_memory_by_version.png", caption="../report/version_plot.rst", category="Plots"
         ),
     params:
         axes=STUDY.axes,
-        baseline=STUDY.baseline,
     log:
         "results/logs/versions.log",
     script:
-        "../scripts/versions.R"
+        "../scripts/analysis.R"
 
 
 rule tpcc_table:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/tpcc.R",
-        common=f"{SCRIPTS}/common.R",
+        summary=rules.aggregate.output.summary,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
         tpcc_csv=report(f"{TABLES}/tpcc.csv", caption="../report/tpcc.rst", category="Tables"),
         tpcc_md=f"{TABLES}/tpcc.md",
@@ -161,15 +162,15 @@ rule tpcc_table:
     log:
         "results/logs/tpcc.log",
     script:
-        "../scripts/tpcc.R"
+        "../scripts/analysis.R"
 
 
 rule insert_benchmark:
+    localrule: True
     input:
         phases=rules.aggregate.output.phases,
         provenance=rules.aggregate.output.provenance,
-        script=f"{SCRIPTS}/insert_benchmark.R",
-        common=f"{SCRIPTS}/common.R",
+        library=R_LIBRARY,
     output:
         table_csv=report(f"{TABLES}/insert_benchmark.csv", caption="../report/insert_benchmark.rst", category="Tables"),
         table_md=f"{TABLES}/insert_benchmark.md",
@@ -180,15 +181,15 @@ rule insert_benchmark:
     log:
         "results/logs/insert_benchmark.log",
     script:
-        "../scripts/insert_benchmark.R"
+        "../scripts/analysis.R"
 
 
 rule query_timing:
+    localrule: True
     input:
         executions=rules.aggregate.output.executions,
         provenance=rules.aggregate.output.provenance,
-        script=f"{SCRIPTS}/query_timing.R",
-        common=f"{SCRIPTS}/common.R",
+        library=R_LIBRARY,
     output:
         table_csv=report(f"{TABLES}/query_timing.csv", caption="../report/query_timing.rst", category="Tables"),
         table_md=f"{TABLES}/query_timing.md",
@@ -199,14 +200,16 @@ rule query_timing:
     log:
         "results/logs/query_timing.log",
     script:
-        "../scripts/query_timing.R"
+        "../scripts/analysis.R"
 
 
 rule openloop:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/openloop.R",
-        common=f"{SCRIPTS}/common.R",
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
     output:
         table_csv=report(f"{TABLES}/openloop.csv", caption="../report/openloop.rst", category="Tables"),
         table_md=f"{TABLES}/openloop.md",
@@ -217,38 +220,20 @@ rule openloop:
     log:
         "results/logs/openloop.log",
     script:
-        "../scripts/openloop.R"
-
-
-rule statistics:
-    input:
-        **rules.aggregate.output,
-        script=f"{SCRIPTS}/statistics.R",
-        common=f"{SCRIPTS}/common.R",
-        stats=f"{SCRIPTS}/stats.R",
-    output:
-        steady_state=report(f"{TABLES}/steady_state.csv", caption="../report/steady_state.rst", category="Tables"),
-        cell_stats_csv=report(f"{TABLES}/cell_stats.csv", caption="../report/cell_stats.rst", category="Tables"),
-        cell_stats_md=f"{TABLES}/cell_stats.md",
-        comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
-        comparisons_md=f"{TABLES}/comparisons.md",
-    params:
-        axes=STUDY.axes,
-        baseline=STUDY.baseline,
-        analysis=STUDY.analysis,
-    log:
-        "results/logs/statistics.log",
-    script:
-        "../scripts/statistics.R"
+        "../scripts/analysis.R"
 
 
 rule figures:
+    localrule: True
     input:
-        **rules.aggregate.output,
-        **rules.statistics.output,
-        script=f"{SCRIPTS}/figures.R",
-        common=f"{SCRIPTS}/common.R",
-        stats=f"{SCRIPTS}/stats.R",
+        summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
+        percentiles=rules.aggregate.output.percentiles,
+        provenance=rules.aggregate.output.provenance,
+        steady_state=rules.statistics.output.steady_state,
+        cell_stats_csv=rules.statistics.output.cell_stats_csv,
+        comparisons_csv=rules.statistics.output.comparisons_csv,
+        library=R_LIBRARY,
     output:
         **{
             kind: report(f"{PLOTS}/{kind}.png", caption=f"../report/{kind}.rst", category="Plots")
@@ -257,44 +242,32 @@ rule figures:
         skipped=f"{TABLES}/skipped_plots.csv",
     params:
         axes=STUDY.axes,
-        analysis=STUDY.analysis,
+        analysis=ANALYSIS,
     log:
         "results/logs/figures.log",
     script:
-        "../scripts/figures.R"
+        "../scripts/analysis.R"
 
 
-rule explore:
+rule user_script:
+    localrule: True
     input:
-        samples=rules.aggregate.output.samples_parquet,
-        system=rules.aggregate.output.system_parquet,
-        counters=rules.aggregate.output.counters_parquet,
-        steady_state=steady_state_of_study(),
+        unpack(user_script_input),
     output:
-        "results/explore.html",
+        snakemake_report(
+            directory("results/user/{stem}"),
+            patterns=["{name}.png", "{name}.svg", "{name}.csv"],
+            caption="../report/user_script.rst",
+            category=STUDY.name,
+            subcategory="Your own analysis",
+        ),
     params:
-        axes=STUDY.axes,
         study=STUDY.name,
+        axes=STUDY.axes,
+        baseline=STUDY.baseline,
     log:
-        "results/logs/explore.log",
+        "results/logs/user/{stem}.log",
+    wildcard_constraints:
+        stem="|".join(map(re.escape, USER_SCRIPTS)) or "^$",
     script:
-        "../scripts/explore.py"
-
-
-rule summary:
-    input:
-        analysis=analysis_targets(),
-        explore=rules.explore.output,
-        provenance=rules.aggregate.output.provenance,
-        not_applicable=rules.aggregate.output.not_applicable,
-    output:
-        html="results/index.html",
-        md="results/summary.md",
-        caption="results/report/provenance.rst",
-        front="results/report/study.rst",
-    params:
-        study=summary_study(),
-    log:
-        "results/logs/summary.log",
-    script:
-        "../scripts/summary.py"
+        "../scripts/user_script.py"

@@ -1,5 +1,6 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
 import math
+import re
 import os
 import sys
 from pathlib import Path
@@ -42,7 +43,8 @@ for _warning in STUDY.warnings if workflow.is_main_process else []:
     print(f"dbsweep: warning: {_warning}", file=sys.stderr)
 REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
-SCRIPTS = f"{workflow.basedir}/scripts"  # R scripts are inputs: editing one reruns the analysis
+# The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
+R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
 for _cell in STUDY.cells:
     _image = STUDY.image(_cell)
@@ -167,7 +169,7 @@ def final_targets():
     """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
     remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
     so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
-    return [*rules.aggregate.input, *analysis_targets(), *rules.summary.output]
+    return [*rules.aggregate.input, *analysis_targets(), *user_targets(), *rules.summary.output]
 
 
 def analysis_targets():
@@ -199,6 +201,26 @@ def steady_state_of_study():
     """The steady-state windows of rule statistics, for the explore page, when the study has them."""
     steady_state = "results/tables/steady_state.csv"
     return [steady_state] if steady_state in analysis_targets() else []
+# The study's own analysis scripts (analysis.scripts, checked by config.py) by stem: each writes into
+# results/user/<stem>/ (rule user_script).
+USER_SCRIPTS = {Path(script).stem: script for script in STUDY.analysis["scripts"]}
+# The analysis settings the R rules read (the scripts are rule user_script's, not theirs).
+ANALYSIS = {key: value for key, value in STUDY.analysis.items() if key != "scripts"}
+
+
+def user_targets():
+    return [f"results/user/{stem}" for stem in USER_SCRIPTS]
+
+
+def user_script_input(wildcards):
+    """What a user's script gets: the long tables, and the statistics rule's tables when the study has
+    them (not for a study of insert or query cells only)."""
+    tables = {name: path for name, path in rules.aggregate.output.items()
+              if not name.endswith("parquet") and name != "not_applicable"}
+    targets = set(analysis_targets())
+    tables |= {name: path for name, path in rules.statistics.output.items()
+               if path in targets and not path.endswith(".md")}
+    return {"script": USER_SCRIPTS[wildcards.stem], **tables}
 
 
 def summary_study():

@@ -2,6 +2,7 @@
 
 
 rule fetch_server:
+    localrule: True  # it downloads: where snakemake runs
     output:
         directory("resources/servers/{family}-{version}"),
     log:

@@ -215,7 +215,7 @@ scales_nines <- function() {
 
 # ---------------------------------------------------------------------------
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_figures <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -260,10 +260,4 @@ main <- function(input, output, params, log = snakemake_log()) {
              if (k %in% skipped$plot) paste(" (skipped:", skipped[plot == k, reason], ")") else "")
   }
   invisible(plots)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  source(file.path(snakemake@scriptdir, "stats.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -204,7 +204,7 @@ plot_boxplot <- function(samples, axes, caption) {
     per_cell_theme(dt)
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_plots <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -226,9 +226,4 @@ main <- function(input, output, params, log = snakemake_log()) {
     log_line("%s -> %s", name, output[[name]])
   }
   invisible(plots)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -3,10 +3,10 @@
 # the spread of the per-second throughput, and per-second time series with
 # stalls marked (study 5's drops to 0 at binary log rotation).
 #
-# Snakemake: input summary, samples, system, counters, provenance; output
+# Snakemake: input summary, samples, system, counters, provenance,
+# steady_state (the statistics rule's windows and stall thresholds); output
 # tps_memory, io_per_txn, cpu, datadir, jitter_memory, boxplot_memory,
-# timeseries; params axes, analysis (stall_share, trim_s, steady_state: the
-# time series marks stalls as stats.R finds them); log.
+# timeseries; params axes, analysis (stall_share, for the legend); log.
 #
 # Rows of other tools (storage cells in the same study) are left out. A plot
 # the study cannot give (e.g. no memory axis) is still written, saying
@@ -17,7 +17,6 @@ STALL_COLOUR <- "#D55E00"
 REP_COLOURS <- c("#0072B2", "#009E73", "#56B4E9", "#CC79A7", "#000000",
                  "#E69F00")
 
-MEMORY_TITLE <- "memory (buffer pool / block cache / shared_buffers)"
 
 # Rows of a per-second table that belong to the summary's repetitions.
 database_part <- function(dt, summary, axes) {
@@ -43,30 +42,6 @@ with_layout_columns <- function(dt, layout) {
   dt
 }
 
-# facet_grid over rows ~ cols (each possibly empty), values labelled with
-# their axis; NULL when there is nothing to facet by.
-facet_axes <- function(rows = character(), cols = character(),
-                       labeller = label_both, ...) {
-  if (!length(rows) && !length(cols)) return(NULL)
-  side <- function(a) if (length(a)) paste(sprintf("`%s`", a), collapse = " + ") else "."
-  facet_grid(stats::as.formula(paste(side(rows), "~", side(cols))),
-             labeller = labeller, ...)
-}
-
-# Panels for the given axes: a wrap for one axis; for more, one row per
-# combination of all but the last and one column per value of the last
-# (engine ~ memory; filesystem + memory ~ binlog). list(facet, rows).
-panel_layout <- function(dt, facets) {
-  if (!length(facets)) return(list(facet = NULL, rows = 1L))
-  if (length(facets) == 1) {
-    return(list(facet = facet_wrap(facets, labeller = label_both),
-                rows = wrap_rows(n_combinations(dt, facets))))
-  }
-  row_axes <- utils::head(facets, -1)
-  list(facet = facet_axes(row_axes, utils::tail(facets, 1)),
-       rows = n_combinations(dt, row_axes))
-}
-
 colour_legend <- function(dt) {
   if (nlevels(dt$.colour) <= 1) guides(colour = "none", fill = "none")
 }
@@ -80,11 +55,6 @@ subtitle <- function(...) {
 whole_breaks <- function(limits) {
   breaks <- pretty(limits)
   breaks[breaks == round(breaks)]
-}
-
-# Inches for a plot with `rows` rows of panels.
-plot_height <- function(rows, per_row = 1.7, min = 5, max = 30) {
-  min(max, max(min, 2.2 + per_row * rows))
 }
 
 # ---------------------------------------------------------------------------
@@ -252,13 +222,12 @@ plot_datadir <- function(counters, summary, axes, caption) {
 }
 
 # Per-second samples of the measured window (second >= 1) with their tps, and
-# stall: a second of the repetition's steady-state window (stats.R's
-# steady_windows(): after the study's trim and detected warm-up) whose tps is
-# below settings$stall_share of that window's median, as in steady_state.csv.
-timeseries_data <- function(samples, axes, settings = STATS_DEFAULTS) {
+# stall: a second of the repetition's steady-state window whose tps is below
+# its stall threshold, both read from the statistics rule's steady_state.csv
+# (`windows`: the study's trim and detected warm-up; computed once there).
+timeseries_data <- function(samples, windows, axes, settings = STATS_DEFAULTS) {
   keys <- c(axes, "rep")
   dt <- samples[second >= 1L & !is.na(tps)]
-  windows <- steady_windows(dt, keys, "tps", settings)
   dt[windows, `:=`(.start = i.window_start, .end = i.window_end,
                    .threshold = i.stall_threshold), on = keys]
   dt[, stall := !is.na(.start) & second >= .start & second <= .end & tps < .threshold]
@@ -275,10 +244,10 @@ stall_text <- function(n, share = STATS_DEFAULTS$stall_share) {
   sprintf("%d stalled second(s) marked", n)
 }
 
-plot_timeseries <- function(samples, summary, axes, caption, settings = STATS_DEFAULTS) {
+plot_timeseries <- function(samples, windows, summary, axes, caption, settings = STATS_DEFAULTS) {
   title <- "Per-second throughput over the measured window"
   if (nrow(summary) == 0) return(empty_plot(title, NO_DATABASE_CELLS, caption))
-  dt <- timeseries_data(samples, axes, settings)
+  dt <- timeseries_data(samples, windows, axes, settings)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second tps samples", caption))
   facets <- varying_axes(dt, axes)
   dt <- with_axis_factors(dt, facets)
@@ -375,28 +344,7 @@ plot_boxplot_memory <- function(samples, summary, axes, caption) {
   plot_spread(samples, summary, axes, caption, "boxplot")
 }
 
-# How many rows of panels a plot has: attr "panel_rows" (1 when unset).
-with_panel_rows <- function(p, rows) {
-  setattr(p, "panel_rows", rows)
-  p
-}
-
-n_combinations <- function(dt, cols) {
-  if (length(cols)) nrow(unique(dt[, ..cols])) else 1L
-}
-
-wrap_rows <- function(panels) {
-  wrap_dims(panels)[1]
-}
-
-# Taller images for plots with many rows of panels.
-plot_size <- function(p) {
-  rows <- attr(p, "panel_rows")
-  if (is.null(rows) || rows <= 2) return(c(width = 8, height = 5))
-  c(width = 8, height = plot_height(rows))
-}
-
-main <- function(input, output, params, log = snakemake_log()) {
+rule_db_plots <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -407,6 +355,8 @@ main <- function(input, output, params, log = snakemake_log()) {
                            summary, axes)
   system <- database_part(read_system(input[["system"]], axes), summary, axes)
   counters <- database_part(read_counters(input[["counters"]], axes), summary, axes)
+  windows <- read_table(input[["steady_state"]], axes, c("rep", "window_start", "window_end",
+                                                          "stall_threshold"))
   caption <- caption_text(read_provenance(input[["provenance"]]))
   log_line(paste("%d database repetitions (%d rows of other tools left out),",
                  "%d per-second samples, %d system rows, %d counter rows, axes: %s"),
@@ -420,7 +370,7 @@ main <- function(input, output, params, log = snakemake_log()) {
     datadir = plot_datadir(counters, summary, axes, caption),
     jitter_memory = plot_jitter_memory(samples, summary, axes, caption),
     boxplot_memory = plot_boxplot_memory(samples, summary, axes, caption),
-    timeseries = plot_timeseries(samples, summary, axes, caption,
+    timeseries = plot_timeseries(samples, windows, summary, axes, caption,
                                  stats_settings(params[["analysis"]]))
   )
   for (name in names(plots)) {
@@ -430,10 +380,4 @@ main <- function(input, output, params, log = snakemake_log()) {
     log_line("%s -> %s", name, output[[name]])
   }
   invisible(plots)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  source(file.path(snakemake@scriptdir, "stats.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

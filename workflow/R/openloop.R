@@ -98,7 +98,7 @@ plot_queue <- function(samples, summary, axes, caption) {
                  "sysbench event queue length", "queued events")
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_openloop <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -129,9 +129,4 @@ main <- function(input, output, params, log = snakemake_log()) {
     log_line("%s -> %s", name, output[[name]])
   }
   invisible(plots)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -19,14 +19,7 @@ query_table <- function(executions, axes, baseline = list()) {
   vary <- varying_axes(executions, axes)
   cells <- executions[, .(value = median_or_na(value), executions = .N),
                       by = c(vary, "name")]
-  cells[, configuration := configuration_label(cells, vary)]
-  groups <- setdiff(vary, baseline_axes(vary, baseline))
-  cells[, baseline := is_baseline(cells, baseline_axes(vary, baseline), baseline)]
-  ref <- cells[baseline == TRUE, c(groups, "name", "value"), with = FALSE]
-  setnames(ref, "value", "base_value")
-  cells <- merge(cells, ref, by = c(groups, "name"), all.x = TRUE)
-  cells[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
-  cells[, base_value := NULL]
+  cells <- relative_to_baseline(cells, vary, baseline, "name")
   first <- c("ms", "rows")
   cells[, name_order := ifelse(name %in% first, match(name, first), 3L)]
   setorderv(cells, c("name_order", "name", vary))
@@ -52,7 +45,7 @@ query_plot <- function(table, caption = NULL) {
           strip.text = element_text(size = rel(0.7)))
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_query_timing <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
   axes <- axes_param(params)
@@ -66,9 +59,4 @@ main <- function(input, output, params, log = snakemake_log()) {
                  group_by = "name")
   save_plot(query_plot(table, caption), output[["plot"]], width = 11, height = 10)
   invisible(table)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -12,7 +12,7 @@
 # checks database cells the same way).
 
 # mean, sd, 95th percentile and max of x without its NAs, as doubles.
-describe <- function(x, prefix) {
+describe_values <- function(x, prefix) {
   x <- x[!is.na(x)]
   stats <- if (length(x) == 0) {
     rep(NA_real_, 4)
@@ -37,9 +37,9 @@ latency_source <- function(lat_ms, lat_pct_ms) {
 cells_table <- function(summary, samples, axes) {
   per_second <- samples[, c(
     list(seconds = .N),
-    describe(iops, "iops"),
+    describe_values(iops, "iops"),
     list(mibs_mean = mean_or_na(mibs)),
-    describe(fifelse(is.na(lat_ms), lat_pct_ms, lat_ms), "lat_ms"),
+    describe_values(fifelse(is.na(lat_ms), lat_pct_ms, lat_ms), "lat_ms"),
     list(lat_source = latency_source(lat_ms, lat_pct_ms))
   ), by = axes]
   finals <- summary[, .(
@@ -70,10 +70,7 @@ saturation_table <- function(summary, axes) {
     lat_p95_ms = mean_or_na(lat_p95_ms)
   ), by = by_cell]
   setorderv(sat, by_cell)
-  sat[, saturation := {
-    base <- lat_mean_ms[which.min(threads)]
-    if (is.na(base) || base <= 0) NA_real_ else lat_mean_ms / base
-  }, by = group]
+  sat[, saturation := baseline_ratio(lat_mean_ms, lat_mean_ms[which.min(threads)]), by = group]
   sat[]
 }
 
@@ -83,7 +80,7 @@ SATURATION_PREAMBLE <- paste(
   "averaged over repetitions."
 )
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_tables <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
@@ -110,9 +107,4 @@ main <- function(input, output, params, log = snakemake_log()) {
                  preamble = SATURATION_PREAMBLE, caption = caption)
   log_line("saturation: %d rows -> %s", nrow(sat), output[["saturation_csv"]])
   invisible(list(cells = cells, saturation = sat))
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -39,8 +39,8 @@ tpcc_table <- function(summary, axes) {
   order_by_axes(out, by)
 }
 
-main <- function(input, output, params) {
-  con <- open_log(snakemake_log())
+rule_tpcc_table <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
   on.exit(close_log(con))
   axes <- axes_param(params)
   summary <- read_summary(input[["summary"]], axes)
@@ -59,9 +59,4 @@ main <- function(input, output, params) {
   write_md_table(table, output[["tpcc_md"]], preamble = preamble, caption = caption)
   log_line("tpcc: %d rows -> %s", nrow(table), output[["tpcc_csv"]])
   invisible(table)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

@@ -89,40 +89,61 @@ ratio_text <- function(ratio, low, high, verdict) {
   ifelse(verdict %in% VERDICT_NOISE, paste(txt, "within noise"), txt)
 }
 
-# The pivot of one compared axis and metric: rows the row axis (sections by
-# the other varying axes), one column per value of the axis with its median,
-# then "<value>/<baseline>" with the ratio, its CI and the noise mark.
-comparison_pivot <- function(cells, comparisons, axes, axis, metric_name) {
+# The pivot of one compared axis and metric, read from the statistics rule's
+# cell_stats and comparisons so that every table that compares cells gives the
+# same ratio and verdict: rows `rows` (default: row_axis()) in sections of the
+# other varying axes, one column per value of the axis with the cell's median,
+# then per compared value "<value>/<baseline>": with text, the ratio, its CI
+# and the noise mark in one cell; without, the ratio as a number and
+# "<value>/<baseline> verdict". attrs group_by (the sections), baseline, ratios.
+comparison_wide <- function(cells, comparisons, axes, axis, metric_name, rows = NULL,
+                            text = TRUE) {
   part <- cells[cells$metric == metric_name & !is.na(cells[[axis]])]
-  rows <- row_axis(part, axes, axis)
+  if (is.null(rows)) rows <- row_axis(part, axes, axis)
   sections <- setdiff(varying_axes(part[, ..axes], axes), c(axis, rows))
   by <- c(sections, rows)
   if (!length(by)) {
     part <- copy(part)[, .all := "all"]
     by <- ".all"
   }
+  values <- axis_levels(part[[axis]], axis)
   wide <- pivot_axis(part, by, axis, "median")
-  keep <- comparisons$axis == axis & comparisons$metric == metric_name
-  cmp <- comparisons[keep]
-  base <- cmp$baseline[1]
+  cmp <- data.table()
+  if (nrow(comparisons) && "axis" %in% names(comparisons)) {
+    keep <- comparisons$axis == axis & comparisons$metric == metric_name
+    cmp <- comparisons[keep]
+  }
+  base <- if (nrow(cmp)) cmp$baseline[1] else NA_character_
+  ratios <- character()
   if (nrow(cmp)) {
     if (".all" %in% by) cmp <- copy(cmp)[, .all := "all"]
     cmp[, name := paste0(axis_value, "/", base)]
-    cmp[, text := ratio_text(ratio, ratio_low, ratio_high, verdict)]
-    names_order <- paste0(setdiff(axis_levels(part[[axis]], axis), base), "/", base)
-    cmp[, name := factor(name, levels = names_order)]
-    ratio_wide <- dcast(with_axis_factors(cmp, by),
-                        stats::as.formula(paste(paste(sprintf("`%s`", by), collapse = " + "),
-                                                "~ name")),
-                        value.var = "text", drop = c(TRUE, FALSE))
-    ratio_wide <- without_axis_factors(ratio_wide, by)
+    ratios <- intersect(paste0(setdiff(values, base), "/", base), cmp$name)
+    cmp[, name := factor(name, levels = ratios)]
+    lhs <- paste(sprintf("`%s`", by), collapse = " + ")
+    spread <- function(column) {
+      w <- dcast(with_axis_factors(cmp, by), stats::as.formula(paste(lhs, "~ name")),
+                 value.var = column, drop = c(TRUE, FALSE))
+      without_axis_factors(w, by)
+    }
+    if (text) {
+      cmp[, shown := ratio_text(ratio, ratio_low, ratio_high, verdict)]
+      ratio_wide <- spread("shown")
+    } else {
+      ratio_wide <- spread("ratio")
+      verdicts <- spread("verdict")
+      setnames(verdicts, ratios, paste(ratios, "verdict"))
+      ratio_wide <- verdicts[ratio_wide, on = by]
+    }
     wide <- ratio_wide[wide, on = by]
-    setcolorder(wide, c(by, axis_levels(part[[axis]], axis)))
+    ratio_cols <- if (text) ratios else as.vector(rbind(ratios, paste(ratios, "verdict")))
+    setcolorder(wide, c(by, intersect(values, names(wide)), ratio_cols))
   }
   order_by_axes(wide, by)
   if (".all" %in% by) wide[, .all := NULL]
   setattr(wide, "group_by", sections)
   setattr(wide, "baseline", base)
+  setattr(wide, "ratios", ratios)
   wide
 }
 
@@ -140,7 +161,7 @@ comparisons_md_lines <- function(cells, comparisons, axes, settings) {
     keep <- comparisons$axis == axis & comparisons$metric %in% THROUGHPUT_METRICS
     metric_name <- comparisons$metric[keep][1]
     if (is.na(metric_name)) next
-    wide <- comparison_pivot(cells, comparisons, axes, axis, metric_name)
+    wide <- comparison_wide(cells, comparisons, axes, axis, metric_name)
     out <- c(out, sprintf("## %s (baseline %s), %s", axis, attr(wide, "baseline"),
                           metric_name), "",
              md_table_lines(wide, attr(wide, "group_by")))
@@ -148,7 +169,37 @@ comparisons_md_lines <- function(cells, comparisons, axes, settings) {
   out
 }
 
-cell_stats_md_lines <- function(cells, windows, settings) {
+# The study's chosen statistics (analysis.statistics) of every metric, one
+# row per cell: "<metric> <statistic>" columns, e.g. "tps mean", "tps sd",
+# "lat_p95_ms p95"; throughput metrics first.
+chosen_statistics <- function(cells, axes, statistics = STATS_DEFAULTS$statistics) {
+  statistics <- intersect(as.character(unlist(statistics)), CELL_STATISTICS)
+  metrics <- unique(cells$metric)
+  metrics <- c(intersect(THROUGHPUT_METRICS, metrics), setdiff(metrics, THROUGHPUT_METRICS))
+  rows <- varying_axes(cells, axes)
+  if (!length(rows)) rows <- axes
+  long <- melt(cells[, c(rows, "metric", statistics), with = FALSE],
+               id.vars = c(rows, "metric"), variable.name = "statistic", variable.factor = FALSE)
+  long[, column := factor(paste(metric, statistic),
+                          levels = as.vector(outer(statistics, metrics, function(s, m) paste(m, s))))]
+  wide <- dcast(with_axis_factors(long, rows),
+                stats::as.formula(paste(paste(sprintf("`%s`", rows), collapse = " + "), "~ column")),
+                value.var = "value", drop = c(TRUE, TRUE))
+  wide <- without_axis_factors(wide, rows)
+  order_by_axes(wide, rows)
+  wide[]
+}
+
+cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
+  chosen <- if (length(axes)) {
+    c("## The study's statistics", "",
+      sprintf(paste("Per cell: %s of the per-second values of every metric in the",
+                    "steady-state windows (analysis.statistics; units: tps transactions/s,",
+                    "iops I/O per s, lat_* ms)."),
+              paste(intersect(unlist(settings$statistics), CELL_STATISTICS), collapse = ", ")), "",
+      md_lines(chosen_statistics(cells, axes, settings$statistics)), "",
+      "## Every statistic", "")
+  }
   shown <- copy(cells)
   shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
   cols <- setdiff(names(shown), c("ci_low", "ci_high", "ci"))
@@ -161,33 +212,19 @@ cell_stats_md_lines <- function(cells, windows, settings) {
               nrow(flagged))
     } else {
       "Every repetition that could be judged reached steady state."
-    }, "",
+    }, "", chosen,
     md_lines(shown), "")
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
-  con <- open_log(log)
-  on.exit(close_log(con), add = TRUE)
-
-  axes <- axes_param(params)
-  baseline <- params[["baseline"]]
-  settings <- stats_settings(params[["analysis"]])
-  summary <- read_summary(input[["summary"]], axes)
-  samples <- read_table(input[["samples"]], axes,
-                        required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"),
-                        select = "tps")
+# The statistics of a study from its long tables: list(windows (per
+# repetition: steady_state.csv), cells (cell_stats.csv), comparisons
+# (comparisons.csv)); cells as written, without the bootstrap attributes.
+study_statistics <- function(summary, samples, axes, baseline = list(),
+                             settings = STATS_DEFAULTS) {
   kept <- per_second_cells(summary, samples, axes)
-  summary <- kept$summary
-  samples <- kept$samples
-  provenance <- read_provenance(input[["provenance"]])
-  caption <- if (length(provenance)) caption_text(provenance) else NULL
-  log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
-           nrow(samples), paste(axes, collapse = ", "))
-  check_sample_counts(summary, samples, axes)
-
+  check_sample_counts(kept$summary, kept$samples, axes)
   t0 <- proc.time()[["elapsed"]]
-  compact <- cell_series(samples, summary, axes)
-  rm(samples)
+  compact <- cell_series(kept$samples, kept$summary, axes)
   series <- compact$series
   windows <- steady_windows(series, c(".cell", "rep"), "throughput", settings)
   log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
@@ -198,19 +235,31 @@ main <- function(input, output, params, log = snakemake_log()) {
   log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
   comparisons <- comparisons_table(cells, axes, baseline, settings)
   log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - t0)
-
-  write_csv(windows, output[["steady_state"]])
-  write_csv(cells, output[["cell_stats_csv"]])
-  write_md_lines(cell_stats_md_lines(cells, windows, settings), output[["cell_stats_md"]],
-                 caption)
-  write_csv(comparisons, output[["comparisons_csv"]])
-  write_md_lines(comparisons_md_lines(cells, comparisons, axes, settings),
-                 output[["comparisons_md"]], caption)
-  invisible(list(windows = windows, cells = cells, comparisons = comparisons))
+  list(windows = windows, cells = cells, comparisons = comparisons)
 }
 
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  source(file.path(snakemake@scriptdir, "stats.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
+rule_statistics <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+
+  axes <- axes_param(params)
+  settings <- stats_settings(params[["analysis"]])
+  summary <- read_summary(input[["summary"]], axes)
+  samples <- read_table(input[["samples"]], axes,
+                        required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"),
+                        select = "tps")
+  provenance <- read_provenance(input[["provenance"]])
+  caption <- if (length(provenance)) caption_text(provenance) else NULL
+  log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
+           nrow(samples), paste(axes, collapse = ", "))
+  s <- study_statistics(summary, samples, axes, params[["baseline"]], settings)
+
+  write_csv(s$windows, output[["steady_state"]])
+  write_csv(s$cells, output[["cell_stats_csv"]])
+  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings, axes), output[["cell_stats_md"]],
+                 caption)
+  write_csv(s$comparisons, output[["comparisons_csv"]])
+  write_md_lines(comparisons_md_lines(s$cells, s$comparisons, axes, settings),
+                 output[["comparisons_md"]], caption)
+  invisible(s)
 }

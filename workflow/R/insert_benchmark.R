@@ -30,15 +30,9 @@ insert_table <- function(phases, axes, baseline = list()) {
   by <- c(vary, "phase")
   cells <- phases[, c(lapply(.SD, median_or_na), list(reps = .N)), by = by,
                   .SDcols = c("target_inserts_s", INSERT_METRICS)]
-  cells[, configuration := configuration_label(cells, vary)]
-  groups <- setdiff(vary, baseline_axes(vary, baseline))
-  cells[, baseline := is_baseline(cells, baseline_axes(vary, baseline), baseline)]
-  long <- melt(cells, id.vars = c(by, "configuration", "baseline", "reps", "target_inserts_s"),
+  long <- melt(cells, id.vars = c(by, "reps", "target_inserts_s"),
                measure.vars = INSERT_METRICS, variable.name = "metric", variable.factor = FALSE)
-  ref <- long[baseline == TRUE, c(groups, "phase", "metric", "value"), with = FALSE]
-  setnames(ref, "value", "base_value")
-  long <- merge(long, ref, by = c(groups, "phase", "metric"), all.x = TRUE)
-  long[, relative := ifelse(is.na(base_value) | base_value == 0, NA_real_, value / base_value)]
+  long <- relative_to_baseline(long, vary, baseline, c("phase", "metric"))
   long[, short_of_target := metric == "inserts_s" & !is.na(target_inserts_s) &
          value < RATE_TOLERANCE * target_inserts_s]
   long[, phase := factor(phase, levels = intersect(PHASE_ORDER, unique(phase)))]
@@ -46,7 +40,6 @@ insert_table <- function(phases, axes, baseline = list()) {
   setorderv(long, c("phase", "metric", vary))
   long[, phase := as.character(phase)]
   long[, metric := as.character(metric)]
-  long[, base_value := NULL]
   long[]
 }
 
@@ -71,7 +64,7 @@ insert_plot <- function(table, caption = NULL) {
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
 }
 
-main <- function(input, output, params, log = snakemake_log()) {
+rule_insert_benchmark <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
   axes <- axes_param(params)
@@ -86,9 +79,4 @@ main <- function(input, output, params, log = snakemake_log()) {
   write_md_table(shown, output[["table_md"]], group_by = "phase")
   save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 9)
   invisible(table)
-}
-
-if (exists("snakemake")) {
-  source(file.path(snakemake@scriptdir, "common.R"))
-  main(snakemake@input, snakemake@output, snakemake@params)
 }

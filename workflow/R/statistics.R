@@ -42,8 +42,14 @@ STATS_DEFAULTS <- list(
   draws = 1000L,       # bootstrap draws
   level = 0.95,        # confidence level of the intervals
   block_s = 10L,       # seconds per block when a cell has one repetition
-  seed = 20261123L     # the bootstrap's random numbers are reproducible
+  seed = 20261123L,    # the bootstrap's random numbers are reproducible
+  # the per-cell statistics cell_stats.md shows per metric, one row per cell
+  statistics = c("median", "mean", "sd", "p95", "max")
 )
+
+# What analysis.statistics may name: columns of cell_stats.csv.
+CELL_STATISTICS <- c("median", "mean", "sd", "p5", "p95", "min", "max", "rep_sd",
+                     "rep_spread_pct")
 
 MSER_BATCH <- 5L
 MSER_MIN_BATCHES <- 20L
@@ -77,7 +83,7 @@ stats_method <- function(settings = STATS_DEFAULTS) {
               "(steady NA, whole series)") else ""),
     sprintf(paste("Stalls: seconds of the window below %s%% of the repetition's median",
                   "throughput (count and longest run)."), format(100 * s$stall_share)),
-    paste("Per cell: mean, sd, p5 and p95 of the per-second values of all windows;",
+    paste("Per cell: mean, sd, p5, p95, min and max of the per-second values of all windows;",
           "median: median of the per-repetition medians; rep_sd and rep_spread_pct:",
           "sd and (max - min) / median of the per-repetition medians."),
     sprintf(paste("%d%% CI of the median: percentile bootstrap (%d draws) over the",
@@ -302,7 +308,8 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   on.exit(setnames(win, ".x", value))
   win[, .cg := .GRP, by = axes]
   on.exit(win[, .cg := NULL], add = TRUE)
-  pooled <- win[, .(seconds = .N, mean = mean(.x), sd = sd(.x)), by = .cg]  # GForce: sd, not stats::sd
+  pooled <- win[, .(seconds = .N, mean = mean(.x), sd = sd(.x), min = min(.x), max = max(.x)),
+                by = .cg]  # GForce: sd, not stats::sd
   sorted <- win[, .(.cg, .x)]
   setorder(sorted, .cg, .x)
   start <- sorted[, .(start = .I[1L]), by = .cg]
@@ -331,13 +338,19 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   cells[, .cg := NULL]
   cells[, ci_method := ifelse(reps > 1L,
                               sprintf("bootstrap over %d repetitions", reps),
-                              sprintf("bootstrap over %d blocks of %s s",
-                                      lengths(block_values),
-                                      format(settings$block_s)))]
+                              block_method(seconds, lengths(block_values)))]
   basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$block_values)
   rep_values <- cells$rep_values
   cells[, c("rep_values", "block_values") := NULL]
   list(stats = cells, basis = basis, rep_values = rep_values)
+}
+
+# "bootstrap over 5 blocks of 1 s": the blocks a one-repetition cell's CI
+# was drawn over, with the length they had (seconds / blocks, to 2 digits;
+# the study's block_s only when the window holds 5 blocks of it or more).
+block_method <- function(seconds, blocks) {
+  sprintf("bootstrap over %d blocks of %s s", blocks,
+          as.character(signif(seconds / blocks, 2)))
 }
 
 # The statistics of every cell for one metric: what cell_values() gives plus
@@ -350,7 +363,7 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   out <- cv$stats
   out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
   setcolorder(out, c(axes, "reps", "seconds", "median", "ci_low", "ci_high",
-                     "mean", "sd", "p5", "p95", "rep_sd", "rep_spread_pct",
+                     "mean", "sd", "p5", "p95", "min", "max", "rep_sd", "rep_spread_pct",
                      "ci_method"))
   setattr(out, "draws", draws)
   setattr(out, "noise", pooled_noise(cv$rep_values))
@@ -411,7 +424,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
                  reps_baseline = base_rows$reps[1])]
   }
   pairs <- pairs[!is.na(.base_row)]
-  pairs[, ratio := ifelse(median_baseline > 0, median / median_baseline, NA_real_)]
+  pairs[, ratio := baseline_ratio(median, median_baseline)]
   if (!is.null(noise) && noise$df > 0) {
     half <- stats::qt((1 + level) / 2, noise$df) * noise$s *
       sqrt(1 / pairs$reps + 1 / pairs$reps_baseline)

@@ -1,0 +1,91 @@
+# Markdown tables and CSV output.
+
+# ---------------------------------------------------------------------------
+# Markdown tables
+
+# Numbers as a person reads them: integers as they are; other values to three
+# significant digits, those of 1000 and more rounded with thousands separators.
+format_number <- function(x) {
+  out <- rep("NA", length(x))
+  ok <- !is.na(x)
+  if (is.integer(x)) {
+    out[ok] <- as.character(x[ok])
+    return(out)
+  }
+  out[ok & !is.finite(x)] <- as.character(x[ok & !is.finite(x)])
+  ok <- is.finite(x)
+  r <- signif(x, 3)
+  big <- ok & abs(r) >= 1000
+  small <- ok & !big
+  out[big] <- formatC(round(x[big]), format = "d", big.mark = ",")
+  v <- r[small]
+  digits <- pmax(0, 2 - floor(log10(abs(v))))
+  digits[v == 0] <- 0
+  text <- character(length(v))
+  for (d in unique(digits)) {
+    text[digits == d] <- formatC(v[digits == d], format = "f", digits = d)
+  }
+  text[v == 0] <- "0"
+  out[small] <- text
+  out
+}
+
+md_cells <- function(x) {
+  if (is.numeric(x)) return(format_number(x))
+  out <- as.character(x)
+  out[is.na(out)] <- "NA"
+  gsub("|", "\\|", out, fixed = TRUE)
+}
+
+md_lines <- function(dt) {
+  cols <- names(dt)
+  cells <- lapply(dt, md_cells)
+  align <- vapply(dt, function(x) if (is.numeric(x)) "---:" else ":---", "")
+  row <- function(v) paste0("| ", paste(v, collapse = " | "), " |")
+  body <- if (nrow(dt) == 0) character() else {
+    paste0("| ", do.call(paste, c(unname(cells), sep = " | ")), " |")
+  }
+  c(row(cols), row(align), body)
+}
+
+# Writes dt as a GitHub pipe table. With group_by, one table per group under a
+# "### axis=value, ..." heading, without the group columns. preamble goes
+# above, caption (e.g. caption_text(provenance)) below.
+write_md_table <- function(dt, path, group_by = NULL, preamble = NULL,
+                           caption = NULL) {
+  out <- character()
+  if (length(preamble)) out <- c(preamble, "")
+  out <- c(out, md_table_lines(dt, group_by))
+  write_md_lines(out, path, caption)
+}
+
+# The lines of write_md_table() without preamble and caption, so that one file
+# can hold several tables.
+md_table_lines <- function(dt, group_by = NULL) {
+  dt <- as.data.table(dt)
+  if (!length(group_by)) return(c(md_lines(dt), ""))
+  out <- character()
+  groups <- unique(dt[, ..group_by])
+  for (i in seq_len(nrow(groups))) {
+    key <- groups[i]
+    part <- dt[key, on = group_by, nomatch = NULL][, !..group_by]
+    out <- c(out, paste("###", cell_name(key, group_by)), "", md_lines(part), "")
+  }
+  out
+}
+
+# Writes markdown lines with the caption (if any) in italics below.
+write_md_lines <- function(lines, path, caption = NULL) {
+  out <- lines
+  if (length(caption)) out <- c(out, paste0("_", gsub("\n", "; ", caption), "_"), "")
+  dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
+  writeLines(out, path)
+  invisible(path)
+}
+
+
+# A CSV table, its folder made if needed.
+write_csv <- function(dt, path) {
+  dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
+  fwrite(dt, path)
+}

@@ -1,0 +1,36 @@
+# aggregate: every repetition's tidy files -> the long tables (results/tables/*.csv.gz, *.parquet).
+
+TABLES = "results/tables"
+
+rule aggregate:
+    localrule: True  # reads every repetition's files: where snakemake runs
+    input:
+        expand(
+            "{rep_dir}/{name}",
+            rep_dir=rep_dirs(),
+            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"],
+        ),
+    output:
+        summary=f"{TABLES}/summary.csv.gz",
+        samples=f"{TABLES}/samples.csv.gz",
+        system=f"{TABLES}/system.csv.gz",
+        counters=f"{TABLES}/counters.csv.gz",
+        phases=f"{TABLES}/phases.csv.gz",
+        executions=f"{TABLES}/executions.csv.gz",
+        percentiles=f"{TABLES}/percentiles.csv.gz",
+        summary_parquet=f"{TABLES}/summary.parquet",
+        samples_parquet=f"{TABLES}/samples.parquet",
+        system_parquet=f"{TABLES}/system.parquet",
+        counters_parquet=f"{TABLES}/counters.parquet",
+        percentiles_parquet=f"{TABLES}/percentiles.parquet",
+        provenance=f"{TABLES}/provenance.json",
+        not_applicable=f"{TABLES}/not_applicable.csv",
+    params:
+        axes=STUDY.axes,
+        study=STUDY.name,
+        not_applicable=STUDY.not_applicable,
+        rep_dirs=rep_dirs(),
+    log:
+        "results/logs/aggregate.log",
+    script:
+        "../scripts/aggregate.py"

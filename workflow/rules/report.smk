@@ -1,0 +1,39 @@
+# report: the summary page (results/index.html, summary.md), the explore page (results/explore.html) and the report's captions, from what the analysis wrote.
+
+rule explore:
+    localrule: True
+    input:
+        samples=rules.aggregate.output.samples_parquet,
+        system=rules.aggregate.output.system_parquet,
+        counters=rules.aggregate.output.counters_parquet,
+        steady_state=steady_state_of_study(),
+    output:
+        "results/explore.html",
+    params:
+        axes=STUDY.axes,
+        study=STUDY.name,
+    log:
+        "results/logs/explore.log",
+    script:
+        "../scripts/explore.py"
+
+
+rule summary:
+    localrule: True
+    input:
+        analysis=analysis_targets(),
+        explore=rules.explore.output,
+        user=user_targets(),  # results/user/<stem>/outputs.json lists what each script wrote
+        provenance=rules.aggregate.output.provenance,
+        not_applicable=rules.aggregate.output.not_applicable,
+    output:
+        html="results/index.html",
+        md="results/summary.md",
+        caption="results/report/provenance.rst",
+        front="results/report/study.rst",
+    params:
+        study=summary_study(),
+    log:
+        "results/logs/summary.log",
+    script:
+        "../scripts/summary.py"
