@@ -150,15 +150,15 @@ def write_bare(bare: Path, snakefile_text: str, scripts: list[str], cells: list[
     (bare / "cells.txt").write_text("\n".join(cells) + "\n")
 
 
-def derive(tmp: Path, snakefile: Path, environ: dict) -> tuple[str, list[str]]:
-    """The bare Snakefile, from a dry run of the real workflow on the 20-cell version of the study."""
+def derive(tmp: Path, snakefile: Path, environ: dict, study_dict: dict, cells: list[str]) -> tuple[str, list[str]]:
+    """The bare Snakefile and its scripts, from a dry run of the real workflow on a small study whose
+    cell paths are `cells`."""
     work = tmp / "derive"
     work.mkdir()
-    cells = DERIVE_USERS * len(THREADS)
-    write_yaml(work / "study.yaml", study(cells))
+    write_yaml(work / "study.yaml", study_dict)
     log = tmp / "derive.txt"
     run(snakemake_argv(work, *FLAGS, snakefile=snakefile), work, environ, log)
-    return bare_snakefile(log.read_text(), cell_paths(cells))
+    return bare_snakefile(log.read_text(), cells)
 
 
 def setup(tmp: Path, cells: int, snakefile: Path, bare_text: str, scripts: list[str]) -> tuple[list, Path, list, Path]:
@@ -207,7 +207,8 @@ def main() -> None:
     environ = env(tmp)
     snakefile = snapshot(tmp, args.live) / "Snakefile"
     print(f"temp dir: {tmp}; workflow: {snakefile.parent}")
-    bare_text, scripts = derive(tmp, snakefile, environ)
+    small = DERIVE_USERS * len(THREADS)
+    bare_text, scripts = derive(tmp, snakefile, environ, study(small), cell_paths(small))
     rows, over = [], []
     for cells in args.sizes:
         real_argv, real, bare_argv, bare = setup(tmp, cells, snakefile, bare_text, scripts)

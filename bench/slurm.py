@@ -13,6 +13,7 @@ first) so neither always runs on a warmer machine.
 Overhead per cell = (Slurm wall - local wall) / cells, and Slurm wall / local wall.
 
     .venv/bin/python bench/slurm.py [--cells 50] [--repeats 1]
+    .venv/bin/python bench/slurm.py --smoke     # 2 cells: checks it still runs
 """
 from __future__ import annotations
 
@@ -54,7 +55,10 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=50)
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="2 cells: does it still run")
     args = ap.parse_args()
+    if args.smoke:
+        args.cells, args.repeats = 2, 1
     tmp = tempdir("slurm", args.keep)
     workflow = snapshot(tmp)
     environ = env(tmp)
