@@ -11,7 +11,7 @@ import os
 import re
 import stat
 import string
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
@@ -55,9 +55,17 @@ class Study:
     versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
     cluster: dict  # where measuring jobs go on Slurm: {"partition": …}
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
+    _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
     def recipe(self, cell: Cell) -> dict:
-        """Everything that shapes one cell's measurement, and nothing else."""
+        """Everything that shapes one cell's measurement, and nothing else. Built once per cell:
+        planning asks for it several times per job (params, the image, the Slurm time limit, the
+        estimate, the analysis targets). The same dict is returned each time; do not change it."""
+        if cell not in self._recipes:
+            self._recipes[cell] = self._recipe(cell)
+        return self._recipes[cell]
+
+    def _recipe(self, cell: Cell) -> dict:
         values = cell.as_dict()
         wl = self.workloads[values["workload"]]
         options = {k: _substitute(v, values) for k, v in wl["options"].items()}
