@@ -5,6 +5,7 @@ before any job exists.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -434,9 +435,13 @@ def _check_filesystem(name: str, fs: dict) -> None:
 
 
 def _placeholders(value) -> list[str]:
-    if not isinstance(value, str):
-        return []
-    return [field for _, field, _, _ in string.Formatter().parse(value) if field]
+    return list(_fields(value)) if isinstance(value, str) else []
+
+
+@functools.cache
+def _fields(text: str) -> tuple[str, ...]:
+    """The {names} in an option's text; parsed once per text (it is asked per cell and option)."""
+    return tuple(name for _, name, _, _ in string.Formatter().parse(text) if name)
 
 
 def _substitute(value, cell: dict):
