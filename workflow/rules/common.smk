@@ -1,8 +1,11 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import inspect
 import math
 import os
 import sys
 from pathlib import Path
+
+from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import estimate, lock, slurm, summary, workloads
@@ -68,37 +71,52 @@ wildcard_constraints:
     family=r"mariadb|postgresql",
 
 
+def per_job(func):
+    """Mark a function Snakemake calls for every job (input, params, resources, priority): it
+    inspects such a function's signature two or three times per job (inspect.signature, about
+    10 us each); this gives it the signature once. bench/planning.py, BENCHMARKS.md (planning)."""
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
+
 def rep_dirs():
     return [f"{RUNS}/{path}/rep~{rep}" for path in CELLS for rep in REPS]
 
 
+@per_job
 def recipe(wildcards):
     return STUDY.recipe(CELLS[wildcards.cell])
 
 
+@per_job
 def cell_values(wildcards):
     return CELLS[wildcards.cell].as_dict()
 
 
+@per_job
 def run_priority(wildcards):
     return STUDY.priority(int(wildcards.rep))
 
 
+@per_job
 def image_of(wildcards):
     """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
     cell = CELLS[wildcards.cell]
     return [ancient(path) for path in (STUDY.image(cell), STUDY.fetched(cell)) if path]
 
 
+@per_job
 def server_of_image(wildcards):
     fetched = STUDY.fetched(IMAGES[f"resources/images/{wildcards.image}.img"])
     return [ancient(fetched)] if fetched else []
 
 
+@per_job
 def image_spec(wildcards):
     return STUDY.image_spec(IMAGES[f"resources/images/{wildcards.image}.img"])
 
 
+@per_job
 def run_minutes(wildcards, attempt):
     """Slurm's time limit of one repetition, in minutes: twice its warm-up and measured window (a fio
     run bounded by size only counts 10 minutes), plus 10 for restore, start and stop; each retry
@@ -108,11 +126,13 @@ def run_minutes(wildcards, attempt):
     return attempt * (10 + math.ceil(2 * seconds / 60))
 
 
+@per_job
 def attempt_number(wildcards, attempt):
     """Snakemake's attempt of this job (1, then 2… on --retries), for run.py to tell a retry."""
     return attempt
 
 
+@per_job
 def node_to_itself(wildcards):
     """Slurm options of a measuring job: a node to itself, the cell's own node when it names a host."""
     host = CELLS[wildcards.cell].get("host") if hasattr(wildcards, "cell") else None
