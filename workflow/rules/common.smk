@@ -139,6 +139,7 @@ def node_to_itself(wildcards):
     return "--exclusive" + (f" --nodelist={host}" if host else "")
 
 
+
 # The study's partition for measuring jobs; without one, the profile's or the cluster's default.
 PARTITION = {"slurm_partition": STUDY.cluster["partition"]} if "partition" in STUDY.cluster else {}
 
@@ -146,8 +147,10 @@ PARTITION = {"slurm_partition": STUDY.cluster["partition"]} if "partition" in ST
 def final_targets():
     """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
     remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
-    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
-    return [*rules.aggregate.input, *analysis_targets(), *rules.summary.output]
+    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run.
+    The repetitions' files as plain paths: given as rule aggregate's input objects, Snakemake compares
+    each with aggregate's outputs (rules.py _set_inoutput_item; 85,000 comparisons for 1,000 cells)."""
+    return [*map(str, rules.aggregate.input), *analysis_targets(), *rules.summary.output]
 
 
 def analysis_targets():
