@@ -139,6 +139,11 @@ def node_to_itself(wildcards):
     return "--exclusive" + (f" --nodelist={host}" if host else "")
 
 
+# A function where jobs differ, the value itself where they do not: Snakemake calls a function for
+# every job (BENCHMARKS.md, planning).
+RUN_PRIORITY = run_priority if len({STUDY.priority(rep) for rep in REPS}) > 1 else STUDY.priority(1)
+SLURM_EXTRA = node_to_itself if "host" in STUDY.axes else node_to_itself(None)  # no cell names a host
+
 
 # The study's partition for measuring jobs; without one, the profile's or the cluster's default.
 PARTITION = {"slurm_partition": STUDY.cluster["partition"]} if "partition" in STUDY.cluster else {}
