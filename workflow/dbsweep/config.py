@@ -215,8 +215,8 @@ def load(config: dict) -> Study:
 
 
 def _validate_schema(config: dict) -> None:
-    with open(SCHEMA) as f:
-        schema = yaml.safe_load(f)
+    with open(SCHEMA) as f:  # libyaml's loader when there: 3 ms instead of 20 at every start
+        schema = yaml.load(f, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(schema).iter_errors(config))
     if error is None:
         return
