@@ -20,11 +20,15 @@ of each before the first size. Wall and CPU time (user + system of the snakemake
 process) are both taken. Goal: real / bare <= 1.1.
 
     .venv/bin/python bench/planning.py [--sizes 1000 10000] [--repeats 5] [--large-repeats 3] [--profile]
-    .venv/bin/python bench/planning.py --smoke      # 20 cells, one pair, no warm-up: checks it still runs
+    .venv/bin/python bench/planning.py --smoke      # 20 cells, one pair and the profile: checks it still runs
 
---profile: run the real workflow once more under cProfile for the smallest
-size and print where the time goes (also done by itself when the ratio is above
-the goal).
+--profile: for the smallest size, run the real workflow and the bare Snakefile
+once more under cProfile and print where the time goes: the workflow's own parts
+(config loading, the time estimate, the not-applicable listing and IMAGES table at
+module level, the per-job functions, the analysis targets), the Python function
+calls of each side (a count, so the noise of a shared machine does not move it),
+and the CPU time of importing the workflow's package beside Snakemake's own imports.
+Also done by itself when the ratio is above the goal.
 """
 from __future__ import annotations
 
@@ -32,6 +36,7 @@ import argparse
 import io
 import pstats
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -172,12 +177,69 @@ def setup(tmp: Path, cells: int, snakefile: Path, bare_text: str, scripts: list[
             [SNAKEMAKE, "-s", bare / "Snakefile", "-d", bare, *FLAGS], bare)
 
 
-def profile(real_argv: list, cwd: Path, environ: dict, out: Path, workflow: Path, top: int = 25) -> str:
-    """cProfile of one dry run of the real workflow; the top costs by cumulative time, dbsweep's own
-    functions separately."""
+# The workflow's own parts at planning: (label, function names in workflow/ whose cumulative time it is).
+PARTS = [
+    ("config loading (dbsweep.config.load)", ["load"]),
+    ("the time estimate (print_estimate)", ["print_estimate"]),
+    ("per-job functions of the rules", ["recipe", "cell_values", "image_of", "run_minutes", "attempt_number",
+                                        "node_to_itself", "run_priority", "server_of_image", "image_spec"]),
+    ("analysis targets (final_targets, summary rule)", ["final_targets", "analysis_targets"]),
+    ("summary_study (summary rule's params)", ["summary_study"]),
+    ("common.smk module level in all (imports, CELLS, not-applicable listing, IMAGES, estimate, …)",
+     ["<module>:common.smk"]),
+    ("analyse.smk module level (its rules, with Snakemake's rule set-up)", ["<module>:analyse.smk"]),
+]
+IMPORTS = ("import snakemake.api, snakemake.workflow, snakemake.dag, snakemake.cli, psutil, yaml; import time; "
+           "t = time.process_time(); {what}; print(time.process_time() - t)")
+
+
+def parts(prof: Path, workflow: Path) -> list[list]:
+    """Cumulative seconds (under cProfile) and calls of each of PARTS, from the profile of a real dry run."""
+    stats = pstats.Stats(str(prof)).stats
+    rows = []
+    for label, names in PARTS:
+        seconds = calls = 0
+        for (filename, _, function), (_, ncalls, _, cumtime, _) in stats.items():
+            if not filename.startswith(str(workflow)):
+                continue
+            for name in names:
+                want, _, file = name.partition(":")
+                if function == want and (not file or filename.endswith(file)):
+                    seconds += cumtime
+                    calls += ncalls
+        rows.append([label, calls, seconds])
+    return rows
+
+
+def calls(prof: Path) -> int:
+    return sum(entry[1] for entry in pstats.Stats(str(prof)).stats.values())
+
+
+def import_cpu(workflow: Path, environ: dict) -> float:
+    """CPU seconds of importing what common.smk imports from the workflow's package, after Snakemake's own
+    imports (whatever both use is counted once, on Snakemake's side)."""
+    what = ("import sys; sys.path.insert(0, %r); from dbsweep import estimate, lock, slurm, summary, workloads; "
+            "from dbsweep.config import load" % str(workflow))
+    done = subprocess.run([str(PYTHON), "-c", IMPORTS.format(what=what)], capture_output=True, text=True,
+                          env=environ, check=True)
+    return float(done.stdout.split()[-1])
+
+
+def profile(real_argv: list, cwd: Path, bare_argv: list, bare_cwd: Path, environ: dict, out: Path, workflow: Path,
+            top: int = 25) -> str:
+    """cProfile of one dry run of the real workflow and of the bare Snakefile: the workflow's own parts, the
+    Python function calls of each, the import of the workflow's package; then the top costs by cumulative time,
+    dbsweep's own functions separately."""
     prof = out.with_suffix(".prof")
     run([PYTHON, "-m", "cProfile", "-o", prof, *real_argv], cwd, environ, out)
-    text = []
+    bare_prof = out.with_name(out.stem + "-bare.prof")
+    run([PYTHON, "-m", "cProfile", "-o", bare_prof, *bare_argv], bare_cwd, environ, out.with_name(out.stem + "-bare.txt"))
+    imports = median([import_cpu(workflow, environ) for _ in range(5)])
+    real_calls, bare_calls = calls(prof), calls(bare_prof)
+    text = [table(["part of the workflow's own code", "calls", "cumulative s under cProfile"], parts(prof, workflow)),
+            f"\nPython function calls: real {real_calls:,}, bare {bare_calls:,}, real/bare {real_calls / bare_calls:.3f}; "
+            f"profiled time: real {pstats.Stats(str(prof)).total_tt:.1f} s, bare {pstats.Stats(str(bare_prof)).total_tt:.1f} s",
+            f"CPU time of importing the workflow's package after Snakemake's imports (median of 5): {imports:.3f} s\n"]
     for title, restrictions in (("cumulative, all", ()), ("cumulative, workflow/ code (Snakefile, rules, dbsweep)",
                                                             (str(workflow),))):
         buf = io.StringIO()
@@ -196,12 +258,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5, help="interleaved pairs for sizes up to 1000 cells")
     ap.add_argument("--large-repeats", type=int, default=3, help="interleaved pairs for larger sizes")
     ap.add_argument("--profile", action="store_true", help="profile the real workflow even if within the goal")
-    ap.add_argument("--smoke", action="store_true", help="20 cells, one pair, no warm-up or profile: does it still run")
+    ap.add_argument("--smoke", action="store_true", help="20 cells, one pair, no warm-up: does it still run")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
     args = ap.parse_args()
     if args.smoke:
-        args.sizes, args.repeats, args.large_repeats = [20], 1, 1
+        args.sizes, args.repeats, args.large_repeats, args.profile = [20], 1, 1, True
 
     tmp = tempdir("planning", args.keep)
     environ = env(tmp)
@@ -209,9 +271,9 @@ def main() -> None:
     print(f"temp dir: {tmp}; workflow: {snakefile.parent}")
     small = DERIVE_USERS * len(THREADS)
     bare_text, scripts = derive(tmp, snakefile, environ, study(small), cell_paths(small))
-    rows, over = [], []
+    rows, over, setups = [], [], {}
     for cells in args.sizes:
-        real_argv, real, bare_argv, bare = setup(tmp, cells, snakefile, bare_text, scripts)
+        real_argv, real, bare_argv, bare = setups[cells] = setup(tmp, cells, snakefile, bare_text, scripts)
         if cells == args.sizes[0] and not args.smoke:  # untimed warm-up: fills the bytecode cache of both
             for name, argv, cwd in (("real", real_argv, real), ("bare", bare_argv, bare)):
                 run(argv, cwd, environ, tmp / f"{name}-{cells}-warmup.txt")
@@ -237,19 +299,17 @@ def main() -> None:
                      median(cpu_ratios), f"{min(cpu_ratios):.2f}-{max(cpu_ratios):.2f}",
                      "yes" if ratio <= GOAL else "NO"])
         if ratio > GOAL:
-            over.append((cells, real_argv, real))
+            over.append(cells)
     print()
     print(table(["cells", "jobs", "pairs", "real s (median)", "bare s (median)", "real/bare (median)", "pair range",
                  "real CPU s", "bare CPU s", "CPU real/bare", "CPU pair range", f"<= {GOAL}"], rows))
-    if args.smoke:
-        return
     if args.profile and not over:
-        cells = min(args.sizes)
-        over.append((cells, snakemake_argv(tmp / f"real-{cells}", *FLAGS, snakefile=snakefile), tmp / f"real-{cells}"))
+        over.append(min(args.sizes))
     if over:
-        cells, argv, cwd = min(over, key=lambda o: o[0])
-        print(f"\nprofile of the real workflow's dry run, {cells} cells (cProfile):\n")
-        print(profile(argv, cwd, environ, tmp / f"profile-{cells}.txt", snakefile.parent))
+        cells = min(over)
+        real_argv, real, bare_argv, bare = setups[cells]
+        print(f"\nprofile of the dry runs, {cells} cells (cProfile):\n")
+        print(profile(real_argv, real, bare_argv, bare, environ, tmp / f"profile-{cells}.txt", snakefile.parent))
 
 
 if __name__ == "__main__":
