@@ -15,8 +15,9 @@ stops if the two plan different jobs.
 
 The real workflow is a copy of workflow/ taken at start (--live: workflow/
 itself). Both are run with the same flags (`--workflow-profile none -n -c1`, cwd = their
-temp dir), interleaved real, bare, real, bare ..., after one untimed warm-up
-of each before the first size. Wall and CPU time (user + system of the snakemake
+temp dir), interleaved real, bare, real, bare ... (--together: both sides of a
+pair at the same time). The dry run the bare Snakefile is derived from fills the
+bytecode cache of both first (Snakemake's and the workflow's). Wall and CPU time (user + system of the snakemake
 process) are both taken. Goal: real / bare <= 1.1.
 
     .venv/bin/python bench/planning.py [--sizes 1000 10000] [--repeats 5] [--large-repeats 3] [--profile]
@@ -252,6 +253,28 @@ def profile(real_argv: list, cwd: Path, bare_argv: list, bare_cwd: Path, environ
     return "\n".join(text)
 
 
+def together(runs: list[tuple[list, Path, Path]], environ: dict) -> list[tuple[float, float]]:
+    """Start every (argv, cwd, log) at once; (wall s, CPU s of it and its children) of each. On a loaded
+    machine the two sides of a pair then share the same load, where interleaved they may not."""
+    import os
+    import time
+    procs = []
+    for argv, cwd, log in runs:
+        with open(log, "w") as out:
+            procs.append((subprocess.Popen([str(a) for a in argv], cwd=cwd, env=environ, stdout=out,
+                                           stderr=subprocess.STDOUT), time.perf_counter()))
+    results = {}
+    while len(results) < len(procs):
+        pid, status, usage = os.wait4(-1, 0)
+        for i, (proc, start) in enumerate(procs):
+            if proc.pid == pid:
+                proc.returncode = os.waitstatus_to_exitcode(status)
+                if proc.returncode:
+                    raise RuntimeError(f"{runs[i][0]} exited with {proc.returncode}; see {runs[i][2]}")
+                results[i] = (time.perf_counter() - start, usage.ru_utime + usage.ru_stime)
+    return [results[i] for i in range(len(procs))]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
@@ -259,6 +282,8 @@ def main() -> None:
     ap.add_argument("--large-repeats", type=int, default=3, help="interleaved pairs for larger sizes")
     ap.add_argument("--profile", action="store_true", help="profile the real workflow even if within the goal")
     ap.add_argument("--smoke", action="store_true", help="20 cells, one pair, no warm-up: does it still run")
+    ap.add_argument("--together", action="store_true",
+                    help="run the two sides of each pair at the same time, not one after the other (a loaded machine)")
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
     args = ap.parse_args()
@@ -274,20 +299,21 @@ def main() -> None:
     rows, over, setups = [], [], {}
     for cells in args.sizes:
         real_argv, real, bare_argv, bare = setups[cells] = setup(tmp, cells, snakefile, bare_text, scripts)
-        if cells == args.sizes[0] and not args.smoke:  # untimed warm-up: fills the bytecode cache of both
-            for name, argv, cwd in (("real", real_argv, real), ("bare", bare_argv, bare)):
-                run(argv, cwd, environ, tmp / f"{name}-{cells}-warmup.txt")
         repeats = args.repeats if cells <= 1000 else args.large_repeats
         wall = {"real": [], "bare": []}
         cpu = {"real": [], "bare": []}
         counts = {}
         for i in range(repeats):
-            for name, argv, cwd in (("real", real_argv, real), ("bare", bare_argv, bare)):
-                log = tmp / f"{name}-{cells}-{i}.txt"
-                elapsed, used = run_cpu(argv, cwd, environ, log)
+            sides = (("real", real_argv, real), ("bare", bare_argv, bare))
+            logs = {name: tmp / f"{name}-{cells}-{i}.txt" for name, _, _ in sides}
+            if args.together:
+                measured = together([(argv, cwd, logs[name]) for name, argv, cwd in sides], environ)
+            else:
+                measured = [run_cpu(argv, cwd, environ, logs[name]) for name, argv, cwd in sides]
+            for (name, _, _), (elapsed, used) in zip(sides, measured):
                 wall[name].append(elapsed)
                 cpu[name].append(used)
-                counts.setdefault(name, job_counts(log.read_text()))
+                counts.setdefault(name, job_counts(logs[name].read_text()))
                 print(f"  {cells} cells, repeat {i + 1}: {name} {elapsed:.2f} s wall, {used:.2f} s CPU", flush=True)
             if counts["real"] != counts["bare"]:  # both must plan the same jobs
                 raise SystemExit(f"{cells} cells: job counts differ: real {counts['real']} bare {counts['bare']}")
