@@ -35,3 +35,24 @@ def test_smoke_mode_runs_and_prints_its_table(script):
     assert done.returncode == 0, f"{script} --smoke exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     table = [line for line in done.stdout.splitlines() if line.startswith("|")]
     assert len(table) >= 3, f"{script} --smoke printed no table:\n{done.stdout[-3000:]}"
+
+
+def test_bare_snakefile_has_the_dry_runs_rules_as_patterns():
+    """bench/planning.py derives its bare Snakefile from a dry run of the workflow (a real one of a 4-cell
+    study, captured): every planned rule, rule all first, cell paths and repetitions as wildcards."""
+    sys.path.insert(0, str(BENCH))
+    import planning
+    text = (ROOT / "tests" / "fixtures" / "planning_dry_run.txt").read_text()
+    cells = [f"filesystem~tmpfs/threads~{t}/workload~fio-rr/user~{u}" for t in (1, 2) for u in "ab"]
+    snakefile, scripts = planning.bare_snakefile(text, cells)
+    rules = [line.split()[1].rstrip(":") for line in snakefile.splitlines() if line.startswith("rule ")]
+    assert rules[0] == "all"
+    assert set(rules) == set(planning.job_counts(text)) == {"all", "run", "collect", "aggregate", "statistics",
+                                                             "figures", "tables", "plots", "summary"}
+    assert sorted(scripts) == sorted(f"scripts/{rule}.py" for rule in rules if rule != "all")
+    run_rule = snakefile.split("rule run:")[1].split("\nrule ")[0]
+    assert "'results/runs/{cell}/rep~{rep}/run.json'," in run_rule
+    assert "'results/logs/run/{cell}/rep~{rep}.log'," in run_rule
+    assert "measure=1," in run_rule and "priority: 1" in run_rule
+    assert "expand('results/runs/{cell}/rep~{rep}/samples.csv', cell=CELLS, rep=REPS)," in snakefile
+    assert "workload~fio-rr" not in snakefile  # no cell path left in
