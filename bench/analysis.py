@@ -8,6 +8,7 @@ the gzipped table, the steady-state windows and stalls, per-cell statistics with
 both metrics, the ratio tables of every axis. Goal (issue 6): under 60 s and 4 GB for 10 million.
 
     .venv/bin/python bench/analysis.py [--cells 10000] [--seconds 1000] [--reps 1]
+    .venv/bin/python bench/analysis.py --smoke     # 40 cells x 120 s: checks it still runs
 """
 from __future__ import annotations
 
@@ -15,7 +16,10 @@ import argparse
 import os
 import re
 import subprocess
+import sys
+from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, snapshot, tempdir
 
 GENERATE = r"""
@@ -69,7 +73,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=1_000)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy")
+    parser.add_argument("--smoke", action="store_true", help="40 cells x 1 repetition x 120 s: does it still run")
     args = parser.parse_args()
+    if args.smoke:
+        args.cells, args.seconds, args.reps = 40, 120, 1
     tmp = tempdir("analysis")
     workflow = snapshot(tmp, args.live)
     (tmp / "generate.R").write_text(GENERATE)

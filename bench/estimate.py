@@ -9,6 +9,7 @@ of the round ended (run.json `ended`): the part the estimate is about (the analy
 it are not counted).
 
     .venv/bin/python bench/estimate.py [--cells 10] [--rounds 3]
+    .venv/bin/python bench/estimate.py --smoke     # 2 rounds of 1 cell: checks it still runs
 """
 from __future__ import annotations
 
@@ -40,7 +41,10 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=10, help="new cells per round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--smoke", action="store_true", help="2 rounds of 1 new cell (the second from measured overhead): does it still run")
     args = ap.parse_args()
+    if args.smoke:
+        args.cells, args.rounds = 1, 2
     tmp = tempdir("estimate", args.keep)
     environ = env(tmp)
     workflow = snapshot(tmp)

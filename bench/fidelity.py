@@ -20,6 +20,7 @@ the spread pipeline / hand would have if the pipeline added nothing.
 IOPS from fio.json (read). Goal: median pipeline / hand within 3 %.
 
     .venv/bin/python bench/fidelity.py [--rounds 5] [--runtime 10] [--where /dev/shm]
+    .venv/bin/python bench/fidelity.py --smoke     # one round of 2 s runs: checks it still runs
 """
 from __future__ import annotations
 
@@ -119,7 +120,10 @@ def main() -> None:
     ap.add_argument("--where", help="parent of the temp dir, i.e. where the images and loop files live "
                     "(default /tmp, on the VM's disk; /dev/shm keeps the disk, and its noise, out)")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
+    ap.add_argument("--smoke", action="store_true", help="one round of 2 s runs: does it still run")
     args = ap.parse_args()
+    if args.smoke:
+        args.rounds, args.runtime = 1, 2
     tmp = tempdir("fidelity", args.keep, args.where)
     environ = env(tmp)
     workflow = snapshot(tmp, args.live)

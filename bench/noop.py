@@ -15,14 +15,16 @@
    Last, `snakemake --touch --forcerun run` over every job, so that Snakemake
    holds metadata (params, input, code) for every output, as after real runs
    (without it the no-op is faster: Snakemake has less to read and compare).
-3. The bare Snakefile of bench/planning.py (same jobs, no dbsweep code) gets a
-   copy of the completed tree, recorded the same way with `--touch`.
+3. The bare Snakefile of bench/planning.py (same jobs, no dbsweep code; derived
+   from a dry run of the small study before it runs) gets a copy of the completed
+   tree, recorded the same way with `--touch`.
 4. Timed, interleaved: real no-op, bare no-op, real -n, repeated. Every no-op
    must print "Nothing to be done". Flags for both: -c2 and the workflow's
    default profile (which the real workflow reads by itself). The real
    workflow is a copy of workflow/ taken at start (--live: workflow/ itself).
 
     .venv/bin/python bench/noop.py [--cells 1000] [--repeats 5]
+    .venv/bin/python bench/noop.py --smoke     # threads 1..2, 4 cells, one repeat: checks it still runs
 """
 from __future__ import annotations
 
@@ -37,9 +39,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import (PYTHON, SNAKEMAKE, env, leftovers, median, run, snakemake_argv, snapshot,  # noqa: E402
                     table, tempdir, write_yaml)
-from planning import BARE  # noqa: E402
+from planning import derive, write_bare  # noqa: E402
 
-THREADS = list(range(1, 11))
+THREADS = list(range(1, 11))  # --smoke: 1..2
 NOTHING = "Nothing to be done"
 RUNTIME = 3
 
@@ -59,11 +61,11 @@ def users(n: int) -> list[str]:
     return [f"u{i:05d}" for i in range(n)]
 
 
-def study(n_users: int) -> dict:
+def study(n_users: int, threads: list[int]) -> dict:
     return {
         "study": "noop",
         "repetitions": 1,
-        "axes": {"filesystem": ["tmpfs"], "threads": THREADS, "user": users(n_users), "workload": ["fio-rr"]},
+        "axes": {"filesystem": ["tmpfs"], "threads": threads, "user": users(n_users), "workload": ["fio-rr"]},
         "filesystems": {"tmpfs": {"type": "tmpfs", "size": "64M"}},
         "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "1M",
                                                             "runtime": RUNTIME}}},
@@ -80,9 +82,13 @@ def rewrite_cell(path: Path, user: str) -> None:
     path.write_text(json.dumps(record, indent=2) + "\n")
 
 
-def build_tree(small: Path, big: Path, n_users: int) -> None:
+def cell_paths(n_users: int, threads: list[int]) -> list[str]:
+    return [cell_path(t, u) for t in threads for u in users(n_users)]
+
+
+def build_tree(small: Path, big: Path, n_users: int, thread_counts: list[int]) -> None:
     """Copy each small-run cell into the n_users cells of the big study with the same thread count."""
-    for threads in THREADS:
+    for threads in thread_counts:
         src_cell = cell_path(threads, "u00000")
         src = small / "results" / "runs" / src_cell / "rep~1"
         attempts = [p.name for p in src.glob("attempt~*")]
@@ -103,7 +109,7 @@ def build_tree(small: Path, big: Path, n_users: int) -> None:
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copyfile(log, target)
     time.sleep(0.05)
-    for threads in THREADS:  # collect outputs after every run.json: newer than their input
+    for threads in thread_counts:  # collect outputs after every run.json: newer than their input
         src = small / "results" / "runs" / cell_path(threads, "u00000") / "rep~1"
         collect_outputs = [p.name for p in src.iterdir() if p.is_file() and p.name != "run.json"]
         for user in users(n_users):
@@ -127,7 +133,13 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
+    ap.add_argument("--smoke", action="store_true", help="threads 1..2, 4 cells, one repeat: does it still run")
     args = ap.parse_args()
+    threads = THREADS
+    if args.smoke:
+        threads, args.cells, args.repeats = [1, 2], 4, 1
+    if args.cells % len(threads):
+        raise SystemExit(f"--cells: {args.cells} is not a multiple of {len(threads)}")
     tmp = tempdir("noop", args.keep)
     environ = env(tmp)
     workflow = snapshot(tmp, args.live)
@@ -138,7 +150,8 @@ def main() -> None:
     # 1. small real run
     small = tmp / "small"
     small.mkdir()
-    write_yaml(small / "study.yaml", study(1))
+    write_yaml(small / "study.yaml", study(1, threads))
+    bare_text, bare_scripts = derive(tmp, sf, environ, study(1, threads), cell_paths(1, threads))
     wall, _ = run(snakemake_argv(small, *flags, snakefile=sf), small, environ, tmp / "small-run.txt")
     runs = [json.loads(p.read_text()) for p in (small / "results" / "runs").rglob("rep~1/run.json")]
     in_job = [r["measure_end"] - r["measure_start"] for r in runs]
@@ -147,12 +160,12 @@ def main() -> None:
     assert not leftovers(tmp), leftovers(tmp)
 
     # 2. completed big tree, finished by the real workflow
-    n_users = args.cells // len(THREADS)
+    n_users = args.cells // len(threads)
     big = tmp / "big"
     big.mkdir()
-    write_yaml(big / "study.yaml", study(n_users))
+    write_yaml(big / "study.yaml", study(n_users, threads))
     t0 = time.perf_counter()
-    build_tree(small, big, n_users)
+    build_tree(small, big, n_users, threads)
     copy_s = time.perf_counter() - t0
     run(snakemake_argv(big, "-n", *flags, snakefile=sf), big, environ, tmp / "big-plan.txt")
     planned = planned_rules((tmp / "big-plan.txt").read_text())
@@ -166,10 +179,8 @@ def main() -> None:
 
     # 3. bare Snakefile on a copy of the completed tree
     bare = tmp / "bare"
-    (bare / "scripts").mkdir(parents=True)
-    for name in ("run.py", "collect.py", "aggregate.py", "tables.R", "plots.R"):
-        (bare / "scripts" / name).write_text("# placeholder; a no-op run does not execute it\n")
-    (bare / "Snakefile").write_text(BARE.format(cells=args.cells, threads=THREADS, users=users(n_users)))
+    bare.mkdir()
+    write_bare(bare, bare_text, bare_scripts, cell_paths(n_users, threads))
     shutil.copytree(big / "results", bare / "results", symlinks=True)
     bare_argv = [SNAKEMAKE, "-s", bare / "Snakefile", "-d", bare, *flags]
     run(touch_all(bare_argv), bare, environ, tmp / "bare-touch.txt")

@@ -20,6 +20,7 @@ given relative to the measured window of the same repeat's repetition (about
 5 s). Medians.
 
     .venv/bin/python bench/overhead.py [--repeats 3]
+    .venv/bin/python bench/overhead.py --smoke     # one repeat, 16M file, 2 s window: checks it still runs
 """
 from __future__ import annotations
 
@@ -39,14 +40,14 @@ WINDOW_S = 5
 FILESYSTEMS = ("ext4", "xfs")
 
 
-def study():
+def study(window: int = WINDOW_S, size: str = "256M"):
     return config.load({
         "study": "overhead",
         "axes": {"filesystem": list(FILESYSTEMS), "threads": [1], "workload": ["fio-randread"]},
         "filesystems": {"ext4": {"type": "ext4", "size": "1G"}, "xfs": {"type": "xfs", "size": "1G"}},
         "workloads": {"fio-randread": {"tool": "fio", "options": {
-            "rw": "randread", "bs": "16k", "size": "256M", "ioengine": "psync", "direct": 1, "iodepth": 1,
-            "runtime": WINDOW_S}}},
+            "rw": "randread", "bs": "16k", "size": size, "ioengine": "psync", "direct": 1, "iodepth": 1,
+            "runtime": window}}},
     })
 
 
@@ -74,7 +75,10 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--live", action="store_true", help="import workflow/dbsweep itself, not a copy taken at start")
+    ap.add_argument("--smoke", action="store_true", help="one repeat, 16M file, 2 s window: does it still run")
     args = ap.parse_args()
+    if args.smoke:
+        args.repeats = 1
     tmp = tempdir("overhead", args.keep)
     workflow = snapshot(tmp, args.live)
     print(f"temp dir: {tmp}; workflow: {workflow}")
@@ -82,7 +86,8 @@ def main() -> None:
     global collect, config, run, storage
     from dbsweep import collect, config, run, storage
     active = tmp / "active"
-    s = study()
+    s = study(2, "16M") if args.smoke else study()
+    window_s = 2 if args.smoke else WINDOW_S
     cells = {c["filesystem"]: c for c in s.cells}
     steps = ["mkfs+mount", "mkfs teardown", "prepare", "restore+mount", "restore teardown", "collect",
              "repetition (whole run step)", "measured window"]
@@ -145,7 +150,7 @@ def main() -> None:
     per_cell = {fs: median([sum(x) for x in zip(times[(fs, "restore+mount")], times[(fs, "restore teardown")],
                                                 times[(fs, "collect")])]) for fs in FILESYSTEMS}
     print("\nper-cell storage overhead (restore+mount + teardown + collect), median: "
-          + ", ".join(f"{fs} {v:.2f} s = {100 * v / WINDOW_S:.0f}% of {WINDOW_S} s" for fs, v in per_cell.items()))
+          + ", ".join(f"{fs} {v:.2f} s = {100 * v / window_s:.0f}% of {window_s} s" for fs, v in per_cell.items()))
     assert not leftovers(tmp), leftovers(tmp)
 
 

@@ -12,6 +12,7 @@ sysbench client spends per transaction, with the pipeline's own functions (workf
 
     .venv/bin/python bench/tpcc.py [--scales 1 2] [--seconds 20] [--threads 2]
                                    [--engines innodb myrocks postgresql]
+    .venv/bin/python bench/tpcc.py --smoke     # InnoDB, 1 warehouse, 2 s: checks it still runs
 """
 from __future__ import annotations
 
@@ -98,7 +99,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=20)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
+    parser.add_argument("--smoke", action="store_true", help="InnoDB, 1 warehouse, a 2 s run: does it still run")
     args = parser.parse_args()
+    if args.smoke:
+        args.scales, args.seconds, args.engines = [1], 2, ["innodb"]
     tmp = tempdir("tpcc", where="/var/tmp")
     tmp.chmod(0o755)
     log = open(tmp / "bench.log", "w")

@@ -7,6 +7,7 @@ an image, which is what every repetition does). Per version, with the pipeline's
 own functions (dbsweep.servers, dbsweep.engines).
 
     .venv/bin/python bench/versions.py [--versions postgresql:16 mariadb:11.4] [--repeats 3]
+    .venv/bin/python bench/versions.py --smoke     # PostgreSQL 16 once: checks it still runs
 """
 from __future__ import annotations
 
@@ -42,7 +43,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", nargs="+", default=["postgresql:16", "mariadb:11.4"])
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--smoke", action="store_true", help="PostgreSQL 16 only (the smaller download), one later start: does it still run")
     args = parser.parse_args()
+    if args.smoke:
+        args.versions, args.repeats = ["postgresql:16"], 1
     tmp = tempdir("versions")
     tmp.chmod(0o755)
     log = open(tmp / "bench.log", "w")

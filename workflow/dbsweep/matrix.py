@@ -1,6 +1,7 @@
 """Axes, include/exclude rules, cells and their paths."""
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -27,9 +28,10 @@ class Cell:
     def as_dict(self) -> dict:
         return dict(self.items)
 
-    @property
+    @functools.cached_property
     def path(self) -> str:
-        """`filesystem~ext4/threads~4/workload~randread`: readable, and parsed back by parse_path."""
+        """`filesystem~ext4/threads~4/workload~randread`: readable, and parsed back by parse_path.
+        Computed once per cell: planning asks for it several times per cell."""
         return "/".join(f"{axis}~{quote(str(value), safe=_SAFE)}" for axis, value in self.items)
 
 

@@ -1,9 +1,12 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import inspect
 import math
 import re
 import os
 import sys
 from pathlib import Path
+
+from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import estimate, lock, slurm, study_progress, summary, workloads
@@ -110,37 +113,52 @@ wildcard_constraints:
     family=r"mariadb|postgresql",
 
 
+def per_job(func):
+    """Mark a function Snakemake calls for every job (input, params, resources, priority): it
+    inspects such a function's signature two or three times per job (inspect.signature, about
+    10 us each); this gives it the signature once. bench/planning.py, BENCHMARKS.md (planning)."""
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
+
 def rep_dirs():
     return [f"{RUNS}/{path}/rep~{rep}" for path in CELLS for rep in REPS]
 
 
+@per_job
 def recipe(wildcards):
     return STUDY.recipe(CELLS[wildcards.cell])
 
 
+@per_job
 def cell_values(wildcards):
     return CELLS[wildcards.cell].as_dict()
 
 
+@per_job
 def run_priority(wildcards):
     return STUDY.priority(int(wildcards.rep))
 
 
+@per_job
 def image_of(wildcards):
     """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
     cell = CELLS[wildcards.cell]
     return [ancient(path) for path in (STUDY.image(cell), STUDY.fetched(cell)) if path]
 
 
+@per_job
 def server_of_image(wildcards):
     fetched = STUDY.fetched(IMAGES[f"resources/images/{wildcards.image}.img"])
     return [ancient(fetched)] if fetched else []
 
 
+@per_job
 def image_spec(wildcards):
     return STUDY.image_spec(IMAGES[f"resources/images/{wildcards.image}.img"])
 
 
+@per_job
 def run_minutes(wildcards, attempt):
     """Slurm's time limit of one repetition, in minutes: twice its warm-up and measured window (a fio
     run bounded by size only counts 10 minutes), plus 10 for restore, start and stop; each retry
@@ -150,15 +168,23 @@ def run_minutes(wildcards, attempt):
     return attempt * (10 + math.ceil(2 * seconds / 60))
 
 
+@per_job
 def attempt_number(wildcards, attempt):
     """Snakemake's attempt of this job (1, then 2… on --retries), for run.py to tell a retry."""
     return attempt
 
 
+@per_job
 def node_to_itself(wildcards):
     """Slurm options of a measuring job: a node to itself, the cell's own node when it names a host."""
     host = CELLS[wildcards.cell].get("host") if hasattr(wildcards, "cell") else None
     return "--exclusive" + (f" --nodelist={host}" if host else "")
+
+
+# A function where jobs differ, the value itself where they do not: Snakemake calls a function for
+# every job (BENCHMARKS.md, planning).
+RUN_PRIORITY = run_priority if len({STUDY.priority(rep) for rep in REPS}) > 1 else STUDY.priority(1)
+SLURM_EXTRA = node_to_itself if "host" in STUDY.axes else node_to_itself(None)  # no cell names a host
 
 
 # The study's partition for measuring jobs; without one, the profile's or the cluster's default.
@@ -168,8 +194,10 @@ PARTITION = {"slurm_partition": STUDY.cluster["partition"]} if "partition" in ST
 def final_targets():
     """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
     remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
-    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
-    return [*rules.aggregate.input, *analysis_targets(), *user_targets(), *rules.summary.output]
+    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run.
+    The repetitions' files as plain paths: given as rule aggregate's input objects, Snakemake compares
+    each with aggregate's outputs (rules.py _set_inoutput_item; 85,000 comparisons for 1,000 cells)."""
+    return [*map(str, rules.aggregate.input), *analysis_targets(), *user_targets(), *rules.summary.output]
 
 
 def analysis_targets():

@@ -25,7 +25,7 @@ rule prepare:
         "results/logs/prepare/{image}.log",
     resources:
         measure=1,
-        slurm_extra=node_to_itself,
+        slurm_extra=SLURM_EXTRA,
         **PARTITION,
     priority: STUDY.priority(0)
     script:

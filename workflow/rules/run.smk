@@ -13,10 +13,10 @@ rule run:
         f"results/logs/run/{{cell}}/rep~{{rep}}.log",
     resources:
         measure=1,  # locally: one measuring job at a time
-        slurm_extra=node_to_itself,  # on Slurm: the node to itself
+        slurm_extra=SLURM_EXTRA,  # on Slurm: the node to itself
         runtime=run_minutes,
         attempt=attempt_number,
         **PARTITION,
-    priority: run_priority  # interleaved repetitions (config key interleave)
+    priority: RUN_PRIORITY  # interleaved repetitions (config key interleave)
     script:
         "../scripts/run.py"
