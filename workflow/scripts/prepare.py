@@ -5,12 +5,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from dbsweep import storage  # noqa: E402
-from dbsweep.run import fill, signals_raise  # noqa: E402
+from dbsweep.run import fill, stopped  # noqa: E402
+from dbsweep.runtime import owned  # noqa: E402
+from dbsweep.runtime.signals import signals_raise  # noqa: E402
 
 spec = snakemake.params.spec
 image = Path(snakemake.output[0])
-with open(snakemake.log[0], "w") as log, signals_raise(), \
+active = Path("results/.active")
+with open(snakemake.log[0], "w") as log, stopped(log), signals_raise(), owned(f"prepare {image}", active, log), \
         tempfile.TemporaryDirectory(dir=image.parent, prefix=".prepare-") as scratch:
     Path(scratch).chmod(0o755)  # a server's run folder goes inside, and servers run as their own users
-    storage.prepare_image(spec["filesystem"], image, lambda root: fill(spec, root, Path(scratch), log),
-                          Path("results/.active"))
+    storage.prepare_image(spec["filesystem"], image, lambda root: fill(spec, root, Path(scratch), log), active)

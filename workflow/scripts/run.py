@@ -3,9 +3,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from dbsweep.run import repetition  # noqa: E402
+from dbsweep.run import repetition, stopped  # noqa: E402
 
-with open(snakemake.log[0], "w") as log:
+with open(snakemake.log[0], "w") as log, stopped(log):
     image = Path(snakemake.input[0]) if snakemake.input else None
     repetition(snakemake.params.cell, int(snakemake.wildcards.rep), snakemake.params.recipe,
                Path(snakemake.output[0]), image, Path("results/.active"), log, snakemake.resources.attempt)
