@@ -62,26 +62,26 @@ def mount_facts(target: Path) -> dict:
     return {}
 
 
-@contextmanager
-def registered(active: Path, record: dict):
-    """Record what is set up in `active` while the body runs; the record stays when the body (which
-    releases it) fails, so that release(), or sweep_stale() after a kill, finishes the job."""
+def register(active: Path, record: dict) -> Path:
+    """Record what is being set up in `active`; the caller removes the record (the returned path) once
+    it has released it, so a release that fails, or a kill, leaves the record for release() or
+    sweep_stale() to finish the job."""
     active.mkdir(parents=True, exist_ok=True)
     entry = active / f"{uuid.uuid4().hex}.json"
     entry.write_text(json.dumps(record | {"host": socket.gethostname(), "pid": os.getpid()}))
-    yield
-    entry.unlink(missing_ok=True)
+    return entry
 
 
 @contextmanager
 def scratch_files(path: Path, active: Path):
     """Remove path (a file or folder that may hold a secret, e.g. an image copy) after the body, and
     after a kill through the record in active."""
-    with registered(active, {"remove": str(Path(path).resolve())}):
-        try:
-            yield path
-        finally:
-            _remove(Path(path))
+    entry = register(active, {"remove": str(Path(path).resolve())})
+    try:
+        yield path
+    finally:
+        _remove(Path(path))
+        entry.unlink(missing_ok=True)
 
 
 def _remove(path: Path) -> None:
@@ -99,11 +99,12 @@ def _remove(path: Path) -> None:
 def loop_device(image: Path, active: Path):
     """Attach image to a loop device with direct IO, so the host page cache does not hide the device."""
     dev = sh(["losetup", "--direct-io=on", "--find", "--show", str(image)]).stdout.strip()
-    with registered(active, {"loop": dev, "image": str(image.resolve())}):
-        try:
-            yield dev
-        finally:
-            detach(dev)
+    entry = register(active, {"loop": dev, "image": str(image.resolve())})
+    try:
+        yield dev
+    finally:
+        detach(dev)
+        entry.unlink(missing_ok=True)
 
 
 def detach(dev: str, tries: int = 20) -> None:
@@ -123,11 +124,12 @@ def mounted(source: str, target: Path, fstype: str, options: list[str], active: 
     target.mkdir(parents=True, exist_ok=True)
     argv = ["mount", "-t", fstype] + (["-o", ",".join(options)] if options else []) + [source, str(target)]
     sh(argv)
-    with registered(active, {"mount": str(target.resolve())}):
-        try:
-            yield argv
-        finally:
-            unmount(target)
+    entry = register(active, {"mount": str(target.resolve())})
+    try:
+        yield argv
+    finally:
+        unmount(target)
+        entry.unlink(missing_ok=True)
 
 
 def unmount(target: Path, tries: int = 20) -> None:
