@@ -15,7 +15,7 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbsweep import engines, servers, workloads
+from dbsweep import engines, runtime, servers, storage, workloads
 from dbsweep.runtime.memory import memory_cgroup
 
 CREDENTIALS = "credentials.json"  # at the filesystem's root, beside the datadir; mode 0600
@@ -66,6 +66,8 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
     build = basedir(recipe)
     creds = json.loads((root / CREDENTIALS).read_text())
     rundir = Path(tempfile.mkdtemp(prefix="dbsweep-"))
+    # recorded, so that a kill leaves no sysbench option file (the password) behind
+    entry = storage.register(runtime.active, {"remove": str(rundir)}) if runtime.active else None
     try:
         rundir.chmod(0o755)
         port = free_port()
@@ -88,6 +90,8 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
                 if path.is_file() and path.suffix in (".log", ".cnf", ".conf"):
                     shutil.copyfile(path, _free_name(keep, path.name))
         shutil.rmtree(rundir, ignore_errors=True)
+        if entry is not None:
+            entry.unlink(missing_ok=True)
 
 
 def _free_name(keep: Path, name: str) -> Path:

@@ -16,43 +16,46 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from dbsweep import storage
 from dbsweep.runtime import cgroup, guardian, lock
+
+active: Path | None = None  # the results/.active folder of the repetition this process is in (set by owned)
 
 
 @contextmanager
-def owned(what: str, active: Path, log) -> Iterator[cgroup.Cgroup]:
+def owned(what: str, active_folder: Path, log) -> Iterator[cgroup.Cgroup]:
     """Hold the host's measuring lock, release what dead runs left (their processes killed first, then
     their mounts, loop devices and scratch files), and run the body inside a new repetition cgroup with
     a guardian outside it. On exit, whatever the body left running in the cgroup is killed, and what it
     could not release is released."""
-    from dbsweep import storage
+    global active
 
     with lock.measuring(what, log) as lock_fd:
         h = cgroup.hierarchy()
-        released = cgroup.sweep(h) + storage.sweep_stale(active)
+        released = cgroup.sweep(h) + storage.sweep_stale(active_folder)
         if released:
             log.write(f"released what a dead run left behind: {released}\n")
             log.flush()
         rep = cgroup.create(h, os.getpid())
         home = h.home()
-        guard = guardian.start(rep, active, lock_fd, log)
-        released = False
+        guard = guardian.start(rep, active_folder, lock_fd, log)
+        clean = False
         try:
             cgroup.move(os.getpid(), rep.entry)
-            cgroup.current = rep
+            cgroup.current, active = rep, Path(active_folder)
             try:
                 yield rep
             finally:
-                cgroup.current = None
+                cgroup.current, active = None, None
                 cgroup.move(os.getpid(), home)
                 killed = rep.kill()
                 rep.remove()
                 if killed:
                     log.write(f"killed {len(killed)} processes the repetition left running: {sorted(killed)}\n")
-                left = storage.release(active, os.getpid())
+                left = storage.release(active_folder, os.getpid())
                 if left:
                     log.write(f"released after its processes were killed: {left}\n")
                 log.flush()
-                released = True
+                clean = True
         finally:
-            guard.done() if released else guard.abandon()  # abandoned: the guardian releases what is left
+            guard.done() if clean else guard.abandon()  # abandoned: the guardian releases what is left
