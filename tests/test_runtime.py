@@ -31,9 +31,10 @@ def alive(pid: int) -> bool:
 
 def wait_for(predicate, timeout=30.0, what="condition"):
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not (value := predicate()):
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.1)
+    return value
 
 
 def test_leaving_kills_every_process_the_repetition_started_even_those_that_left_its_session(tmp_path):
@@ -222,3 +223,33 @@ def test_a_failed_job_says_why_in_its_log_and_on_stderr(tmp_path):
     line = "dbsweep: runtimeerror: sysbench exited with 1: FATAL: error 1040: Too many connections"
     assert done.returncode == 1 and done.stderr.strip() == line and "Traceback" not in done.stderr
     assert (tmp_path / "rule.log").read_text().strip().splitlines()[-1] == line
+
+
+def test_workers_of_a_killed_tool_parent_die_with_it_not_at_the_end_of_their_runtime(tmp_path):
+    """fio's workers call setsid(): once fio itself is SIGKILLed, neither its session nor its parentage
+    finds them; the tool's own sub-cgroup does."""
+    result = {}
+    with owned("test", tmp_path / "active", io.StringIO()):
+        import threading
+
+        def tool():
+            result["status"] = run.run_tool(FIO + [f"--filename={tmp_path}/f"], tmp_path, tmp_path / "out",
+                                            tmp_path / "err")
+        thread = threading.Thread(target=tool)
+        thread.start()
+        fio = wait_for(lambda: next((p for p in psutil.Process().children() if p.name() == "fio"
+                                     and len(p.children()) >= 2), None), what="fio and its jobs")
+        workers = [p.pid for p in fio.children()]
+        started = time.monotonic()
+        fio.kill()
+        thread.join(30)
+        assert result["status"] == -signal.SIGKILL and time.monotonic() - started < 10
+        assert [pid for pid in workers if alive(pid)] == []
+
+
+def test_a_monitor_that_died_mid_window_fails_the_window(tmp_path):
+    from dbsweep.monitors import Monitors
+    with pytest.raises(RuntimeError, match=r"monitor died during the measured window: vmstat \(exit -9\)"):
+        with Monitors(tmp_path, []) as mon:
+            mon._procs[0].kill()
+            mon._procs[0].wait()

@@ -36,7 +36,7 @@ import psutil
 from dbsweep import database, engines, manifest, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
-from dbsweep.runtime import owned
+from dbsweep.runtime import cgroup, owned
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import Interrupted, signals_raise  # noqa: F401 - Interrupted: for callers
 
@@ -80,14 +80,22 @@ def stopped(log):
 
 
 def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, progress: Follow | None = None) -> int:
-    """Run argv in a session of its own; if we are interrupted, it and all its descendants are stopped.
-    `progress` follows its stdout into the run log while it runs."""
-    with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
-        try:
-            return proc.wait()
-        finally:
-            stop_tree(proc)
+    """Run argv in a session of its own, inside a sub-cgroup of the repetition's when there is one; when
+    it ends or we are interrupted, it and all its descendants are stopped: those that lost their parent
+    too (fio's workers, when fio itself was killed). `progress` follows its stdout into the run log."""
+    inside = cgroup.current.child(f"tool-{time.monotonic_ns()}") if cgroup.current else None
+    prefix = inside.enter_argv() if inside else []
+    try:
+        with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
+            proc = subprocess.Popen(prefix + argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+            try:
+                return proc.wait()
+            finally:
+                stop_tree(proc)
+    finally:
+        if inside is not None:
+            inside.kill()
+            inside.remove()
 
 
 def stop_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:

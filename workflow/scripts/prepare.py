@@ -13,6 +13,6 @@ spec = snakemake.params.spec
 image = Path(snakemake.output[0])
 active = Path("results/.active")
 with open(snakemake.log[0], "w") as log, stopped(log), signals_raise(), owned(f"prepare {image}", active, log), \
-        tempfile.TemporaryDirectory(dir=image.parent, prefix=".prepare-") as scratch:
-    Path(scratch).chmod(0o755)  # a server's run folder goes inside, and servers run as their own users
-    storage.prepare_image(spec["filesystem"], image, lambda root: fill(spec, root, Path(scratch), log), active)
+        storage.scratch_files(Path(tempfile.mkdtemp(dir=image.parent, prefix=".prepare-")), active) as scratch:
+    scratch.chmod(0o755)  # a server's run folder goes inside, and servers run as their own users
+    storage.prepare_image(spec["filesystem"], image, lambda root: fill(spec, root, scratch, log), active)

@@ -154,6 +154,17 @@ class Cgroup:
         it) hold no processes itself, so there it is a leaf `job`; v1 has no such rule."""
         return self.path / "job" if self.hierarchy.version == 2 else self.path
 
+    def child(self, name: str) -> "Cgroup":
+        """A new sub-cgroup (e.g. for the tool, so that it can be killed alone)."""
+        path = self.path / name
+        path.mkdir()
+        return Cgroup(self.hierarchy, path)
+
+    def enter_argv(self) -> list[str]:
+        """A prefix for a command line that moves the command into this cgroup before it execs, so it
+        and everything it forks are born inside, with no moment outside."""
+        return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(self.path / "cgroup.procs")]
+
     def pids(self) -> list[int]:
         """Every process in the cgroup and its sub-cgroups."""
         found = []
