@@ -337,3 +337,23 @@ def test_kill_during_the_measured_window_of_fio(prepared, kill):
 
 def test_job_sigkill_during_prepare(prepared):
     trial(prepared, "db", db_config(), "sysbench", job_sigkill, during="prepare")
+
+
+def test_a_full_disk_during_prepare_says_why_on_stderr_in_the_log_and_on_the_summary_page():
+    """48 MB cannot hold InnoDB's 96 MB redo log: mariadb-install-db fails with error 28 (ENOSPC) and
+    then prints its help text; the line shown is the error, not the help."""
+    root = new_root()
+    config = db_config()
+    config["filesystems"]["ext4"]["size"] = "48M"
+    study = Study(root, config)
+    done = study.run(check=False)
+    assert done.returncode != 0
+    (line,) = [line for line in (done.stdout + done.stderr).splitlines() if line.startswith("dbsweep: runtimeerror")]
+    assert "mariadb-install-db failed" in line and "error 28" in line
+    (log,) = root.glob("results/logs/prepare/**/*.log")
+    assert log.read_text().strip().splitlines()[-1] == line
+    page = (root / "results/index.html").read_text()
+    assert "<td>failed</td><td>prepare: runtimeerror: mariadb-install-db failed" in page
+    assert f'href="{log.relative_to(root / "results")}"' in page
+    assert leftovers(root) == []
+    shutil.rmtree(root, ignore_errors=True)
