@@ -149,10 +149,11 @@ def secrets_outside(root: Path, secret: bytes) -> list[str]:
 def _rundirs_holding(secret: bytes) -> list[str]:
     """Server run folders (under /tmp: a socket path is short) still holding the secret."""
     found = []
-    for path in Path(tempfile.gettempdir()).glob("dbsweep-*/*"):
-        try:
-            if path.is_file() and secret in path.read_bytes():
-                found.append(str(path))
+    for folder in Path(tempfile.gettempdir()).glob("dbsweep-*"):
+        try:  # other sessions' folders come and go meanwhile
+            for path in folder.iterdir():
+                if path.is_file() and secret in path.read_bytes():
+                    found.append(str(path))
         except OSError:
             pass
     return found
