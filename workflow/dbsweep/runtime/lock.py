@@ -23,8 +23,9 @@ from dbsweep import manifest
 PATH = Path(os.environ.get("DBSWEEP_MEASURE_LOCK", "/run/dbsweep/measure.lock"))
 
 
-def holder(path: Path = PATH) -> str | None:
-    """Who holds the lock ("pid N on HOST: WHAT since T"), or None when nobody does."""
+def holder(path: Path | None = None) -> str | None:
+    """Who holds the lock at PATH (or path): "pid N on HOST in FOLDER: WHAT since T", or None."""
+    path = path or PATH
     try:
         fd = os.open(path, os.O_RDONLY)
     except FileNotFoundError:
@@ -41,9 +42,10 @@ def holder(path: Path = PATH) -> str | None:
 
 
 @contextmanager
-def measuring(what: str, log, path: Path = PATH) -> Iterator[int]:
-    """Hold the lock for the body (yields its descriptor); when another process holds it, say whose it
-    is in log and on stderr, then wait for it."""
+def measuring(what: str, log, path: Path | None = None) -> Iterator[int]:
+    """Hold the lock (at PATH unless given) for the body (yields its descriptor); when another process
+    holds it, say whose it is in log and on stderr, then wait for it."""
+    path = path or PATH
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     try:
