@@ -21,7 +21,9 @@ def leftovers(folder: Path) -> list[str]:
     loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
              if folder in line]
     procs = []
-    for proc in psutil.process_iter(["name", "cmdline", "cwd", "ppid"]):
+    for proc in psutil.process_iter(["name", "cmdline", "cwd", "ppid", "status"]):
+        if proc.info["status"] == psutil.STATUS_ZOMBIE:  # dead, waiting for its (new) parent to reap it
+            continue
         cmd = " ".join(proc.info["cmdline"] or [])
         if proc.info["name"] in ("fio", "sysbench") and (folder in cmd or folder in (proc.info["cwd"] or "")):
             procs.append(cmd)

@@ -129,6 +129,12 @@ def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir)
     assert servers_in(workdir) == [] and leftovers(workdir) == []
     rep = next(study.path("results/runs").glob("engine~innodb/*/*/*/*/rep~1"))
     assert not (rep / "run.json").exists()
+    # A server killed while serving is a failure (retried), not a refusal of the cell's options.
+    assert not (rep / "rejected.json").exists()
+    (attempt,) = rep.glob("attempt~*")
+    assert "died while serving" in json.loads((attempt / "run.json").read_text())["error"]
+    log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
+    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text() and "died while serving" in log.read_text()
 
     config["workloads"]["oltp"]["options"]["time"] = 2
     study.write(config)

@@ -25,7 +25,7 @@ from types import ModuleType
 import psutil
 import pytest
 
-from dbsweep.cgroup import memory_cgroup
+from dbsweep.runtime.memory import memory_cgroup
 from dbsweep.engines import ENGINES, datadir_processes, family, option_sets, write_private
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size

@@ -107,3 +107,19 @@ def test_block_device_is_formatted_only_when_allowed_and_not_mounted(tmp_path):
         time.sleep(0.1)
         storage.detach(dev)
     assert leftovers(tmp_path) == []
+
+
+def test_a_busy_mount_is_never_unmounted_lazily(tmp_path):
+    """A lazy unmount hides a mount that is still used: its device stays attached and written to."""
+    target = tmp_path / "mnt"
+    with storage.mounted("tmpfs", target, "tmpfs", ["size=8M"], tmp_path / "active"):
+        holder = subprocess.Popen(["sleep", "60"], cwd=target)
+        try:
+            with pytest.raises(RuntimeError, match=r"umount .*in use by"):
+                storage.unmount(target, tries=2)
+            assert storage.mount_facts(target), "still mounted, not detached from the tree"
+        finally:
+            holder.kill()
+            holder.wait()
+    assert not storage.mount_facts(target)
+    assert list((tmp_path / "active").iterdir()) == []

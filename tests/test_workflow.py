@@ -119,7 +119,7 @@ def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):
     proc = subprocess.Popen(study.argv(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 60
-    while not any("fio" in line for line in leftovers(tmp_path)):
+    while not any("fio" in line and "runtime=30" in line for line in leftovers(tmp_path)):  # not prepare's fio
         assert time.monotonic() < deadline, "fio never started"
         time.sleep(0.2)
     time.sleep(1)

@@ -15,7 +15,8 @@ from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
-from dbsweep import cgroup, engines, servers, workloads
+from dbsweep import engines, runtime, servers, storage, workloads
+from dbsweep.runtime.memory import memory_cgroup
 
 CREDENTIALS = "credentials.json"  # at the filesystem's root, beside the datadir; mode 0600
 DATADIR = "data"
@@ -65,13 +66,15 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
     build = basedir(recipe)
     creds = json.loads((root / CREDENTIALS).read_text())
     rundir = Path(tempfile.mkdtemp(prefix="dbsweep-"))
+    # recorded, so that a kill leaves no sysbench option file (the password) behind
+    entry = storage.register(runtime.active, {"remove": str(rundir)}) if runtime.active else None
     try:
         rundir.chmod(0o755)
         port = free_port()
         config = family.config_text(engine, memory, recipe.get("server_options", {}), root / DATADIR, rundir, port,
                                     basedir=build)
         limit = recipe.get("memory_limit") if memory else None
-        capped = cgroup.memory_cgroup(rundir.name, limit) if limit else nullcontext()
+        capped = memory_cgroup(rundir.name, limit) if limit else nullcontext()
         with capped as add, family.server(engine, root / DATADIR, rundir, config, log, cgroup=add,
                                           basedir=build) as handle:
             conn = family.Conn(host="127.0.0.1", port=port, socket=handle.socket, **creds)
@@ -87,6 +90,8 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
                 if path.is_file() and path.suffix in (".log", ".cnf", ".conf"):
                     shutil.copyfile(path, _free_name(keep, path.name))
         shutil.rmtree(rundir, ignore_errors=True)
+        if entry is not None:
+            entry.unlink(missing_ok=True)
 
 
 def _free_name(keep: Path, name: str) -> Path:
@@ -108,9 +113,26 @@ def load(recipe: dict, root: Path, log) -> list[list[str]]:
         for argv in map(db.sysbench, tool.prepare(recipe["dataset"], db.option_file)):
             log.write(f"$ {' '.join(argv)}\n")
             log.flush()
-            subprocess.run(argv, stdout=log, stderr=subprocess.STDOUT, check=True)
+            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
+            log.write(done.stdout)
+            log.flush()
+            if done.returncode != 0:  # its own last lines, and the server's (a full disk shows there)
+                said = [line for line in done.stdout.splitlines() if line.strip()][-5:]
+                raise RuntimeError(f"{argv[0]} prepare failed (exit {done.returncode}):\n" + "\n".join(said)
+                                   + "\nthe server's log:\n" + "\n".join(server_log_tail(db)))
             commands.append(argv)
     return commands
+
+
+def server_log_tail(db: Database, lines: int = 5) -> list[str]:
+    """The last lines of the server's own log files (error log, stderr)."""
+    said = []
+    for path in sorted(db.handle.rundir.glob("*.log")):
+        try:
+            said += [line for line in path.read_text(errors="replace").splitlines() if line.strip()][-lines:]
+        except OSError:
+            pass
+    return said
 
 
 def basedir(recipe: dict) -> Path | None:

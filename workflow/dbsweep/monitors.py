@@ -51,7 +51,11 @@ class Monitors:
         return self
 
     def __exit__(self, *exc) -> None:
+        died = [(proc.args[0], proc.returncode) for proc in self._procs if proc.poll() is not None]
         self._stop()
+        if died and exc[0] is None:  # its seconds would be missing: the window is not complete
+            raise RuntimeError("monitor died during the measured window: "
+                               + ", ".join(f"{name} (exit {code})" for name, code in died))
 
     def _stop(self) -> None:
         # SIGINT lets iostat close its JSON document; SIGKILL if it hangs.

@@ -7,9 +7,15 @@ failed or killed run never looks complete, and the raw output of every earlier
 attempt stays where it was.
 
 A cell whose own configuration is refused (the server exits before it accepts
-connections, the tool exits with an error) leaves `rejected.json` beside its
-attempts: a retry of the same job (Snakemake's --retries, meant for lost nodes and
-time limits) reads it and stops before measuring the same refusal again.
+connections, the tool exits with an error while its server still runs) leaves
+`rejected.json` beside its attempts: a retry of the same job (Snakemake's
+--retries, meant for lost nodes and time limits) reads it and stops before
+measuring the same refusal again. A server that died while serving (killed, the
+OOM killer) is a failure, not a refusal: it is retried.
+
+The repetition runs inside runtime.owned: the host's measuring lock, a cgroup
+holding every process it starts, a guardian that releases it if this process
+dies; its resources are a runtime.resources.Stack, left in reverse.
 """
 from __future__ import annotations
 
@@ -17,11 +23,10 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
 import time
-from contextlib import ExitStack, contextmanager, nullcontext
+from contextlib import nullcontext
 from pathlib import Path
 
 import psutil
@@ -29,43 +34,34 @@ import psutil
 from dbsweep import database, engines, manifest, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
+from dbsweep.runtime import cgroup, owned
+from dbsweep.runtime.resources import Stack
+from dbsweep.runtime.signals import Interrupted, signals_raise  # noqa: F401 - Interrupted: for callers
 
 REJECTED = "rejected.json"
-
-
-class Interrupted(BaseException):
-    """A signal asked this run to stop; raised so every `with` block releases what it holds."""
 
 
 class Rejected(RuntimeError):
     """The cell's own configuration was refused; running it again on another node gives the same answer."""
 
 
-@contextmanager
-def signals_raise():
-    """Turn SIGTERM, SIGINT and SIGHUP into Interrupted; a second signal does not cut the clean-up short."""
-    def handler(signum, _frame):
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, signal.SIG_IGN)
-        raise Interrupted(f"stopped by {signal.Signals(signum).name}")
-
-    old = {sig: signal.signal(sig, handler) for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for sig, h in old.items():
-            signal.signal(sig, h)
-
-
 def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, progress: Follow | None = None) -> int:
-    """Run argv in a session of its own; if we are interrupted, it and all its descendants are stopped.
-    `progress` follows its stdout into the run log while it runs."""
-    with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
-        proc = subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
-        try:
-            return proc.wait()
-        finally:
-            stop_tree(proc)
+    """Run argv in a session of its own, inside a sub-cgroup of the repetition's when there is one; when
+    it ends or we are interrupted, it and all its descendants are stopped: those that lost their parent
+    too (fio's workers, when fio itself was killed). `progress` follows its stdout into the run log."""
+    inside = cgroup.current.child(f"tool-{time.monotonic_ns()}") if cgroup.current else None
+    prefix = inside.enter_argv() if inside else []
+    try:
+        with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
+            proc = subprocess.Popen(prefix + argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+            try:
+                return proc.wait()
+            finally:
+                stop_tree(proc)
+    finally:
+        if inside is not None:
+            inside.kill()
+            inside.remove()
 
 
 def stop_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
@@ -109,28 +105,35 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
     host = manifest.host()
     if cell.get("host") not in (None, host["hostname"], host["node"]):
         raise RuntimeError(f"cell is for host {cell['host']}; this is {host['node'] or host['hostname']}")
-    released = storage.sweep_stale(active)
-    if released:
-        log.write(f"released what a dead run left behind: {released}\n")
+    with signals_raise(), owned(f"run {out.parent}", active, log):
+        return _attempt(cell, rep, recipe, out, image, active, log, host, rejected, digest)
+
+
+def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log, host: dict,
+             rejected: Path, digest: str) -> dict:
+    """One attempt, inside the repetition's cgroup and measuring lock: its resources entered in order
+    (filesystem, server, monitors, the tool) and left in reverse."""
     tool = workloads.module(recipe["tool"])
     name = re.sub(r"[^A-Za-z0-9.-]", "_", host["node"] or host["hostname"])
     attempt = out.parent.resolve() / f"attempt~{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{name}-{os.getpid()}"
     raw = attempt / "raw"
     raw.mkdir(parents=True)
-    scratch = attempt / "scratch"
+    scratch = attempt / "scratch"  # the image copy (holding the password) and the mount point
     record = {
         "cell": cell, "rep": rep, "recipe": recipe, "attempt": attempt.name,
         "host": host, "tools": {recipe["tool"]: tool.version()}, "dbsweep": manifest.dbsweep_version(),
         "started": manifest.now(), "status": "failed", "commands": [],
     }
     try:
-        with signals_raise(), storage.filesystem(recipe["filesystem"], scratch, active, image) as fs:
+        with storage.scratch_files(scratch, active), Stack(log) as stack:
+            fs = stack.enter("filesystem", recipe["filesystem"]["type"],
+                             storage.filesystem(recipe["filesystem"], scratch, active, image))
             record["filesystem"] = fs.facts
             record["commands"] += fs.commands
             if image is None:
                 record["commands"] += fill(recipe, fs.path, scratch, log)
             if "engine" in recipe:
-                _measure_database(recipe, fs, raw, scratch, record, log)
+                _measure_database(recipe, fs, raw, scratch, record, log, stack)
             else:
                 argv = tool.command(recipe["options"], recipe["threads"], raw)
                 _measure(argv, fs.path, fs.devices, raw, record, log)
@@ -146,7 +149,6 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
         record["ended"] = manifest.now()
         record["checksums"] = manifest.checksums(raw)
         manifest.write_json(attempt / "run.json", record)
-        shutil.rmtree(scratch, ignore_errors=True)
     manifest.write_json(out, record)
     rejected.unlink(missing_ok=True)
     return record
@@ -165,7 +167,8 @@ def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
     return commands
 
 
-def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None) -> None:
+def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
+             db=None) -> None:
     """The measured window: monitors (and a server sampler) around the tool."""
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
@@ -178,9 +181,37 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
         record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress)
         record["measure_end"] = time.time()
     if record["exit_status"] > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
-        raise Rejected(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}")
+        refused(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
     if record["exit_status"] != 0:
         raise RuntimeError(f"{argv[0]} was killed by signal {-record['exit_status']}")
+
+
+def refused(message: str, db=None) -> None:
+    """Raise Rejected for a tool that exited with an error, unless its server had died meanwhile: a
+    server killed while serving (SIGKILL, the OOM killer) is a failure, retried, not the cell's refusal."""
+    gone = _server_gone(db) if db is not None else None
+    if gone:
+        raise RuntimeError(f"{message}\n{gone}")
+    raise Rejected(message)
+
+
+def _server_gone(db) -> str | None:
+    """What the server said last, when its process is gone (or a zombie); None while it runs."""
+    try:
+        if psutil.Process(db.handle.pid).status() != psutil.STATUS_ZOMBIE:
+            return None
+    except psutil.NoSuchProcess:
+        pass
+    logs = sorted(db.handle.rundir.glob("*.log"))
+    said = " | ".join(line for path in logs for line in _lines(path)[-5:])
+    return f"the server (pid {db.handle.pid}) died while serving; its last words: {said or '(none)'}"
+
+
+def _lines(path: Path) -> list[str]:
+    try:
+        return [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return []
 
 
 class Window:
@@ -192,7 +223,7 @@ class Window:
         self.restart = None
 
 
-def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log) -> None:
+def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log, stack: Stack) -> None:
     """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
     again; then measure with server counters sampled beside vmstat and iostat: one sysbench run, the
     tool's phases (several runs in one window), or a tool that drives the server itself (tool.measure,
@@ -201,63 +232,63 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
 
     def server():
         try:
-            return session.enter_context(database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw))
+            return stack.enter("server", recipe["engine"],
+                               database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw))
         except engines.ServerExited as e:  # it would not start with the cell's options
             raise Rejected(str(e)) from e
 
-    with ExitStack() as session:
+    db = server()
+    if recipe.get("warmup_s"):
+        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file,
+                                        time_s=recipe["warmup_s"]))
+        record["commands"].append(argv)
+        progress = Follow(raw / "warmup.stdout.txt", tool.live, recipe["warmup_s"], log, "warm-up")
+        if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress) != 0:
+            refused(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}", db)
+    if recipe.get("cold_start"):
+        stack.close("server")
+        database.drop_caches()
+        record["caches_dropped"] = manifest.now()
         db = server()
-        if recipe.get("warmup_s"):
-            argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file,
-                                            time_s=recipe["warmup_s"]))
-            record["commands"].append(argv)
-            progress = Follow(raw / "warmup.stdout.txt", tool.live, recipe["warmup_s"], log, "warm-up")
-            if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress) != 0:
-                raise Rejected(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}")
-        if recipe.get("cold_start"):
-            session.close()
+    record["server"] = {"engine": db.engine, "version": db.family.version(db.conn),
+                        "binary": db.family.server_version(database.basedir(recipe)),
+                        "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
+    with open(raw / "variables.tsv", "w") as f:
+        f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
+    if hasattr(tool, "measure"):  # the workload drives the server itself, restarts included
+        window = Window(db, recipe, raw)
+
+        def restart():
+            stack.close("server")
             database.drop_caches()
-            record["caches_dropped"] = manifest.now()
-            db = server()
-        record["server"] = {"engine": db.engine, "version": db.family.version(db.conn),
-                            "binary": db.family.server_version(database.basedir(recipe)),
-                            "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
-        with open(raw / "variables.tsv", "w") as f:
-            f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
-        if hasattr(tool, "measure"):  # the workload drives the server itself, restarts included
-            window = Window(db, recipe, raw)
+            record.setdefault("restarts", []).append(manifest.now())
+            window.db = server()
+            return window.db
 
-            def restart():
-                session.close()
-                database.drop_caches()
-                record.setdefault("restarts", []).append(manifest.now())
-                window.db = server()
-                return window.db
-
-            window.restart = restart
-            with Monitors(raw, fs.devices) as mon:
-                record["monitors"] = mon.commands
-                record["measure_start"] = time.time()
-                tool.measure(window)
-                record["measure_end"] = time.time()
-                record["exit_status"] = 0
-            return
-        sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
-        if hasattr(tool, "phases"):
-            _measure_phases(tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
-                            scratch, record, log, sampler)
-        else:
-            argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
-            _measure(argv, scratch, fs.devices, raw, record, log, sampler)
-        if sampler.error:
-            raise RuntimeError(f"server counters: {sampler.error}")
-        if hasattr(tool, "after_run"):  # e.g. tpcc's consistency check, against the still-running server
-            argv, name = tool.after_run(recipe["options"], recipe["threads"], db.option_file)
-            argv = db.sysbench(argv)
-            record["commands"].append(argv)
-            errors = name.replace("stdout", "stderr")
-            if run_tool(argv, scratch, raw / name, raw / errors) != 0:
-                raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
+        window.restart = restart
+        with Monitors(raw, fs.devices) as mon:
+            record["monitors"] = mon.commands
+            record["measure_start"] = time.time()
+            tool.measure(window)
+            record["measure_end"] = time.time()
+            record["exit_status"] = 0
+        return
+    sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
+    if hasattr(tool, "phases"):
+        _measure_phases(tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
+                        scratch, record, log, sampler)
+    else:
+        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
+        _measure(argv, scratch, fs.devices, raw, record, log, sampler, db)
+    if sampler.error:
+        raise RuntimeError(f"server counters: {sampler.error}")
+    if hasattr(tool, "after_run"):  # e.g. tpcc's consistency check, against the still-running server
+        argv, name = tool.after_run(recipe["options"], recipe["threads"], db.option_file)
+        argv = db.sysbench(argv)
+        record["commands"].append(argv)
+        errors = name.replace("stdout", "stderr")
+        if run_tool(argv, scratch, raw / name, raw / errors) != 0:
+            raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
 
 
 def _measure_phases(phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict, log,

@@ -1,7 +1,10 @@
 """Filesystems for a run: sparse loop images, mkfs, mount, and always release.
 
-Everything set up is recorded in an `active` folder while it exists, so a run
-killed with SIGKILL is cleaned by the next run on the same host (sweep_stale).
+Everything set up is recorded in an `active` folder while it exists (mounts, loop
+devices, scratch files that may hold a secret), so what a run killed with SIGKILL
+set up is released by its guardian or the next run on the same host (sweep_stale):
+unmounted and detached for real, never lazily, once the run's processes are
+killed (runtime.cgroup).
 """
 from __future__ import annotations
 
@@ -45,6 +48,10 @@ def device_in_use(device: str) -> bool:
     return any(line.strip() for line in out.splitlines())
 
 
+def _mount_points() -> list[Path]:
+    return [Path(line.split()[1]) for line in Path("/proc/self/mounts").read_text().splitlines()]
+
+
 def mount_facts(target: Path) -> dict:
     """Source, type and options of the mount at target, as the kernel reports them."""
     target = str(Path(target).resolve())
@@ -55,35 +62,61 @@ def mount_facts(target: Path) -> dict:
     return {}
 
 
-@contextmanager
-def _registered(active: Path, record: dict):
-    """Record what is set up in `active` while the body runs."""
+def register(active: Path, record: dict) -> Path:
+    """Record what is being set up in `active`; the caller removes the record (the returned path) once
+    it has released it, so a release that fails, or a kill, leaves the record for release() or
+    sweep_stale() to finish the job."""
     active.mkdir(parents=True, exist_ok=True)
     entry = active / f"{uuid.uuid4().hex}.json"
     entry.write_text(json.dumps(record | {"host": socket.gethostname(), "pid": os.getpid()}))
+    return entry
+
+
+@contextmanager
+def scratch_files(path: Path, active: Path):
+    """Remove path (a file or folder that may hold a secret, e.g. an image copy) after the body, and
+    after a kill through the record in active."""
+    entry = register(active, {"remove": str(Path(path).resolve())})
     try:
-        yield
+        yield path
     finally:
+        _remove(Path(path))
         entry.unlink(missing_ok=True)
+
+
+def _remove(path: Path) -> None:
+    """Remove a file or folder, never what is mounted below it."""
+    held = [point for point in _mount_points() if point == path.resolve() or path.resolve() in point.parents]
+    if held:
+        raise RuntimeError(f"not removing {path}: {held[0]} is still mounted")
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
 
 
 @contextmanager
 def loop_device(image: Path, active: Path):
     """Attach image to a loop device with direct IO, so the host page cache does not hide the device."""
     dev = sh(["losetup", "--direct-io=on", "--find", "--show", str(image)]).stdout.strip()
+    entry = register(active, {"loop": dev, "image": str(image.resolve())})
     try:
-        with _registered(active, {"loop": dev, "image": str(image.resolve())}):
-            yield dev
+        yield dev
     finally:
         detach(dev)
+        entry.unlink(missing_ok=True)
 
 
-def detach(dev: str) -> None:
-    for _ in range(10):
-        if subprocess.run(["losetup", "-d", dev], capture_output=True).returncode == 0:
+def detach(dev: str, tries: int = 20) -> None:
+    """Detach dev and wait until the kernel has let it go (losetup -d of a busy device only marks it
+    for autoclear and succeeds)."""
+    backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
+    for _ in range(tries):
+        subprocess.run(["losetup", "-d", dev], capture_output=True)
+        if not backing.exists():
             return
         time.sleep(0.3)
-    raise RuntimeError(f"could not detach {dev}")
+    raise RuntimeError(f"could not detach {dev}: still backed by {backing.read_text().strip()}")
 
 
 @contextmanager
@@ -91,21 +124,25 @@ def mounted(source: str, target: Path, fstype: str, options: list[str], active: 
     target.mkdir(parents=True, exist_ok=True)
     argv = ["mount", "-t", fstype] + (["-o", ",".join(options)] if options else []) + [source, str(target)]
     sh(argv)
+    entry = register(active, {"mount": str(target.resolve())})
     try:
-        with _registered(active, {"mount": str(target.resolve())}):
-            yield argv
+        yield argv
     finally:
         unmount(target)
+        entry.unlink(missing_ok=True)
 
 
-def unmount(target: Path) -> None:
-    for _ in range(10):
-        if subprocess.run(["umount", str(target)], capture_output=True).returncode == 0:
+def unmount(target: Path, tries: int = 20) -> None:
+    """Unmount for real (never lazily: a lazy unmount leaves the device busy and attached); raise when it
+    stays busy, naming what uses it."""
+    for _ in range(tries):
+        done = subprocess.run(["umount", str(target)], capture_output=True, text=True)
+        if done.returncode == 0 or not mount_facts(target):
             return
-        if not mount_facts(target):
-            return
-        time.sleep(0.3)
-    sh(["umount", "--lazy", str(target)])
+        time.sleep(0.5)
+    users = subprocess.run(["fuser", "-vm", str(target)], capture_output=True, text=True)
+    raise RuntimeError(f"umount {target}: {done.stderr.strip()}; in use by: "
+                       f"{(users.stdout + users.stderr).strip() or 'nothing a process holds'}")
 
 
 def mkfs(fstype: str, device: str, options: list[str]) -> list[str]:
@@ -209,7 +246,7 @@ def prepare_image(spec: dict, image: Path, fill, active: Path) -> list[list[str]
     tmp = image.with_name(f".{image.name}.{os.getpid()}.tmp")
     scratch = image.with_name(f".{image.name}.{os.getpid()}.mnt")
     done = []
-    try:
+    with scratch_files(tmp, active), scratch_files(scratch, active):
         sparse_file(tmp, spec["size"])
         with loop_device(tmp, active) as dev:
             done.append(mkfs(spec["type"], dev, spec["mkfs_options"]))
@@ -217,15 +254,22 @@ def prepare_image(spec: dict, image: Path, fill, active: Path) -> list[list[str]
                 done.append(argv)
                 done += fill(scratch)
         os.replace(tmp, image)
-    finally:
-        tmp.unlink(missing_ok=True)
-        if scratch.exists():
-            shutil.rmtree(scratch, ignore_errors=True)
     return done
 
 
 def sweep_stale(active: Path) -> list[str]:
-    """Release what runs on this host that died without cleaning up left behind; returns what was released."""
+    """Release what runs on this host that died without cleaning up left behind; returns what was released.
+    Their processes must be gone first (runtime.cgroup.sweep), or a mount stays busy."""
+    return _release(active, lambda pid: not _alive(pid))
+
+
+def release(active: Path, pid: int) -> list[str]:
+    """Release what process pid recorded in active and could not release itself (e.g. a mount that was
+    busy until the repetition's processes were killed)."""
+    return _release(active, lambda owner: owner == pid)
+
+
+def _release(active: Path, chosen) -> list[str]:
     released = []
     if not active.is_dir():
         return released
@@ -236,16 +280,19 @@ def sweep_stale(active: Path) -> list[str]:
             record = json.loads(entry.read_text())
         except (OSError, ValueError):
             continue
-        if record.get("host") == host and not _alive(record.get("pid", 0)):
+        if record.get("host") == host and chosen(record.get("pid", 0)):
             stale.append((entry, record))
-    # Mounts first: a loop device is detached only once nothing is mounted from it.
-    for entry, record in sorted(stale, key=lambda e: "mount" not in e[1]):
+    # Mounts first, then loop devices (detached only once nothing is mounted from them), then files.
+    for entry, record in sorted(stale, key=lambda e: 0 if "mount" in e[1] else 1 if "loop" in e[1] else 2):
         if "mount" in record and mount_facts(Path(record["mount"])):
             unmount(Path(record["mount"]))
             released.append(record["mount"])
         if "loop" in record and _loop_backs(record["loop"], record["image"]):
             detach(record["loop"])
             released.append(record["loop"])
+        if "remove" in record and Path(record["remove"]).exists():
+            _remove(Path(record["remove"]))
+            released.append(record["remove"])
         entry.unlink(missing_ok=True)
     return released
 

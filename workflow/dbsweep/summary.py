@@ -42,6 +42,7 @@ class Study:
     rep_dirs: list[Path]  # results/runs/<cell>/rep~N of every repetition of the matrix
     not_applicable: list[tuple[str, str]] = field(default_factory=list)
     headline: list[str] = field(default_factory=list)  # analysis.headline: plot names; empty: the default
+    images: dict[str, str] = field(default_factory=dict)  # cell -> its prepared image (logs/prepare/<image>.log)
 
 
 @dataclass
@@ -57,8 +58,9 @@ class Problem:
     log: Path | None = None  # the job's log, when it has one
 
 
-def problems(rep_dirs: list[Path]) -> list[Problem]:
-    """Repetitions without a run.json, each with what its latest attempt left behind."""
+def problems(rep_dirs: list[Path], images: dict[str, str] | None = None) -> list[Problem]:
+    """Repetitions without a run.json, each with what its latest attempt left behind, or the failure of
+    the prepare job of its image (images: cell -> image)."""
     out = []
     for rep_dir in rep_dirs:
         results, cell = str(rep_dir.parent).rsplit("/runs/", 1)
@@ -74,7 +76,15 @@ def problems(rep_dirs: list[Path]) -> list[Problem]:
         log = log if log.exists() else None
         attempts = sorted(rep_dir.glob("attempt~*"), key=lambda p: (p.stat().st_mtime, p.name))
         if not attempts:
-            out.append(Problem(cell, rep, "not run", "the workflow stopped before this repetition"))
+            prepare = Path(results, "logs", "prepare", f"{(images or {}).get(cell, '')}.log")
+            failure = _last_line(prepare) if cell in (images or {}) else ""
+            if failure.startswith("dbsweep: "):  # its dataset could not be prepared
+                out.append(Problem(cell, rep, "failed", failure.removeprefix("dbsweep: "),
+                                   log=prepare))
+            elif log is not None and _last_line(log).startswith("dbsweep: "):  # failed before an attempt
+                out.append(Problem(cell, rep, "failed", _last_line(log).removeprefix("dbsweep: "), log=log))
+            else:
+                out.append(Problem(cell, rep, "not run", "the workflow stopped before this repetition"))
             continue
         latest = attempts[-1]
         try:
@@ -119,7 +129,7 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "explore": results / "explore.html" if complete and (results / "explore.html").exists() else None,
         "provenance": provenance,
         "commands": _commands(study.rep_dirs) if complete else [],
-        "problems": problems(study.rep_dirs),
+        "problems": problems(study.rep_dirs, study.images),
         "skipped_plots": _csv(tables_dir / "skipped_plots.csv") if complete else [],
     }
     out = {"html": results / "index.html", "md": results / "summary.md",

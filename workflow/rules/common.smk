@@ -255,8 +255,10 @@ def summary_study():
     """What the summary page states about the study: its question, matrix and repetitions."""
     matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
               for axis in STUDY.axes}
+    images = {path: STUDY.image(cell).removeprefix("resources/images/").removesuffix(".img")
+              for path, cell in CELLS.items() if STUDY.image(cell)}
     return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), STUDY.repetitions,
-                         [Path(d) for d in rep_dirs()], STUDY.not_applicable, STUDY.headline)
+                         [Path(d) for d in rep_dirs()], STUDY.not_applicable, STUDY.headline, images)
 
 
 def summary_after_error(log):

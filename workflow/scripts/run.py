@@ -3,11 +3,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
-from dbsweep.run import Interrupted, repetition  # noqa: E402
+from dbsweep.run import repetition  # noqa: E402
 from dbsweep.stops import one_line  # noqa: E402
 
 what = f"run {snakemake.wildcards.cell}/rep~{snakemake.wildcards.rep}"
-with open(snakemake.log[0], "w") as log, one_line(what, log, (Interrupted, KeyboardInterrupt)):
+with open(snakemake.log[0], "w") as log, one_line(what, log):
     image = Path(snakemake.input[0]) if snakemake.input else None
     repetition(snakemake.params.cell, int(snakemake.wildcards.rep), snakemake.params.recipe,
                Path(snakemake.output[0]), image, Path("results/.active"), log, snakemake.resources.attempt)

@@ -49,6 +49,7 @@ ERROR_LINES = 30
 # from the caller, English messages, UTC timestamps.
 ENV = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "TZ": "UTC"}
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the final NUL
+ERROR_WORDS = re.compile(r"No space left|ENOSPC|Errno|\[ERROR\]|\bERROR\b|FATAL|PANIC|[Ee]rror|[Ff]ailed")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,62}$")
 
 
@@ -184,8 +185,10 @@ def run_logged(argv: list[str], log, *, user: str | None = None, env: dict | Non
     if output:
         log.write(output if output.endswith("\n") else output + "\n")
     log.flush()
-    if done.returncode != 0:
-        tail = "\n".join(output.strip().splitlines()[-ERROR_LINES:])
+    if done.returncode != 0:  # its error lines, not a help text it printed after them
+        lines = output.strip().splitlines()
+        said = [line for line in lines if ERROR_WORDS.search(line)] or lines
+        tail = "\n".join(said[-ERROR_LINES:])
         raise RuntimeError(f"{Path(argv[0]).name} failed (exit {done.returncode}):\n{tail}")
 
 

@@ -2,8 +2,8 @@
 
 Works on cgroup v1 (the memory controller's own hierarchy, memory.limit_in_bytes)
 and v2 (memory.max, with +memory enabled in the parent's cgroup.subtree_control).
-The new cgroup is made below the one this process is in (v1) or wherever v2
-allows memory limits; on exit any process still in it goes back to this
+The new cgroup is made below the one this process is in (v1), or on v2 below
+the repetition's cgroup (runtime.cgroup) or wherever else v2 allows memory limits; on exit any process still in it goes back to this
 process's own cgroup and the cgroup is removed.
 """
 from __future__ import annotations
@@ -17,49 +17,25 @@ from typing import Iterator
 
 import psutil
 
+from dbsweep.runtime import cgroup as repetition_cgroup
+from dbsweep.runtime.cgroup import mounts, move, own_cgroups, where
 from dbsweep.units import parse_size
 
 RMDIR_TRIES = 50
 
 
-def _mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(root inside the hierarchy, mount point, fstype, options) of each cgroup mount."""
-    found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        sep = fields.index("-")
-        fstype = fields[sep + 1]
-        if fstype in ("cgroup", "cgroup2"):
-            options = set(fields[sep + 3].split(",")) | set(fields[5].split(","))
-            found.append((fields[3], fields[4], fstype, options))
-    return found
-
-
-def _where(mount_root: str, mount_point: str, inside: str) -> Path:
-    """The folder of cgroup `inside` (as /proc/self/cgroup names it) under a mount of the hierarchy at mount_root."""
-    try:
-        relative = Path(inside).relative_to(mount_root)
-    except ValueError:
-        relative = Path(inside.lstrip("/"))
-    return Path(mount_point) / relative
-
-
 def _locate() -> tuple[int, Path, Path]:
     """(version, mount point, folder of this process's cgroup) of the hierarchy that has the memory controller."""
-    own = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(",") if controllers else [""]:
-            own[controller] = path
-    mounts = _mounts()
+    own = own_cgroups()
+    found = mounts()
     if "memory" in own:
-        for root, point, fstype, options in mounts:
+        for root, point, fstype, options in found:
             if fstype == "cgroup" and "memory" in options:
-                return 1, Path(point), _where(root, point, own["memory"])
+                return 1, Path(point), where(root, point, own["memory"])
     if "" in own:
-        for root, point, fstype, _ in mounts:
+        for root, point, fstype, _ in found:
             if fstype == "cgroup2" and "memory" in (Path(point) / "cgroup.controllers").read_text().split():
-                return 2, Path(point), _where(root, point, own[""])
+                return 2, Path(point), where(root, point, own[""])
     raise RuntimeError("no cgroup hierarchy with the memory controller is mounted (see /proc/self/mountinfo)")
 
 
@@ -81,16 +57,6 @@ def _procs(folder: Path) -> list[int]:
         return []
 
 
-def _move(pid: int, folder: Path) -> None:
-    try:
-        (folder / "cgroup.procs").write_text(str(pid))
-    except ProcessLookupError:
-        pass
-    except OSError as error:
-        if error.errno != errno.ESRCH:
-            raise
-
-
 class MemoryCgroup:
     """The callable memory_cgroup yields: add(pid) moves pid and its descendants in."""
 
@@ -100,19 +66,19 @@ class MemoryCgroup:
     def __call__(self, pid: int) -> None:
         # The parent first, so what it forks from now on is born inside; then every descendant it
         # forked before (listed after the move, so none forked in between is missed).
-        _move(pid, self.path)
+        move(pid, self.path)
         try:
             children = psutil.Process(pid).children(recursive=True)
         except psutil.NoSuchProcess:
             return
         for child in children:
-            _move(child.pid, self.path)
+            move(child.pid, self.path)
 
     def release(self) -> None:
         """Send remaining processes home and remove the cgroup (retrying while the kernel lets go of it)."""
         for _ in range(RMDIR_TRIES):
             for pid in _procs(self.path):
-                _move(pid, self.home)
+                move(pid, self.home)
             try:
                 self.path.rmdir()
                 return
@@ -131,7 +97,10 @@ def _create(name: str, limit_bytes: int) -> MemoryCgroup:
     if version == 1:
         parents, limit_name = [home], "memory.limit_in_bytes"
     else:
-        parents, limit_name = [home, mount], "memory.max"
+        # Below the repetition's cgroup when there is one, so the server stays the repetition's.
+        inside = repetition_cgroup.current
+        parents = ([inside.path] if inside is not None and inside.hierarchy.version == 2 else []) + [home, mount]
+        limit_name = "memory.max"
     for parent in parents:
         if version == 2 and not _enable_memory(parent):
             continue
