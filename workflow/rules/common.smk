@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import estimate, lock, slurm, summary, workloads
+from dbsweep import engines, estimate, lock, slurm, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -65,7 +65,7 @@ if workflow.is_main_process:  # not again in each job of a cluster run
 wildcard_constraints:
     cell=r"[^/~]+~.+",
     rep=r"\d+",
-    family=r"mariadb|postgresql",
+    family="|".join(engines.FAMILIES),
 
 
 def rep_dirs():
@@ -131,28 +131,16 @@ def final_targets():
 
 
 def analysis_targets():
-    """Storage tables and plots when the study has storage cells, database ones when it has servers,
-    version tables with several versions, open-loop ones with cells at a fixed rate."""
+    """The analysis rules the study's workloads declare (Workload.analyses), version tables with several
+    versions, open-loop ones with cells at a fixed rate."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
-    tools = {r["tool"] for r in recipes}
-    targets = []
-    if tools - workloads.OWN_ANALYSIS:  # cells with one per-second series per repetition
-        targets += [*rules.statistics.output, *rules.figures.output]
-    if tools - workloads.DATABASE_TOOLS:
-        targets += [*rules.tables.output, *rules.plots.output]
-    if tools & workloads.DATABASE_TOOLS - workloads.OWN_ANALYSIS:
-        targets += [*rules.db_tables.output, *rules.db_plots.output]
-    if "tpcc" in tools:
-        targets += [*rules.tpcc_table.output]
-    if "insert" in tools:
-        targets += [*rules.insert_benchmark.output]
-    if "query" in tools:
-        targets += [*rules.query_timing.output]
+    used = {name for r in recipes for name in workloads.get(r["tool"]).analyses}
+    names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
-        targets += [*rules.versions.output]
+        names.append("versions")
     if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
-        targets += [*rules.openloop.output]
-    return targets
+        names.append("openloop")
+    return [path for name in names for path in getattr(rules, name).output]
 
 
 def summary_study():

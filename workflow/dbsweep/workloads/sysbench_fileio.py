@@ -10,7 +10,8 @@ import subprocess
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import check_rate, rate, refuse
+from dbsweep.workloads import check_rate, rate, refuse, sysbench_time
+from dbsweep.workloads.contract import STORAGE, Workload
 
 TOOL = "sysbench-fileio"
 PERCENTILE = 95
@@ -192,3 +193,9 @@ def summary(rawdir: Path) -> dict:
 def version() -> str:
     out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
     return out.stdout.strip()
+
+
+WORKLOAD = Workload(
+    tool=TOOL, kind=STORAGE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
+    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True, warmup=False,
+    dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "tables", "plots"))
