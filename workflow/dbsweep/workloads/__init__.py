@@ -9,7 +9,7 @@ from importlib import import_module
 from dbsweep.errors import ConfigError
 from dbsweep.workloads.contract import DATABASE, STORAGE, Table, Workload  # noqa: F401 - the contract
 
-MODULES = ("fio", "sysbench_fileio", "sysbench_oltp", "tpcc", "insert_bench", "query")
+MODULES = ("fio", "sysbench_fileio", "sysbench_oltp", "tpcc", "insert_bench", "query", "pgbench")
 
 
 @cache
