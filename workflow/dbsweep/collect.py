@@ -111,14 +111,16 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
 
 def counter_rows(path: Path, window_start: float, family) -> list[dict]:
     """Per-second server counters, long: deltas for cumulative counters, values for gauges,
-    and the datadir size where it was taken."""
+    and the datadir size where it was taken. A tick belongs to the second it closes, the nearest whole
+    second after window_start (the tool's second k ends at window_start + k): the sampler ticks within
+    a few ms of those, a hair before or after, so rounding up would put some in the next second."""
     if not path.exists():
         return []
     samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = []
     previous = None
     for sample in samples:
-        second = math.ceil(sample["time"] - window_start)
+        second = round(sample["time"] - window_start)
         if "datadir_bytes" in sample:
             rows.append({"second": second, "time": sample["time"], "name": "datadir_bytes",
                          "value": sample["datadir_bytes"]})
@@ -135,7 +137,7 @@ def counter_rows(path: Path, window_start: float, family) -> list[dict]:
 def server_summary(record: dict, path: Path, window_start: float, seconds: int) -> dict:
     """Hit ratio over the measured window, datadir size at its start and end, the memory cap."""
     samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    inside = [s for s in samples if 0 <= s["time"] - window_start <= seconds + 0.5]
+    inside = [s for s in samples if -0.5 <= s["time"] - window_start <= seconds + 0.5]
     sizes = [s["datadir_bytes"] for s in samples if "datadir_bytes" in s]
     engine = record["recipe"]["engine"]
     limit = record["recipe"].get("memory_limit")
