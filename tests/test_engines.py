@@ -261,6 +261,7 @@ def test_memory_cgroup_caps_a_process():
 
 # --- real servers -------------------------------------------------------------------------
 
+@pytest.mark.workflow
 def test_lifecycle(cluster):
     module, engine = cluster.module, cluster.engine
     assert re.search(r"\d+\.\d+", module.server_version())
@@ -306,6 +307,7 @@ def test_lifecycle(cluster):
     cluster.assert_nothing_left([first_pid, handle.pid])
 
 
+@pytest.mark.workflow
 def test_misspelled_option_fails_with_the_servers_message(cluster):
     options, message = MISSPELLED[cluster.engine]
     with pytest.raises(RuntimeError, match=re.escape(message)):
@@ -314,6 +316,7 @@ def test_misspelled_option_fails_with_the_servers_message(cluster):
     cluster.assert_nothing_left()
 
 
+@pytest.mark.workflow
 def test_error_in_the_body_still_stops_the_server(cluster):
     with pytest.raises(KeyError, match="from the body"):
         with cluster.server() as handle:
@@ -322,6 +325,7 @@ def test_error_in_the_body_still_stops_the_server(cluster):
     cluster.assert_nothing_left(pids)
 
 
+@pytest.mark.workflow
 def test_localhost_only_and_password_hidden(cluster):
     module, engine = cluster.module, cluster.engine
     with cluster.server() as handle:
@@ -377,6 +381,7 @@ EXPECTED_SETTINGS = {
 }
 
 
+@pytest.mark.workflow
 def test_builtin_option_sets_start(cluster):
     """Every built-in option set is accepted by the real server and takes effect."""
     module = cluster.module
@@ -395,6 +400,7 @@ def test_builtin_option_sets_start(cluster):
     cluster.assert_nothing_left()
 
 
+@pytest.mark.workflow
 def test_memory_cgroup_holds_the_server(cluster):
     limit = 512 << 20
     with memory_cgroup(f"dbsweep-test-{cluster.engine}-{os.getpid()}", limit) as add:
@@ -407,6 +413,7 @@ def test_memory_cgroup_holds_the_server(cluster):
     cluster.assert_nothing_left([handle.pid])
 
 
+@pytest.mark.workflow
 def test_sigkill_mid_run_leaves_nothing(cluster):
     started = time.monotonic()
     with pytest.raises(RuntimeError, match=r"exited \(code -9\) while the run was using it"):

@@ -31,6 +31,7 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.workflow
 def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
     study = study_factory(insert_study())
     study.run()

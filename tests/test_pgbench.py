@@ -3,7 +3,6 @@
 import csv
 import gzip
 import json
-import os
 from pathlib import Path
 
 import pytest

@@ -29,6 +29,7 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
+@pytest.mark.workflow
 def test_cold_reads_from_disk_and_warm_does_not(study_factory, workdir):  # noqa: F811
     study = study_factory(query_study())
     study.run()
@@ -49,6 +50,7 @@ def test_cold_reads_from_disk_and_warm_does_not(study_factory, workdir):  # noqa
     assert study.path("results/plots/query_timing.png").stat().st_size > 1000
 
 
+@pytest.mark.workflow
 def test_sql_error_in_setup_names_the_file_and_the_error(study_factory, workdir):  # noqa: F811
     study = study_factory(query_study(engines=["innodb", "postgresql"], setup="broken_setup.sql"))
     done = study.run("--keep-going", check=False)

@@ -150,6 +150,7 @@ def corrupt_district(s, root: Path, cell) -> None:
         session.close()
 
 
+@pytest.mark.workflow
 def test_three_engines_prepare_run_check_and_a_corrupted_district_fails(study_factory, workdir):
     config = study()
     run = study_factory(config)
