@@ -31,6 +31,13 @@ def get(tool: str) -> Workload:
         raise ConfigError(f"tool: {tool!r} is not one of {', '.join(registry())}") from None
 
 
+def dataset_bytes(tool: str, dataset: dict) -> int | None:
+    """Bytes a tool's dataset takes on its filesystem (Workload.dataset_bytes); None when it cannot tell in
+    advance (a database's size depends on its engine)."""
+    size = get(tool).dataset_bytes
+    return size(dataset) if size else None
+
+
 def summary_keys() -> list[str]:
     """Summary keys some workloads add to the common ones, in registry order."""
     return _union(w.summary_keys for w in registry().values())

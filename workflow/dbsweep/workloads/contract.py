@@ -65,6 +65,7 @@ class Workload:
     detail_keys: tuple[str, ...] = ()  # figures kept in summary.json only
     sample_columns: tuple[str, ...] = ()  # per-second columns beyond the common ones
     tables: dict[str, Table] = field(default_factory=dict)
+    dataset_bytes: Callable | None = None  # (dataset) -> bytes it takes on its filesystem, when known in advance
     percentiles: Callable | None = None  # (raw) -> [(percentile, ms)] over the run
     percentile_source: str | None = None  # where those come from, said in the table
     families: tuple[str, ...] | None = None  # server families it runs on (None: every one)
