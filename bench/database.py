@@ -67,7 +67,7 @@ def restore(recipe: dict, image: Path, tmp: Path, log) -> tuple[float, float]:
 
 def tps(db, recipe: dict, raw: Path, devices: list[str], datadir: Path, monitored: bool) -> float:
     from dbsweep import workloads
-    tool = workloads.module("sysbench")
+    tool = workloads.get("sysbench")
     argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
     if monitored:
         with Monitors(raw, devices), database.Sampler(db, datadir, raw / "counters.jsonl"):

@@ -98,6 +98,8 @@ ROWS = [
     ("workloads.*", put("workloads.oltp-rw", {"options": {}}), "workloads.oltp-rw.tool:", "missing"),
     ("workloads.*.tool", put("workloads.oltp-rw.tool", "iozone"), "workloads.oltp-rw.tool:", "'iozone'"),
     ("workloads.*.warmup", put("workloads.oltp-rw.warmup", -1), "workloads.oltp-rw.warmup:", "-1"),
+    ("workloads.*.dataset_options", put("workloads.oltp-rw.dataset_options", ["tables"]), "workloads.oltp-rw.dataset_options:", "['tables']"),
+    ("workloads.*.prepare_threads", put("workloads.oltp-rw.prepare_threads", 0), "workloads.oltp-rw.prepare_threads:", "0"),
     ("workloads.*.options", put("workloads.fio-randread.options.numjobs", 4),
      "workloads.fio-randread.options.numjobs:", "4"),
     ("workloads.*.options", put("workloads.fio-randread.options.rw", "bogus"),

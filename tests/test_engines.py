@@ -284,6 +284,8 @@ def test_lifecycle(cluster):
         finally:
             db.close()
         assert len(first) > 20 and all(isinstance(value, float) for value in first.values())
+        if module.FAMILY == "mariadb":  # an ON/OFF status is a 1/0 counter, not dropped
+            assert first["Rpl_semi_sync_master_status"] == 0.0
         sampled = []  # a sampler thread gets its own cached session
         sampler = threading.Thread(target=lambda: sampled.append(module.counters(conn)))
         sampler.start()
@@ -427,3 +429,9 @@ def test_sigkill_mid_run_leaves_nothing(cluster):
     with cluster.server() as handle:  # the datadir recovers and no stale file blocks the next start
         pids = tree_pids(handle.pid)
     cluster.assert_nothing_left(pids)
+
+
+def test_on_off_status_values_are_one_and_zero():
+    from dbsweep.engines import mariadb
+    assert [mariadb.status_number(v) for v in ("ON", "OFF", "on", "12", "0.5", "", "TLSv1.3", None)] == [
+        1.0, 0.0, 1.0, 12.0, 0.5, None, None, None]

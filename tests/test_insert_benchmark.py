@@ -122,7 +122,7 @@ def test_summary_refuses_a_run_cut_short(tmp_path):
 
 
 def test_per_op_takes_the_system_rows_within_the_phase():
-    from dbsweep.collect import per_op
+    from dbsweep.workloads.insert_bench import per_op
     phase = {"start": 100.0, "end": 102.0, "ops": 1000}
     system = [{"time": t, "us": 10, "sy": 10, "rkb_s": 100, "wkb_s": 200} for t in (100.0, 101.0, 102.0, 103.0)]
     got = per_op(phase, system, cpus=2)
@@ -134,9 +134,9 @@ def test_per_op_takes_the_system_rows_within_the_phase():
 def test_module_contracts():
     from dbsweep import workloads
     from dbsweep.workloads import query
-    assert workloads.module("insert") is insert_bench and workloads.module("query") is query
-    for module, own in ((insert_bench, "phases"), (query, "measure")):
-        for name in ("TOOL", "check", "dataset", "prepare", "samples", "summary", "version", own):
-            assert hasattr(module, name), (module.TOOL, name)
-    assert callable(query.load)
-    assert {"insert", "query"} <= workloads.DATABASE_TOOLS and {"insert", "query"} == workloads.OWN_ANALYSIS
+    insert, timed = workloads.get("insert"), workloads.get("query")
+    assert insert is insert_bench.WORKLOAD and timed is query.WORKLOAD
+    assert insert.phases is insert_bench.phases and insert.measure is None
+    assert timed.measure is query.measure and timed.load is query.load and timed.phases is None
+    assert insert.database and timed.database and not insert.per_second and not timed.per_second
+    assert list(insert.tables) == ["phases"] and list(timed.tables) == ["executions"]

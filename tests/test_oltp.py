@@ -14,6 +14,7 @@ import pytest
 from dbsweep import workloads
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import sysbench_oltp as oltp
+from test_database_workflow import workdir  # noqa: F401 - servers reach it
 
 FIXTURES = Path(__file__).parent / "fixtures"
 USER_SCRIPT = FIXTURES / "oltp_report_default" / "read_write_report_default.lua"
@@ -192,8 +193,9 @@ def test_dataset_of_a_user_script_names_it_and_its_content(tmp_path):
     data = oltp.dataset({"script": str(USER_SCRIPT), "tables": 1, "table_size": 10, "time": 2,
                          "point_selects": 4, "my_rows": 7})
     assert data == {"script": str(USER_SCRIPT), "sha256": hashlib.sha256(USER_SCRIPT.read_bytes()).hexdigest(),
-                    "tables": 1, "table_size": 10, "create_secondary": True, "auto_inc": True, "secondary": False,
-                    "my_rows": 7}  # its own options may shape what it prepares; oltp_common's run options do not
+                    "tables": 1, "table_size": 10, "my_rows": 7, "prepare_threads": 1}
+    # its own options may shape what it prepares; oltp_common's run options do not, and nothing of oltp_common's
+    # is added to what the user wrote
     copy = tmp_path / "copy.lua"
     copy.write_bytes(USER_SCRIPT.read_bytes())
     assert oltp.dataset({"script": str(copy)})["sha256"] == data["sha256"]
@@ -224,8 +226,7 @@ def test_prepare_needs_only_the_dataset(config_file):
     assert oltp.prepare(oltp.dataset(options) | options, config_file) == oltp.prepare(options, config_file)
     user = {"script": str(USER_SCRIPT), "tables": 2, "my_rows": 7, "time": 5}
     argv = oltp.prepare(user, config_file)
-    assert argv == oltp.prepare(oltp.dataset(user), config_file) == oltp.prepare(oltp.dataset(user) | user,
-                                                                                   config_file)
+    assert argv == oltp.prepare(oltp.dataset(user), config_file)
     assert argv[0][:3] == ["sysbench", str(USER_SCRIPT), f"--config-file={config_file}"]
     assert "--my_rows=7" in argv[0] and not [a for a in argv[0] if a.startswith(("--time", "--sha256"))]
 
@@ -526,10 +527,9 @@ def test_fixtures_are_small_and_complete(name):
 
 
 def test_module_contract():
-    assert workloads.module("sysbench") is oltp
-    assert oltp.TOOL == "sysbench"
-    for name in ("check", "dataset", "prepare", "command", "samples", "summary", "histogram", "live", "version"):
-        assert callable(getattr(oltp, name))
+    declared = workloads.get("sysbench")
+    assert declared is oltp.WORKLOAD and declared.database and declared.takes_rate
+    assert (declared.samples, declared.percentiles, declared.client) == (oltp.samples, oltp.percentiles, oltp.client)
 
 
 @needs_sysbench
@@ -553,3 +553,86 @@ def test_open_loop_summary_marks_a_run_short_of_its_rate():
     assert (kept["rate_achieved"], kept["queue_end"], kept["rate_short"]) == (pytest.approx(85 / 2.0635), 0, 0)
     # the same run judged against a rate 4 times higher falls short
     assert judge("oltp_point_select_rate", 200)["rate_short"] == 1
+
+
+# --- a user's own script gets only the user's options -----------------------------------------
+
+KV = FIXTURES / "lua" / "kv.lua"  # declares rows and reads, none of oltp_common's options
+
+
+def kv_study(engines=("innodb", "postgresql"), **workload) -> dict:
+    return {
+        "study": "kv",
+        "axes": {"engine": list(engines), "memory": ["64M"], "filesystem": ["ext4"], "threads": [2],
+                 "workload": ["kv"]},
+        "filesystems": {"ext4": {"type": "ext4", "size": "512M"}},
+        "workloads": {"kv": {"tool": "sysbench", "options": {"script": str(KV), "rows": 50, "reads": 2, "time": 2}}
+                      | workload},
+    }
+
+
+def test_user_script_prepare_gets_only_its_declared_dataset_options(config_file):
+    from dbsweep.config import load
+    study = load(kv_study(dataset_options=["rows"], prepare_threads=2))
+    data = study.recipe(study.cells[0])["dataset"]
+    assert data == {"script": str(KV), "sha256": hashlib.sha256(KV.read_bytes()).hexdigest(), "rows": 50,
+                    "prepare_threads": 2}
+    assert oltp.prepare(data, config_file) == [
+        ["sysbench", str(KV), f"--config-file={config_file}", "--rows=50", "--threads=2", "prepare"]]
+    # reads shapes only the run: another value shares the image
+    other = load(kv_study(dataset_options=["rows"], prepare_threads=2) | {"workloads": {"kv": {
+        "tool": "sysbench", "dataset_options": ["rows"], "prepare_threads": 2,
+        "options": {"script": str(KV), "rows": 50, "reads": 9, "time": 2}}}})
+    assert other.image(other.cells[0]) == study.image(study.cells[0])
+    argv = oltp.command(study.recipe(study.cells[0])["options"], 2, Path("/r"), config_file)
+    assert [a for a in argv if a.startswith("--") and not a.startswith(("--config-file", "--threads", "--report",
+                                                                         "--percentile"))] == [
+        "--rows=50", "--reads=2", "--time=2"]
+
+
+def test_user_script_without_declaration_prepares_with_all_its_options(config_file):
+    data = oltp.dataset({"script": str(KV), "rows": 50, "reads": 2, "time": 2})
+    assert oltp.prepare(data, config_file)[0][3:] == ["--rows=50", "--reads=2", "--threads=1", "prepare"]
+
+
+@pytest.mark.parametrize("workload, message", [
+    ({"dataset_options": ["size"]}, r"^workloads\.kv\.dataset_options\[0\]: 'size' is not one of the script's "
+                                    r"options given under options \(rows, reads\)$"),
+    ({"prepare_threads": 0}, r"^workloads\.kv\.prepare_threads: 0 is below the minimum of 1$"),
+])
+def test_user_script_settings_are_checked(workload, message):
+    from dbsweep.config import load
+    with pytest.raises(ConfigError, match=message):
+        load(kv_study(**workload))
+
+
+def test_settings_only_for_a_script_of_ones_own():
+    from dbsweep.config import load
+    config = kv_study()
+    config["workloads"]["kv"] = {"tool": "sysbench", "prepare_threads": 2,
+                                 "options": {"script": "oltp_read_only", "time": 2}}
+    with pytest.raises(ConfigError, match=r"^workloads\.kv\.prepare_threads: 2 is for a script of your own"):
+        load(config)
+    config["workloads"]["kv"] = {"tool": "fio", "dataset_options": ["size"], "options": {"size": "1M"}}
+    with pytest.raises(ConfigError, match=r"^workloads\.kv\.dataset_options: \['size'\]: the fio workload does not "
+                                          r"take dataset_options"):
+        load(config)
+
+
+@pytest.mark.workflow
+def test_user_script_runs_on_mariadb_and_postgresql(study_factory, workdir):  # noqa: F811
+    """sysbench 1.0.20 refuses options a script does not declare ("invalid option: --tables=1"): the script
+    gets what the user wrote, and the connection."""
+    import csv
+    import gzip
+    study = study_factory(kv_study(dataset_options=["rows"]))
+    study.run()
+    with gzip.open(study.path("results/tables/summary.csv.gz"), "rt") as f:
+        summary = {r["engine"]: r for r in csv.DictReader(f)}
+    assert set(summary) == {"innodb", "postgresql"}
+    for engine, r in summary.items():
+        assert float(r["qps"]) > 0 and float(r["transactions"]) > 0, engine
+    for run in study.path("results/runs").rglob("run.json"):
+        for argv in json.loads(run.read_text())["commands"]:
+            if argv[0] == "sysbench":
+                assert not [a for a in argv if a.startswith(("--tables", "--table_size", "--mysql-storage-engine"))]

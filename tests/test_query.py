@@ -103,10 +103,14 @@ def test_cold_executions_read_blocks_and_warm_ones_do_not(engine, reads):
     from dbsweep.workloads import query
     cold = query.summary(FIXTURES / f"query_{engine}_cold")
     warm = query.summary(FIXTURES / f"query_{engine}_warm")
-    assert [e["rows"] for e in cold["executions"]] == [10, 10]
-    assert all(e[reads] > 50 for e in cold["executions"])
-    assert all(e[reads] == 0 for e in warm["executions"])
+    cold_rows = query.executions(FIXTURES / f"query_{engine}_cold")
+    assert [e["rows"] for e in cold_rows] == [10, 10]
+    assert all(e[reads] > 50 for e in cold_rows)
+    assert all(e[reads] == 0 for e in query.executions(FIXTURES / f"query_{engine}_warm"))
     assert cold["transactions"] == 2 and cold["lat_mean_ms"] > warm["lat_mean_ms"]
+    # the executions table, long, as collect writes it
+    long = query.WORKLOAD.tables["executions"].rows(FIXTURES / f"query_{engine}_cold", None)
+    assert {(r["execution"], r["value"]) for r in long if r["name"] == "rows"} == {(1, 10), (2, 10)}
 
 
 def test_summary_refuses_a_run_without_measured_executions(tmp_path):

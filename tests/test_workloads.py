@@ -410,3 +410,63 @@ def test_sysbench_fileio_open_loop():
     assert open_loop(2000, s, rows) == {"rate": 2000, "rate_achieved": pytest.approx(5957 / 3.0043),
                                         "queue_max": None, "queue_end": None, "rate_short": 0}
     assert open_loop(2500, s, rows)["rate_short"] == 1
+
+
+# --- the declared contract ---------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[1]
+WORKFLOW = ROOT / "workflow"
+
+
+def test_schema_tool_enum_is_the_registry():
+    import yaml
+
+    from dbsweep import workloads
+    schema = yaml.safe_load((WORKFLOW / "schemas" / "config.schema.yaml").read_text())
+    enum = schema["properties"]["workloads"]["additionalProperties"]["properties"]["tool"]["enum"]
+    assert enum == list(workloads.registry())
+
+
+def test_every_workload_declares_what_the_pipeline_reads():
+    import re
+
+    from dbsweep import workloads
+    rules = set(re.findall(r"^rule (\w+):", "".join(p.read_text() for p in (WORKFLOW / "rules").glob("*.smk")),
+                           re.M))
+    for tool, declared in workloads.registry().items():
+        assert declared.tool == tool and declared.kind in (workloads.STORAGE, workloads.DATABASE)
+        for name in ("check", "dataset", "prepare", "samples", "summary", "version", "duration", "client"):
+            assert callable(getattr(declared, name)), (tool, name)
+        # a workload runs one command, or phases, or measures by itself
+        assert (declared.command is not None) + (declared.phases is not None) + (declared.measure is not None) == 1
+        assert declared.analyses and set(declared.analyses) <= rules, tool
+        assert (declared.percentiles is None) == (declared.percentile_source is None), tool
+        assert not declared.database or declared.families is None or declared.families
+        assert declared.database or not (declared.load or declared.after_run or declared.families), tool
+
+
+# Comparisons with a tool's or a server family's / engine's name: `== "fio"`, `in ("mariadb", …)`.
+TOOL_NAMES = ("fio", "sysbench", "sysbench-fileio", "tpcc", "insert", "query", "pgbench")
+FAMILY_NAMES = ("mariadb", "postgresql", "mysql", "innodb", "myrocks")
+
+
+def _name_tests(names: tuple[str, ...], files) -> list[str]:
+    import re
+    quoted = "|".join(re.escape(n) for n in names)
+    pattern = re.compile(rf"""(==|!=|\bin)\s*[(\[{{]?\s*["']({quoted})["']|["']({quoted})["']\s*(==|!=|\bin\b)""")
+    return [f"{path.relative_to(ROOT)}:{n}: {line.strip()}" for path in files
+            for n, line in enumerate(path.read_text().splitlines(), 1) if pattern.search(line)]
+
+
+def test_no_tool_name_is_tested_outside_workloads():
+    package = WORKFLOW / "dbsweep"
+    files = [p for p in package.rglob("*.py") if "workloads" not in p.parts]
+    files += [*(WORKFLOW / "rules").glob("*.smk"), *(WORKFLOW / "scripts").glob("*.py"), WORKFLOW / "Snakefile"]
+    assert _name_tests(TOOL_NAMES, files) == []
+
+
+def test_no_family_or_engine_name_is_tested_outside_engines():
+    package = WORKFLOW / "dbsweep"
+    files = [p for p in package.rglob("*.py") if "engines" not in p.parts]
+    files += [*(WORKFLOW / "rules").glob("*.smk"), *(WORKFLOW / "scripts").glob("*.py"), WORKFLOW / "Snakefile"]
+    assert _name_tests(FAMILY_NAMES, files) == []

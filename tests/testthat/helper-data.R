@@ -21,7 +21,7 @@ make_sweep <- function(values = list(filesystem = c("ext4", "xfs"),
   lat <- 1000 * threads / iops
   summary <- data.table(
     grid,
-    tool = "sysbench-fileio",
+    tool = "sysbench-fileio", kind = "storage", per_second = 1L,
     duration_s = duration,
     seconds = duration,
     iops = iops, read_iops = iops, write_iops = 0, mibs = iops * 16 / 1024,

@@ -51,7 +51,7 @@ make_db_sweep <- function(values = list(engine = c("innodb", "myrocks"),
   innodb <- engine == "innodb"
   summary <- data.table(
     grid,
-    tool = "sysbench", duration_s = duration, seconds = duration,
+    tool = "sysbench", kind = "database", per_second = 1L, duration_s = duration, seconds = duration,
     iops = NA_real_, read_iops = NA_real_, write_iops = NA_real_,
     mibs = NA_real_, fsyncs = NA_real_,
     tps = tps, qps = tps * 20, transactions = round(tps * duration),
@@ -128,7 +128,7 @@ with_storage_cells <- function(sweep, duration) {
   db_axes <- setdiff(axes, c("filesystem", "threads", "workload"))
   row <- sweep$summary[1:2]
   for (a in db_axes) set(row, j = a, value = NA_character_)
-  row[, `:=`(rep = 1:2, tool = "sysbench-fileio", iops = 7000, tps = NA_real_,
+  row[, `:=`(rep = 1:2, tool = "sysbench-fileio", kind = "storage", iops = 7000, tps = NA_real_,
              qps = NA_real_, transactions = NA_real_, hit_ratio = NA_real_,
              kb_read_per_txn = NA_real_, kb_written_per_txn = NA_real_,
              cpu_us_per_txn = NA_real_, datadir_mb_start = NA_real_,

@@ -7,7 +7,7 @@ make_open_loop <- function(duration = 5L) {
   cells <- data.table(engine = "innodb", threads = c(1L, 4L, 4L),
                       workload = c("open", "open", "closed"),
                       rate = c(3000, 3000, NA), short = c(1L, 0L, NA))
-  summary <- cells[, .(engine, threads, workload, rep = 1L, tool = "sysbench",
+  summary <- cells[, .(engine, threads, workload, rep = 1L, tool = "sysbench", kind = "database", per_second = 1L,
                        duration_s = duration, seconds = duration, iops = NA,
                        read_iops = NA, write_iops = NA, mibs = NA, fsyncs = NA,
                        lat_mean_ms = 5, lat_p95_ms = fifelse(is.na(rate), 4, NA_real_),

@@ -183,7 +183,8 @@ test_that("one repetition everywhere: the ratio CI comes from the block bootstra
 
 test_that("the shared statistics leave out the cells with an analysis of their own", {
   summary <- data.table(workload = c("oltp", "ib", "oltp"), rep = c(1L, 1L, 2L),
-                        tool = c("sysbench", "insert", "sysbench"))
+                        tool = c("sysbench", "insert", "sysbench"),
+                        kind = "database", per_second = c(1L, 0L, 1L))
   samples <- data.table(workload = c("oltp", "ib", "ib", "oltp"), rep = c(1L, 1L, 1L, 2L),
                         second = c(1L, 1L, 1L, 1L), tps = c(10, 20, 30, 40))
   kept <- per_second_cells(summary, samples, "workload")

@@ -6,7 +6,7 @@ tpcc_summary <- function() {
     engine = c("innodb", "innodb", "postgresql", "postgresql", "innodb"),
     workload = c("tpcc", "tpcc", "tpcc", "tpcc", "oltp"),
     rep = c(1L, 2L, 1L, 2L, 1L),
-    tool = c("tpcc", "tpcc", "tpcc", "tpcc", "sysbench"),
+    tool = c("tpcc", "tpcc", "tpcc", "tpcc", "sysbench"), kind = "database", per_second = 1L,
     tps = c(100, 120, 200, 220, 500), tpmc = c(2700, 3300, 5400, 6000, NA),
     new_order = c(450, 550, 900, 1000, NA), payment = c(430, 430, 860, 860, NA),
     order_status = c(40, 40, 80, 80, NA), delivery = c(40, 40, 80, 80, NA),

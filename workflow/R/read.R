@@ -21,13 +21,12 @@ DATABASE_SUMMARY_COLUMNS <- c("tps", "qps", "transactions", "hit_ratio",
                               "cpu_us_per_txn", "datadir_mb_start",
                               "datadir_mb_end", "memory_limit_mb")
 DATABASE_SAMPLES_COLUMNS <- c("tps", "qps")
-# The tools of database cells; storage cells (fio, sysbench-fileio) share the
-# tables with their database axes empty.
-DATABASE_TOOL <- c("sysbench", "tpcc")
+# Database cells are those whose workload declares kind "database" (the summary's
+# kind column); storage cells share the tables with their database axes empty.
 
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
-TEXT_COLUMNS <- c("tool", "device", "name", "check", "phase", "op", "metric", "ci_method", "axis",
+TEXT_COLUMNS <- c("tool", "kind", "device", "name", "check", "phase", "op", "metric", "ci_method", "axis",
                   "baseline", "axis_value", "verdict", "test", "source", "host")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
@@ -97,16 +96,14 @@ read_samples <- function(path, axes) {
   read_table(path, axes, required = SAMPLES_COLUMNS)
 }
 
-# Tools whose cells have tables and plots of their own (insert: phases; query:
-# executions) rather than one per-second series per repetition.
-OWN_ANALYSIS_TOOL <- c("insert", "query")
-
-# summary and samples without the repetitions of OWN_ANALYSIS_TOOL cells: what
-# the shared statistics and figures are drawn from.
+# summary and samples without the repetitions of cells whose workload has no
+# per-second series (per_second 0: insert's phases, query's executions have
+# tables and plots of their own): what the shared statistics and figures are
+# drawn from.
 per_second_cells <- function(summary, samples, axes) {
-  own <- summary[tool %in% OWN_ANALYSIS_TOOL, c(axes, "rep"), with = FALSE]
+  own <- summary[per_second == 0, c(axes, "rep"), with = FALSE]
   if (!nrow(own)) return(list(summary = summary, samples = samples))
-  list(summary = summary[!tool %in% OWN_ANALYSIS_TOOL],
+  list(summary = summary[per_second != 0],
        samples = samples[!own, on = c(axes, "rep")])
 }
 
@@ -198,9 +195,13 @@ check_sample_counts <- function(summary, samples, axes) {
 # ---------------------------------------------------------------------------
 # Database cells
 
-# The summary's repetitions of database cells (tool sysbench).
+# The summary's repetitions of database cells with a per-second series.
+is_database <- function(summary) {
+  summary$kind == "database" & summary$per_second != 0
+}
+
 database_rows <- function(summary) {
-  summary[tool %in% DATABASE_TOOL]
+  summary[is_database(summary)]
 }
 
 # Rows of a per-second table (samples, system, counters) without those of the
@@ -208,7 +209,7 @@ database_rows <- function(summary) {
 # so check_sample_counts() still finds them.
 drop_other_tools <- function(dt, summary, axes) {
   keys <- c(axes, "rep")
-  others <- unique(summary[!tool %in% DATABASE_TOOL, ..keys])
+  others <- unique(summary[!is_database(summary), ..keys])
   if (nrow(others) == 0) return(dt)
   dt[!others, on = keys]
 }

@@ -205,7 +205,7 @@ window_samples <- function(samples, windows, keys, value = "value") {
 }
 
 # The per-second series of every repetition, compact: list(series, cells).
-# cells: one row per cell with an integer id .cell, the axes, tool,
+# cells: one row per cell with an integer id .cell, the axes, kind,
 # throughput_metric (tps for sysbench OLTP, else iops) and latency_metric
 # (lat_ms where the cell has fio's per-second mean, else lat_p95_ms:
 # sysbench's per-interval 95th percentile). series: .cell, rep, second,
@@ -216,9 +216,9 @@ cell_series <- function(samples, summary, axes) {
   samples[, .cell := .GRP, by = axes]
   on.exit(samples[, .cell := NULL])
   cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
-  tools <- unique(summary[, c(axes, "tool"), with = FALSE], by = axes)
-  cells[tools, tool := i.tool, on = axes]
-  database <- cells$tool %in% DATABASE_TOOL
+  kinds <- unique(summary[, c(axes, "kind"), with = FALSE], by = axes)
+  cells[kinds, kind := i.kind, on = axes]
+  database <- cells$kind %in% "database"
   cells[, throughput_metric := fifelse(database, "tps", "iops")]
   tps <- if ("tps" %in% names(samples)) samples$tps else NA_real_
   series <- data.table(.cell = samples$.cell, rep = samples$rep, second = samples$second,

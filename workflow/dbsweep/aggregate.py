@@ -4,60 +4,53 @@ from __future__ import annotations
 import csv
 import gzip
 import json
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from dbsweep import engines, workloads
-from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, PERCENTILE_COLUMNS, RATE_KEYS, SAMPLE_COLUMNS,
-                             SUMMARY_KEYS, SYSTEM_COLUMNS)
-from dbsweep.workloads.insert_bench import PHASE_COLUMNS
-from dbsweep.workloads.query import EXECUTION_COLUMNS
+from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, PERCENTILE_COLUMNS, RATE_KEYS, SUMMARY_KEYS,
+                             SYSTEM_COLUMNS, sample_columns)
 
 
 def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, Path],
               not_applicable: list[tuple[str, str]] = ()) -> None:
-    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv, counters.csv and percentiles.csv
-    (phases.csv.gz: the insert benchmark's phases, executions.csv.gz: the query workload's executions, from
-    summary.json);
-    not_applicable lists the cells that were not run, and why."""
+    """rep_dirs each hold run.json, summary.json, samples.csv, system.csv, counters.csv, percentiles.csv and
+    one <name>.csv per table a workload declares (workloads.tables(): the insert benchmark's phases, the query
+    workload's executions), each gathered into out[<name>]; not_applicable lists the cells that were not run,
+    and why. The summary table says each repetition's kind (storage, database) and whether it has a
+    per-second series (per_second 1/0), from its workload's declaration."""
     with open(out["not_applicable"], "w", newline="") as f:
         writer = csv.writer(f)
         writer.writerow(["cell", "reason"])
         writer.writerows(not_applicable)
     # Where each repetition ran: a column of every table (an axis of its own when the study names hosts).
     keys = axes + ["rep"] + ([] if "host" in axes else ["host"])
-    summary_cols = (keys + ["tool", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS + RATE_KEYS
-                    + workloads.extra_keys())
-    with _gz(out["summary"], summary_cols) as summary, \
-            _gz(out["samples"], keys + SAMPLE_COLUMNS) as samples, \
-            _gz(out["system"], keys + SYSTEM_COLUMNS) as system, \
-            _gz(out["counters"], keys + COUNTER_COLUMNS) as counters, \
-            _gz(out["percentiles"], keys + PERCENTILE_COLUMNS) as percentiles, \
-            _gz(out["phases"], keys + PHASE_COLUMNS) as phases, \
-            _gz(out["executions"], keys + EXECUTION_COLUMNS) as executions:
+    summary_cols = (keys + ["tool", "kind", "per_second", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
+                    + RATE_KEYS + workloads.summary_keys())
+    per_rep = {"samples": sample_columns(), "system": SYSTEM_COLUMNS, "counters": COUNTER_COLUMNS,
+               "percentiles": PERCENTILE_COLUMNS} | {name: list(cols) for name, cols in workloads.tables().items()}
+    with ExitStack() as stack:
+        summary = stack.enter_context(_gz(out["summary"], summary_cols))
+        writers = {name: stack.enter_context(_gz(out[name], keys + columns)) for name, columns in per_rep.items()}
         tools, hosts, servers = {}, {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
             ident = {a: record["cell"].get(a) for a in axes} | {"rep": record["rep"], "host": node(record["host"])}
             final = json.loads((rep_dir / "summary.json").read_text())
-            summary.writerow(ident | final)
-            for phase in final.get("phases", []):  # the insert benchmark's
-                phases.writerow(ident | phase)
-            for execution in final.get("executions", []):  # the query workload's, long
-                for name, value in execution.items():
-                    if name != "execution":
-                        executions.writerow(ident | {"execution": execution["execution"], "name": name,
-                                                     "value": value})
-            for name, writer in (("samples.csv", samples), ("system.csv", system), ("counters.csv", counters),
-                                 ("percentiles.csv", percentiles)):
-                with open(rep_dir / name, newline="") as f:
+            workload = workloads.get(final["tool"])
+            summary.writerow(ident | final | {"kind": workload.kind, "per_second": int(workload.per_second)})
+            for name, writer in writers.items():
+                path = rep_dir / f"{name}.csv"
+                if not path.exists() and name not in workload.tables:
+                    continue  # collected before that table existed; its workload has none
+                with open(path, newline="") as f:
                     for row in csv.DictReader(f):
                         writer.writerow(ident | row)
             tools |= record["tools"]
             if "server" in record:
-                family = engines.ENGINES[record["server"]["engine"]]
-                tools[family] = server_version(family, record["server"]["version"])
-                servers.setdefault(family, set()).add(tools[family])
+                family = engines.family(record["server"]["engine"])
+                tools[family.FAMILY] = server_version(family.NAME, record["server"]["version"])
+                servers.setdefault(family.FAMILY, set()).add(tools[family.FAMILY])
             hosts[record["host"]["hostname"]] = record["host"]
     host = next(iter(hosts.values()), {})
     provenance = {
@@ -72,7 +65,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
 
 
 TABLES = ("summary", "samples", "system", "counters", "percentiles")
-TEXT_COLUMNS = {"tool", "device", "name", "source", "check", "phase", "host"}
+TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host"}
 
 
 def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:
@@ -100,10 +93,11 @@ def node(host: dict) -> str:
     return host.get("node") or host["hostname"]
 
 
-def server_version(family: str, version: str) -> str:
-    """SELECT version() made short and named: 'PostgreSQL 15.18 (Debian 15.18-0+deb12u1)', 'MariaDB 10.11.19-…'."""
+def server_version(name: str, version: str) -> str:
+    """SELECT version() made short and named (name: the family's NAME): 'PostgreSQL 15.18 (Debian 15.18-0+deb12u1)',
+    'MariaDB 10.11.19-…'."""
     version = version.split(" on ", 1)[0]
-    return version if version.lower().startswith(family) else f"{'MariaDB' if family == 'mariadb' else family} {version}"
+    return version if version.lower().startswith(name.lower()) else f"{name} {version}"
 
 
 @contextmanager

@@ -7,16 +7,15 @@ import math
 from pathlib import Path
 
 from dbsweep import engines, monitors, workloads
+from dbsweep.workloads.contract import Run
 
 SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
-                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue", "lat_p99_ms", "phase"]
+                  "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue", "lat_p99_ms"]
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
 COUNTER_COLUMNS = ["second", "time", "name", "value"]
 PERCENTILE_COLUMNS = ["percentile", "lat_ms", "source"]
-# Where a tool's latency percentiles come from.
-PERCENTILE_SOURCES = {"fio": "fio clat percentiles", "sysbench": "sysbench histogram"}
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
                 "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
 # An open-loop run (sysbench --rate): the target and achieved arrival rates, the event queue's
@@ -33,42 +32,48 @@ DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_p
 
 
 def collect(run_json: Path, out: dict[str, Path]) -> None:
-    """out: samples, system, counters (CSV) and summary (JSON) paths."""
+    """out: samples, system, counters, percentiles (CSV), summary (JSON), and one CSV per table a
+    workload declares (workloads.tables(): every one, with only its header for other workloads)."""
     record = json.loads(run_json.read_text())
     raw = run_json.parent / record["attempt"] / "raw"
-    tool = workloads.module(record["recipe"]["tool"])
+    recipe = record["recipe"]
+    tool = workloads.get(recipe["tool"])
     samples = tool.samples(raw, record["measure_start"])
-    write_csv(out["samples"], SAMPLE_COLUMNS, samples)
+    write_csv(out["samples"], sample_columns(), samples)
     # The system clock second that ends sample `second` 1 is window_start + 1.
     window_start = samples[0]["time"] - 1 if samples else record["measure_start"]
     system = system_rows(raw, window_start)
     write_csv(out["system"], SYSTEM_COLUMNS, system)
-    engine = record["recipe"].get("engine")
+    engine = recipe.get("engine")
     counters = counter_rows(raw / "counters.jsonl", window_start, engines.family(engine)) if engine else []
     write_csv(out["counters"], COUNTER_COLUMNS, counters)
     final = tool.summary(raw)
     final.setdefault("lat_p95_ms", final.get("lat_pct_ms"))
     summary = {k: final.get(k) for k in SUMMARY_KEYS}
     # a workload's own figures (aggregated as columns) and details (summary.json only)
-    summary |= {k: final.get(k) for k in [*getattr(tool, "EXTRA_KEYS", []), *getattr(tool, "DETAIL_KEYS", [])]}
-    summary |= {"tool": record["recipe"]["tool"], "duration_s": record["recipe"]["duration_s"],
-                "seconds": len(samples)}
-    target = workloads.rate(record["recipe"]["tool"], record["recipe"]["options"])
+    summary |= {k: final.get(k) for k in [*tool.summary_keys, *tool.detail_keys]}
+    summary |= {"tool": recipe["tool"], "duration_s": recipe["duration_s"], "seconds": len(samples)}
+    target = tool.rate(recipe["options"])
     if target:
         summary |= open_loop(target, final, samples)
-    if "engine" in record["recipe"]:
+    if tool.database:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
-    if "executions" in final:
-        summary["executions"] = final["executions"]
-    if "phases" in final:
-        summary["phases"] = [phase | per_op(phase, system, record["host"]["cpus"]) for phase in final["phases"]]
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
-        name = record["recipe"]["tool"]
-        rows = [{"percentile": p, "lat_ms": ms, "source": PERCENTILE_SOURCES[name]}
-                for p, ms in tool.percentiles(raw)] if hasattr(tool, "percentiles") else []
+        rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
+                for p, ms in tool.percentiles(raw)] if tool.percentiles else []
         write_csv(out["percentiles"], PERCENTILE_COLUMNS, rows)
+    run = Run(system=system, cpus=record["host"]["cpus"])
+    for name, columns in workloads.tables().items():
+        if name in out:
+            table = tool.tables.get(name)
+            write_csv(out[name], list(columns), table.rows(raw, run) if table else [])
+
+
+def sample_columns() -> list[str]:
+    """The samples' columns: the common ones, then those some workloads add."""
+    return SAMPLE_COLUMNS + [c for c in workloads.sample_columns() if c not in SAMPLE_COLUMNS]
 
 
 def open_loop(target: int, final: dict, samples: list[dict]) -> dict:
@@ -104,33 +109,18 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
             "cpu_us_per_txn": per_txn(cpu_us)}
 
 
-def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
-    """CPU microseconds (vmstat us+sy) and KB read and written (iostat) per operation of one phase of
-    several in a measured window: over the seconds of the system rows sampled within the phase (each
-    row covers the second before its time)."""
-    rows = [row for row in system if phase["start"] < float(row["time"]) <= phase["end"] + 0.5]
-    ops = phase.get("ops")
-
-    def per(key: str, scale: float = 1.0) -> float | None:
-        values = [row[key] for row in rows if row.get(key) not in (None, "")]
-        return None if not values or not ops else sum(values) * scale / ops
-
-    cpu = [row for row in rows if row.get("us") not in (None, "")]
-    return {"cpu_us_per_op": None if not cpu or not ops else
-            sum(row["us"] + row["sy"] for row in cpu) / 100 * cpus * 1e6 / ops,
-            "kb_read_per_op": per("rkb_s"), "kb_written_per_op": per("wkb_s"), "system_seconds": len(rows)}
-
-
 def counter_rows(path: Path, window_start: float, family) -> list[dict]:
     """Per-second server counters, long: deltas for cumulative counters, values for gauges,
-    and the datadir size where it was taken."""
+    and the datadir size where it was taken. A tick belongs to the second it closes, the nearest whole
+    second after window_start (the tool's second k ends at window_start + k): the sampler ticks within
+    a few ms of those, a hair before or after, so rounding up would put some in the next second."""
     if not path.exists():
         return []
     samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = []
     previous = None
     for sample in samples:
-        second = math.ceil(sample["time"] - window_start)
+        second = round(sample["time"] - window_start)
         if "datadir_bytes" in sample:
             rows.append({"second": second, "time": sample["time"], "name": "datadir_bytes",
                          "value": sample["datadir_bytes"]})
@@ -147,7 +137,7 @@ def counter_rows(path: Path, window_start: float, family) -> list[dict]:
 def server_summary(record: dict, path: Path, window_start: float, seconds: int) -> dict:
     """Hit ratio over the measured window, datadir size at its start and end, the memory cap."""
     samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    inside = [s for s in samples if 0 <= s["time"] - window_start <= seconds + 0.5]
+    inside = [s for s in samples if -0.5 <= s["time"] - window_start <= seconds + 0.5]
     sizes = [s["datadir_bytes"] for s in samples if "datadir_bytes" in s]
     engine = record["recipe"]["engine"]
     limit = record["recipe"].get("memory_limit")

@@ -39,6 +39,8 @@ FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_for
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
 # fio runs at most 4096 jobs (its REAL_MAX_JOBS); more client threads than that measure a host's scheduler.
 MAX_THREADS = 4096
+# Workload keys beside tool, options and warmup; a workload declares which it takes (Workload.settings).
+SETTINGS = ("dataset_options", "prepare_threads")
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
                      "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
 
@@ -77,16 +79,17 @@ class Study:
         wl = self.workloads[values["workload"]]
         options = {k: _substitute(v, values) for k, v in wl["options"].items()}
         fs = self.filesystems[values["filesystem"]]
-        module = workloads.module(wl["tool"])
+        workload = workloads.get(wl["tool"])
+        settings = {key: wl[key] for key in workload.settings if key in wl}
         recipe = {
             "tool": wl["tool"],
             "options": options,
             "threads": int(values.get("threads", 1)),
             "filesystem": fs,
-            "dataset": module.dataset(options),
-            "duration_s": workloads.duration(wl["tool"], options),
+            "dataset": workload.dataset(options, **settings),
+            "duration_s": workload.duration(options),
         }
-        if wl["tool"] not in workloads.DATABASE_TOOLS:
+        if not workload.database:
             return recipe
         engine = values["engine"]
         family = engines.ENGINES[engine]
@@ -167,10 +170,18 @@ def load(config: dict) -> Study:
     filesystems = _filesystems(config.get("filesystems", {}))
     wls = config["workloads"]
     for name, wl in wls.items():
-        workloads.module(wl["tool"]).check(wl["options"], f"workloads.{name}.options")
-        if wl.get("warmup") and wl["tool"] in workloads.OWN_ANALYSIS:
+        workload = workloads.get(wl["tool"])
+        workload.check(wl["options"], f"workloads.{name}.options")
+        if wl.get("warmup") and not workload.warmup:
             raise ConfigError(f"workloads.{name}.warmup: {wl['warmup']!r}: the {wl['tool']} workload has no "
                               "warm-up run; remove it")
+        for key in SETTINGS:
+            if key in wl and key not in workload.settings:
+                raise ConfigError(f"workloads.{name}.{key}: {wl[key]!r}: the {wl['tool']} workload does not take "
+                                  f"{key}; remove it")
+        if any(key in wl for key in workload.settings):
+            workload.dataset(wl["options"], **{key: wl[key] for key in workload.settings if key in wl},
+                             where=f"workloads.{name}")  # refuses what it cannot take
     server = config.get("server", {})
     for key in ("cgroup_overhead",):
         if key in server and not SIZE.match(server[key]):
@@ -189,7 +200,7 @@ def load(config: dict) -> Study:
     def applicable(cell: dict) -> list[str]:
         """Server axes mean something only to database workloads."""
         wl = wls.get(cell["workload"])
-        if wl and wl["tool"] in workloads.DATABASE_TOOLS:
+        if wl and workloads.get(wl["tool"]).database:
             return list(cell)
         return [a for a in cell if a not in server_axes]
 
@@ -343,7 +354,7 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
         for name in _placeholders(value):
             if name not in order:
                 raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
-    if wls[wl]["tool"] in workloads.SYSBENCH_TOOLS:  # fio's own `rate` is a bandwidth
+    if workloads.get(wls[wl]["tool"]).takes_rate:  # fio's own `rate` is a bandwidth
         options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
         workloads.check_rate(options, f"workloads.{wl}.options")
 
@@ -379,12 +390,12 @@ def _versions(axes: dict) -> dict[str, dict]:
             values[i] = value["name"]
         else:
             values[i] = str(value)
-            known = [f for f in ("mariadb", "postgresql") if values[i] in servers.available(f)]
+            known = [f for f in engines.FAMILIES if values[i] in servers.available(f)]
             if not known:
                 raise ConfigError(f"axes.version: {values[i]!r} is not a version dbsweep knows; available: "
-                                  + "; ".join(f"{f} {', '.join(servers.available(f))}" for f in ("mariadb", "postgresql"))
+                                  + "; ".join(f"{f} {', '.join(servers.available(f))}" for f in engines.FAMILIES)
                                   + "; or give {name: …, basedir: /path}")
-    for family in ("mariadb", "postgresql"):
+    for family in engines.FAMILIES:
         same = {}
         for value in values:
             if value in builds or value not in servers.available(family):
@@ -409,15 +420,15 @@ def _debian_only(axes: dict) -> bool:
     for value in axes.get("version", []):
         if isinstance(value, dict):
             return False
-        for family in ("mariadb", "postgresql"):
+        for family in engines.FAMILIES:
             if str(value) in servers.available(family) and not servers.is_debian(family, str(value)):
                 return False
     return True
 
 
 def _family_group(build_family: str) -> str:
-    """MySQL and Percona builds run through the MariaDB adapter."""
-    return "mariadb" if build_family in ("mariadb", "mysql") else build_family
+    """The family whose adapter runs a build (MySQL and Percona builds: MariaDB's; engines.BUILDS)."""
+    return engines.BUILDS.get(build_family, build_family)
 
 
 def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | None:
@@ -437,8 +448,9 @@ def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | No
         return _workload_not_applicable(cell, wls)
     if version not in servers.available(family):
         return f"{version} is not a {family} version"
-    if engine == "myrocks" and not servers.is_debian(family, version):
-        return f"MyRocks ships only with Debian's mariadb-plugin-rocksdb (MariaDB {version} has no plugin)"
+    why = engines.family(engine).DEBIAN_ONLY.get(engine)
+    if why and not servers.is_debian(family, version):
+        return f"{why} ({version} has not)"
     return _workload_not_applicable(cell, wls)
 
 
@@ -448,11 +460,14 @@ def _workload_not_applicable(cell: Cell, wls: dict) -> str | None:
     wl = wls.get(values["workload"])
     if wl is None or "engine" not in values:
         return None
-    module = workloads.module(wl["tool"])
-    if not hasattr(module, "not_applicable"):
+    workload = workloads.get(wl["tool"])
+    family = engines.ENGINES[values["engine"]]
+    if workload.families is not None and family not in workload.families:
+        return f"{wl['tool']} runs on {', '.join(workload.families)}, not {family} ({values['engine']})"
+    if workload.not_applicable is None:
         return None
     options = {k: _substitute(v, values) for k, v in wl["options"].items()}
-    return module.not_applicable(options, values["engine"])
+    return workload.not_applicable(options, values["engine"])
 
 
 def _baseline(baseline: dict, axes: dict) -> dict:
@@ -475,8 +490,7 @@ def _word(value):
 
 def _check_server_cell(cell: Cell, wls: dict, option_sets: dict) -> None:
     values = cell.as_dict()
-    tool = wls[values["workload"]]["tool"]
-    if tool not in workloads.DATABASE_TOOLS:
+    if not workloads.get(wls[values["workload"]]["tool"]).database:
         return
     if "engine" not in values:
         raise ConfigError(f"axes.engine: missing, and workload {values['workload']!r} needs a database server")

@@ -103,23 +103,25 @@ def _free_name(keep: Path, name: str) -> Path:
 def load(recipe: dict, root: Path, log) -> list[list[str]]:
     """A new datadir under root with the workload's dataset loaded, shut down cleanly."""
     family = engines.family(recipe["engine"])
-    tool = workloads.module(recipe["tool"])
+    workload = workloads.get(recipe["tool"])
     commands = family.initialize(root / DATADIR, log, basedir=basedir(recipe))
     creds = new_credentials(root)
     with running(recipe, root, log) as db:
         family.create_user(db.handle, creds["user"], creds["password"], creds["database"])
-        if hasattr(tool, "load"):  # loaded through the engine's own client
-            commands += tool.load(db, recipe["dataset"], log)
-        for argv in map(db.sysbench, tool.prepare(recipe["dataset"], db.option_file)):
-            log.write(f"$ {' '.join(argv)}\n")
-            log.flush()
-            done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace")
-            log.write(done.stdout)
-            log.flush()
-            if done.returncode != 0:  # its own last lines, and the server's (a full disk shows there)
-                said = [line for line in done.stdout.splitlines() if line.strip()][-5:]
-                raise RuntimeError(f"{argv[0]} prepare failed (exit {done.returncode}):\n" + "\n".join(said)
-                                   + "\nthe server's log:\n" + "\n".join(server_log_tail(db)))
+        if workload.load is not None:  # loaded through the engine's own client
+            commands += workload.load(db, recipe["dataset"], log)
+        for argv in workload.prepare(recipe["dataset"], db.option_file):
+            with workload.client(db, argv) as (argv, env):
+                log.write(f"$ {' '.join(argv)}\n")
+                log.flush()
+                done = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                      errors="replace", env=env)
+                log.write(done.stdout)
+                log.flush()
+                if done.returncode != 0:  # its own last lines, and the server's (a full disk shows there)
+                    said = [line for line in done.stdout.splitlines() if line.strip()][-5:]
+                    raise RuntimeError(f"{argv[0]} prepare failed (exit {done.returncode}):\n" + "\n".join(said)
+                                       + "\nthe server's log:\n" + "\n".join(server_log_tail(db)))
             commands.append(argv)
     return commands
 
@@ -147,7 +149,7 @@ def origin(recipe: dict) -> dict:
     where = basedir(recipe)
     if where is not None and (where / servers.ORIGIN).exists():
         return json.loads((where / servers.ORIGIN).read_text())
-    binary = family.build(where).server if family.FAMILY == "mariadb" else family.bindir(where) / "postgres"
+    binary = family.server_binary(where)
     return {"registry": "debian" if where is None else "basedir", "basedir": str(where) if where else None,
             "binary": str(binary), "sha256": servers.sha256(Path(binary))}
 

@@ -45,15 +45,17 @@ class Rejected(RuntimeError):
     """The cell's own configuration was refused; running it again on another node gives the same answer."""
 
 
-def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, progress: Follow | None = None) -> int:
+def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, progress: Follow | None = None,
+             env: dict | None = None) -> int:
     """Run argv in a session of its own, inside a sub-cgroup of the repetition's when there is one; when
     it ends or we are interrupted, it and all its descendants are stopped: those that lost their parent
-    too (fio's workers, when fio itself was killed). `progress` follows its stdout into the run log."""
+    too (fio's workers, when fio itself was killed). `progress` follows its per-second output into the run
+    log; env is the tool's environment (else ours)."""
     inside = cgroup.current.child(f"tool-{time.monotonic_ns()}") if cgroup.current else None
     prefix = inside.enter_argv() if inside else []
     try:
         with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
-            proc = subprocess.Popen(prefix + argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True)
+            proc = subprocess.Popen(prefix + argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True, env=env)
             try:
                 return proc.wait()
             finally:
@@ -113,7 +115,7 @@ def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, 
              rejected: Path, digest: str) -> dict:
     """One attempt, inside the repetition's cgroup and measuring lock: its resources entered in order
     (filesystem, server, monitors, the tool) and left in reverse."""
-    tool = workloads.module(recipe["tool"])
+    tool = workloads.get(recipe["tool"])
     name = re.sub(r"[^A-Za-z0-9.-]", "_", host["node"] or host["hostname"])
     attempt = out.parent.resolve() / f"attempt~{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{name}-{os.getpid()}"
     raw = attempt / "raw"
@@ -132,7 +134,7 @@ def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, 
             record["commands"] += fs.commands
             if image is None:
                 record["commands"] += fill(recipe, fs.path, scratch, log)
-            if "engine" in recipe:
+            if tool.database:
                 _measure_database(recipe, fs, raw, scratch, record, log, stack)
             else:
                 argv = tool.command(recipe["options"], recipe["threads"], raw)
@@ -157,9 +159,9 @@ def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, 
 def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
     """Put a dataset on a fresh filesystem at root: the tool's files, or a server datadir with the
     data loaded. `spec` is a recipe or an image spec (tool, dataset, and engine for a database)."""
-    if "engine" in spec:
+    if workloads.get(spec["tool"]).database:
         return database.load(spec, root, log)
-    commands = workloads.module(spec["tool"]).prepare(spec["dataset"])
+    commands = workloads.get(spec["tool"]).prepare(spec["dataset"])
     for argv in commands:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
@@ -168,17 +170,18 @@ def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
 
 
 def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
-             db=None) -> None:
+             db=None, env: dict | None = None) -> None:
     """The measured window: monitors (and a server sampler) around the tool."""
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     recipe = record["recipe"]
-    progress = Follow(raw / "stdout.txt", workloads.module(recipe["tool"]).live, recipe["duration_s"], log)
+    tool = workloads.get(recipe["tool"])
+    progress = Follow(raw / tool.live_from, tool.live, recipe["duration_s"], log)
     with Monitors(raw, devices) as mon, (sampler or nullcontext()):
         record["monitors"] = mon.commands
         record["measure_start"] = time.time()
-        record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress)
+        record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env)
         record["measure_end"] = time.time()
     if record["exit_status"] > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
         refused(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
@@ -225,10 +228,11 @@ class Window:
 
 def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log, stack: Stack) -> None:
     """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
-    again; then measure with server counters sampled beside vmstat and iostat: one sysbench run, the
+    again; then measure with server counters sampled beside vmstat and iostat: one run of the tool, the
     tool's phases (several runs in one window), or a tool that drives the server itself (tool.measure,
-    given a Window; no per-second counters, which would disturb its own)."""
-    tool = workloads.module(recipe["tool"])
+    given a Window; no per-second counters, which would disturb its own). The tool reaches the server
+    through its declared client (tool.client: argv and environment)."""
+    tool = workloads.get(recipe["tool"])
 
     def server():
         try:
@@ -239,12 +243,12 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
 
     db = server()
     if recipe.get("warmup_s"):
-        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file,
-                                        time_s=recipe["warmup_s"]))
-        record["commands"].append(argv)
-        progress = Follow(raw / "warmup.stdout.txt", tool.live, recipe["warmup_s"], log, "warm-up")
-        if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress) != 0:
-            refused(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}", db)
+        argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file, time_s=recipe["warmup_s"])
+        with tool.client(db, argv) as (argv, env):
+            record["commands"].append(argv)
+            progress = Follow(raw / f"warmup.{tool.live_from}", tool.live, recipe["warmup_s"], log, "warm-up")
+            if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress, env) != 0:
+                refused(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}", db)
     if recipe.get("cold_start"):
         stack.close("server")
         database.drop_caches()
@@ -255,7 +259,7 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
                         "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
     with open(raw / "variables.tsv", "w") as f:
         f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
-    if hasattr(tool, "measure"):  # the workload drives the server itself, restarts included
+    if tool.measure is not None:  # the workload drives the server itself, restarts included
         window = Window(db, recipe, raw)
 
         def restart():
@@ -274,25 +278,26 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
             record["exit_status"] = 0
         return
     sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
-    if hasattr(tool, "phases"):
-        _measure_phases(tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
+    if tool.phases is not None:
+        _measure_phases(tool, tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
                         scratch, record, log, sampler)
     else:
-        argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
-        _measure(argv, scratch, fs.devices, raw, record, log, sampler, db)
+        argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file)
+        with tool.client(db, argv) as (argv, env):
+            _measure(argv, scratch, fs.devices, raw, record, log, sampler, db, env)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
-    if hasattr(tool, "after_run"):  # e.g. tpcc's consistency check, against the still-running server
+    if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
         argv, name = tool.after_run(recipe["options"], recipe["threads"], db.option_file)
-        argv = db.sysbench(argv)
-        record["commands"].append(argv)
-        errors = name.replace("stdout", "stderr")
-        if run_tool(argv, scratch, raw / name, raw / errors) != 0:
-            raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
+        with tool.client(db, argv) as (argv, env):
+            record["commands"].append(argv)
+            errors = name.replace("stdout", "stderr")
+            if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
+                raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
 
 
-def _measure_phases(phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict, log,
-                    sampler) -> None:
+def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict,
+                    log, sampler) -> None:
     """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
     raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
     each phase, so a failed phase keeps what the earlier ones measured."""
@@ -301,13 +306,13 @@ def _measure_phases(phases: list[tuple[str, list[str]]], db, fs, raw: Path, scra
         record["monitors"] = mon.commands
         record["measure_start"] = time.time()
         for name, argv in phases:
-            argv = db.sysbench(argv)
-            record["commands"].append(argv)
-            log.write(f"$ {' '.join(argv)}\n")
-            log.flush()
-            (raw / name).mkdir()
-            start = time.time()
-            status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt")
+            with tool.client(db, argv) as (argv, env):
+                record["commands"].append(argv)
+                log.write(f"$ {' '.join(argv)}\n")
+                log.flush()
+                (raw / name).mkdir()
+                start = time.time()
+                status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt", env=env)
             done.append({"phase": name, "argv": argv, "start": start, "end": time.time(), "exit_status": status,
                          "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})
             manifest.write_json(raw / "phases.json", done)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import importlib
 import json
 import os
 import shutil
@@ -265,7 +266,7 @@ def programs(tree: Path) -> dict[str, str]:
 
 
 def _server_version(family: str, tree: Path) -> str:
-    names = ["postgres"] if family == "postgresql" else ["mariadbd", "mysqld"]
+    names = importlib.import_module(f"dbsweep.engines.{family}").SERVER_PROGRAMS
     program = next(tree / "bin" / name for name in names if (tree / "bin" / name).is_file())
     env = {"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8", "LD_LIBRARY_PATH": str(tree / "lib")}
     done = subprocess.run([str(program), "--version"], capture_output=True, text=True, env=env, cwd="/",
@@ -295,7 +296,8 @@ def unpack(family: str, version: str, archive: Path, dest: Path, log) -> dict:
             _unpack_maven(archive, scratch, tree, found["version"])
         _open_up(tree)
         line = _server_version(family, tree)
-        expected = ".".join(found["version"].split(".")[:2]) if family == "postgresql" else found["version"]
+        parts = importlib.import_module(f"dbsweep.engines.{family}").VERSION_PARTS
+        expected = ".".join(found["version"].split(".")[:parts])
         if expected not in line:
             raise RuntimeError(f"{archive.name}: its server says {line!r}, not version {expected}")
         origin = {
@@ -353,14 +355,10 @@ def fetch(family: str, version: str, dest: Path, log, archive: Path | None = Non
 def basedir_family(basedir: Path) -> str:
     """"mariadb", "mysql" (MySQL 8.x / 5.7, Percona Server) or "postgresql", from the server program in
     basedir/bin; ConfigError when there is none (or it does not run)."""
-    basedir = Path(basedir)
-    folder = basedir / "bin"
-    if (folder / "postgres").is_file():
-        return "postgresql"
-    if (folder / "mariadbd").is_file():
-        return "mariadb"
-    if (folder / "mysqld").is_file():  # MySQL, Percona Server, or MariaDB before 10.5: its --version says
-        from dbsweep.engines import mariadb
-        return mariadb.build(basedir).family
+    from dbsweep import engines
+    for module in engines.families():
+        found = module.build_family(Path(basedir))
+        if found:
+            return found
     raise ConfigError(f"version.basedir: {str(basedir)!r} has no server binary "
                       f"(bin/mysqld, bin/mariadbd or bin/postgres)")

@@ -8,15 +8,15 @@ rule aggregate:
         expand(
             "{rep_dir}/{name}",
             rep_dir=rep_dirs(),
-            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"],
+            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"]
+            + [f"{name}.csv" for name in workloads.tables()],
         ),
     output:
         summary=f"{TABLES}/summary.csv.gz",
         samples=f"{TABLES}/samples.csv.gz",
         system=f"{TABLES}/system.csv.gz",
         counters=f"{TABLES}/counters.csv.gz",
-        phases=f"{TABLES}/phases.csv.gz",
-        executions=f"{TABLES}/executions.csv.gz",
+        **{name: f"{TABLES}/{name}.csv.gz" for name in workloads.tables()},  # the workloads' own tables
         percentiles=f"{TABLES}/percentiles.csv.gz",
         summary_parquet=f"{TABLES}/summary.parquet",
         samples_parquet=f"{TABLES}/samples.parquet",

@@ -1,4 +1,5 @@
-# collect: tidy per-second samples, system metrics and a summary from one repetition's raw output.
+# collect: tidy per-second samples, system metrics, a summary and the workloads' own tables from one
+# repetition's raw output.
 
 
 rule collect:
@@ -10,6 +11,7 @@ rule collect:
         counters=f"{RUNS}/{{cell}}/rep~{{rep}}/counters.csv",
         summary=f"{RUNS}/{{cell}}/rep~{{rep}}/summary.json",
         percentiles=f"{RUNS}/{{cell}}/rep~{{rep}}/percentiles.csv",
+        **{name: f"{RUNS}/{{cell}}/rep~{{rep}}/{name}.csv" for name in workloads.tables()},  # workloads' own
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",
     script:

@@ -9,7 +9,7 @@ from pathlib import Path
 from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import estimate, lock, slurm, study_progress, summary, workloads
+from dbsweep import engines, estimate, lock, slurm, study_progress, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -110,7 +110,7 @@ def stop_progress():
 wildcard_constraints:
     cell=r"[^/~]+~.+",
     rep=r"\d+",
-    family=r"mariadb|postgresql",
+    family="|".join(engines.FAMILIES),
 
 
 def per_job(func):
@@ -142,9 +142,11 @@ def run_priority(wildcards):
 
 @per_job
 def image_of(wildcards):
-    """The prepared image and the fetched server a run restores and starts (never refetched mid-study)."""
+    """The prepared image (image) and the fetched server (server) a run restores and starts, by name: a cell
+    on tmpfs has no image but may have a fetched server, which is no image (never refetched mid-study)."""
     cell = CELLS[wildcards.cell]
-    return [ancient(path) for path in (STUDY.image(cell), STUDY.fetched(cell)) if path]
+    named = {"image": STUDY.image(cell), "server": STUDY.fetched(cell)}
+    return {name: ancient(path) for name, path in named.items() if path}
 
 
 @per_job
@@ -201,34 +203,24 @@ def final_targets():
 
 
 def analysis_targets():
-    """Storage tables and plots when the study has storage cells, database ones when it has servers,
-    version tables with several versions, open-loop ones with cells at a fixed rate."""
+    """The analysis rules the study's workloads declare (Workload.analyses), version tables with several
+    versions, open-loop ones with cells at a fixed rate."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
-    tools = {r["tool"] for r in recipes}
-    targets = []
-    if tools - workloads.OWN_ANALYSIS:  # cells with one per-second series per repetition
-        targets += [*rules.statistics.output, *rules.figures.output]
-    if tools - workloads.DATABASE_TOOLS:
-        targets += [*rules.tables.output, *rules.plots.output]
-    if tools & workloads.DATABASE_TOOLS - workloads.OWN_ANALYSIS:
-        targets += [*rules.db_tables.output, *rules.db_plots.output]
-    if "tpcc" in tools:
-        targets += [*rules.tpcc_table.output]
-    if "insert" in tools:
-        targets += [*rules.insert_benchmark.output]
-    if "query" in tools:
-        targets += [*rules.query_timing.output]
+    used = {name for r in recipes for name in workloads.get(r["tool"]).analyses}
+    names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
-        targets += [*rules.versions.output]
+        names.append("versions")
     if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
-        targets += [*rules.openloop.output]
-    return targets
+        names.append("openloop")
+    return [path for name in names for path in getattr(rules, name).output]
 
 
 def steady_state_of_study():
     """The steady-state windows of rule statistics, for the explore page, when the study has them."""
     steady_state = "results/tables/steady_state.csv"
     return [steady_state] if steady_state in analysis_targets() else []
+
+
 # The study's own analysis scripts (analysis.scripts, checked by config.py) by stem: each writes into
 # results/user/<stem>/ (rule user_script).
 USER_SCRIPTS = {Path(script).stem: script for script in STUDY.analysis["scripts"]}

@@ -3,7 +3,7 @@
 
 rule run:
     input:
-        image_of,
+        unpack(image_of),
     output:
         f"{RUNS}/{{cell}}/rep~{{rep}}/run.json",
     params:

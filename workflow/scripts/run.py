@@ -8,6 +8,6 @@ from dbsweep.stops import one_line  # noqa: E402
 
 what = f"run {snakemake.wildcards.cell}/rep~{snakemake.wildcards.rep}"
 with open(snakemake.log[0], "w") as log, one_line(what, log):
-    image = Path(snakemake.input[0]) if snakemake.input else None
+    image = Path(snakemake.input.image) if "image" in snakemake.input.keys() else None
     repetition(snakemake.params.cell, int(snakemake.wildcards.rep), snakemake.params.recipe,
                Path(snakemake.output[0]), image, Path("results/.active"), log, snakemake.resources.attempt)

@@ -4,8 +4,13 @@ ENGINES maps an engine (a value of the `engine` axis) to its server family;
 family(engine) returns that family's module (mariadb.py, postgresql.py), and
 every family module offers the same functions: server_version, initialize,
 config_text, server, admin_sql, create_user, connect, sysbench_options,
-sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio and
-supports, and the Conn below.
+sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio,
+supports, server_binary, build_family, set_session, flush_statistics,
+table_counters, client and client_env, and the Conn below; and declares
+FAMILY, NAME, ENGINE_NAMES, DEBIAN_ONLY (engines only Debian's packages have, and
+why), FOREIGN_KEYS (per engine), SERVER_PROGRAMS and VERSION_PARTS (how much
+of a fetched version its server's --version line names). Nothing outside
+engines/ tests a family's or an engine's name: it reads these.
 
 Every function that runs a server program takes `basedir`: None means
 Debian's packages; a folder means the build in it (bin/, lib/, share/: one
@@ -39,6 +44,9 @@ import yaml
 from dbsweep.errors import ConfigError
 
 ENGINES = {"innodb": "mariadb", "myrocks": "mariadb", "postgresql": "postgresql"}
+FAMILIES = tuple(dict.fromkeys(ENGINES.values()))
+# Builds of a server another family's adapter runs: MySQL and Percona Server through MariaDB's.
+BUILDS = {"mysql": "mariadb"}
 OPTIONS_FILE = Path(__file__).with_name("options.yaml")
 
 READY_TIMEOUT_S = 120
@@ -95,6 +103,16 @@ def _known(name, known: frozenset) -> bool:
 
 def _option_key(name) -> str:
     return str(name).lower().replace("-", "_").removeprefix("loose_")
+
+
+def families():
+    """Every family's module, in FAMILIES order."""
+    return [importlib.import_module(f"{__name__}.{name}") for name in FAMILIES]
+
+
+def foreign_keys(engine: str) -> bool:
+    """Whether tables of engine have foreign keys."""
+    return family(engine).FOREIGN_KEYS[engine]
 
 
 def option_sets() -> dict:

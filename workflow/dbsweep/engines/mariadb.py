@@ -51,8 +51,13 @@ from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
 FAMILY = "mariadb"
+NAME = "MariaDB"  # as people write it
 SERVICE_USER = "mysql"
 ENGINE_NAMES = ("innodb", "myrocks")
+DEBIAN_ONLY = {"myrocks": "MyRocks ships only with Debian's mariadb-plugin-rocksdb"}
+FOREIGN_KEYS = {"innodb": True, "myrocks": False}
+SERVER_PROGRAMS = ("mariadbd", "mysqld")
+VERSION_PARTS = 3  # "mariadbd  Ver 11.4.5-MariaDB": the whole version
 CONFIG_NAME = "my.cnf"
 SOCKET_NAME = "mysqld.sock"
 PID_NAME = "mysqld.pid"
@@ -636,14 +641,74 @@ def version(conn: Conn) -> str:
 
 
 def counters(conn: Conn) -> dict[str, float]:
-    """One sample of SHOW GLOBAL STATUS, numeric values only, names as the server gives them."""
+    """One sample of SHOW GLOBAL STATUS, numeric values only (ON/OFF as 1/0), names as the server gives them."""
     sample = {}
     for name, value in _query(conn, "SHOW GLOBAL STATUS"):
-        try:
-            sample[name] = float(value)
-        except (TypeError, ValueError):
-            continue
+        number = status_number(value)
+        if number is not None:
+            sample[name] = number
     return sample
+
+
+def status_number(value) -> float | None:
+    """A status variable's value as a number: ON/OFF (e.g. Rpl_semi_sync_master_status) as 1/0, None for
+    text (e.g. Ssl_cipher)."""
+    if isinstance(value, str) and value.strip().upper() in ("ON", "OFF"):
+        return 1.0 if value.strip().upper() == "ON" else 0.0
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def table_counters(conn: Conn) -> dict[str, float]:
+    """Per-table counters beyond counters(): none (SHOW GLOBAL STATUS has the handler and buffer pool ones)."""
+    return {}
+
+
+def set_session(cursor, name: str, value) -> None:
+    """A session setting of a client session (a name checked by the caller, the value as a parameter)."""
+    cursor.execute(f"SET SESSION {name} = %s", (int(value) if str(value).isdigit() else value,))
+
+
+def flush_statistics(session) -> None:
+    """SHOW GLOBAL STATUS counts a statement when it ends: nothing to flush."""
+
+
+def server_binary(basedir: Path | None = None) -> Path:
+    return build(basedir).server
+
+
+def build_family(basedir: Path) -> str | None:
+    """"mariadb" or "mysql" (MySQL 8.x / 5.7, Percona Server) for a build in basedir, None if not one of ours."""
+    folder = Path(basedir) / "bin"
+    if (folder / "mariadbd").is_file():
+        return FAMILY
+    if (folder / "mysqld").is_file():  # MySQL, Percona Server, or MariaDB before 10.5: its --version says
+        return build(basedir).family
+    return None
+
+
+def client(name: str, basedir: Path | None) -> tuple[str, dict]:
+    """A client program of the build (mariadb-dump …): its own when it has it, else Debian's; its environment."""
+    b = build(basedir)
+    if b.basedir is not None and (b.basedir / "bin" / name).is_file():
+        return str(b.basedir / "bin" / name), b.env
+    return binary(name, "/usr/bin"), dict(ENV)
+
+
+@contextmanager
+def client_env(conn: Conn, rundir: Path) -> Iterator[dict]:
+    """The environment of a client program reaching the benchmark database; the password in a 0600
+    option file (MYSQL_HOME/my.cnf, read by the clients' default groups), removed afterwards."""
+    home = Path(tempfile.mkdtemp(prefix="client-", dir=rundir))
+    write_private(home / "my.cnf", "[client]\n" + "".join(
+        f"{k}={v}\n" for k, v in (("host", conn.host), ("port", conn.port), ("user", conn.user),
+                                  ("password", conn.password), ("database", conn.database))))
+    try:
+        yield {"MYSQL_HOME": str(home)}
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 # Status variables that are levels, not running totals (everything else only grows while the server runs).

@@ -24,6 +24,7 @@ import re
 import signal
 import subprocess
 import threading
+import time
 import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
@@ -39,8 +40,13 @@ from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
 FAMILY = "postgresql"
+NAME = "PostgreSQL"
 SERVICE_USER = "postgres"
 ENGINE_NAMES = ("postgresql",)
+DEBIAN_ONLY: dict[str, str] = {}
+FOREIGN_KEYS = {"postgresql": True}
+SERVER_PROGRAMS = ("postgres",)
+VERSION_PARTS = 2  # "postgres (PostgreSQL) 15.18": major and minor
 CONFIG_NAME = "postgresql.conf"
 PID_NAME = "postgresql.pid"
 SERVER_LOG = "server.log"
@@ -119,6 +125,35 @@ def _client(name: str, basedir: Path | None) -> str:
 
 def _env(program: str, basedir: Path | None) -> dict:
     return program_env(basedir) if basedir is not None and program.startswith(str(bindir(basedir))) else dict(ENV)
+
+
+def client(name: str, basedir: Path | None) -> tuple[str, dict]:
+    """A client program (psql, pgbench): the build's own when it has it, else Debian's; its environment."""
+    program = _client(name, basedir)
+    return program, _env(program, basedir)
+
+
+@contextmanager
+def client_env(conn: Conn, rundir: Path) -> Iterator[dict]:
+    """The environment of a client program (psql, pgbench) reaching the benchmark database as its user: PGHOST,
+    PGPORT, PGUSER, PGDATABASE, and the password in a 0600 password file (PGPASSFILE), removed afterwards."""
+    passfile = Path(rundir) / f"client-{os.getpid()}-{threading.get_ident()}.pgpass"
+    write_private(passfile, ":".join(str(v).replace("\\", "\\\\").replace(":", "\\:") for v in
+                                     (conn.host, conn.port, conn.database, conn.user, conn.password)) + "\n")
+    try:
+        yield {"PGHOST": conn.host, "PGPORT": str(conn.port), "PGUSER": conn.user, "PGDATABASE": conn.database,
+               "PGPASSFILE": str(passfile)}
+    finally:
+        passfile.unlink(missing_ok=True)
+
+
+def server_binary(basedir: Path | None = None) -> Path:
+    return bindir(basedir) / "postgres"
+
+
+def build_family(basedir: Path) -> str | None:
+    """"postgresql" for a build in basedir, None if not one."""
+    return FAMILY if (Path(basedir) / "bin" / "postgres").is_file() else None
 
 
 def supports(engine: str, basedir: Path | None = None) -> bool:
@@ -277,16 +312,27 @@ def user_sql(handle: Handle, conn: Conn, sql: str) -> str:
     """Run sql (e.g. a study's setup file) with psql, as the benchmark user in its database, stopping at the
     first error; the password goes through a 0600 password file that is removed afterwards. Raises with
     the server's error ("psql:<stdin>:3: ERROR:  ...")."""
-    program = _client("psql", handle.basedir)
-    passfile = handle.rundir / "client.pgpass"
-    write_private(passfile, ":".join(str(v).replace("\\", "\\\\").replace(":", "\\:") for v in
-                                     (conn.host, conn.port, conn.database, conn.user, conn.password)) + "\n")
-    try:
-        return run_client([program, "-h", conn.host, "-p", str(conn.port), "-U", conn.user, "-d", conn.database,
-                           "-w", "-v", "ON_ERROR_STOP=1", "-X", "-q"], sql,
-                          env=_env(program, handle.basedir) | {"PGPASSFILE": str(passfile)})
-    finally:
-        passfile.unlink(missing_ok=True)
+    program, env = client("psql", handle.basedir)
+    with client_env(conn, handle.rundir) as connection:
+        return run_client([program, "-w", "-v", "ON_ERROR_STOP=1", "-X", "-q"], sql, env=env | connection)
+
+
+def set_session(cursor, name: str, value) -> None:
+    """A session setting of a client session (a name checked by the caller, the value as a parameter)."""
+    cursor.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
+
+
+def flush_statistics(session) -> None:
+    """PostgreSQL reports a backend's statistics when it goes idle, at most once a second unless asked."""
+    with session.cursor() as cursor:
+        if session.info.server_version >= 150000:
+            cursor.execute("SELECT pg_stat_force_next_flush()")
+        else:
+            time.sleep(0.6)  # PGSTAT_STAT_INTERVAL is 500 ms before 15
+
+
+def table_counters(conn: Conn) -> dict[str, float]:
+    return statio(conn)
 
 
 def statio(conn: Conn) -> dict[str, float]:

@@ -1,64 +1,83 @@
-"""Workload adapters, one module per tool.
+"""Workload adapters, one module per tool, each declaring a Workload (contract.py) as WORKLOAD.
 
-Each module exposes TOOL, check, dataset, prepare, command, samples, summary, live and
-version (see fio.py); adding a tool is one module plus its name in TOOLS and in
-the schema's `tool` enum. Optional (see tpcc.py): EXTRA_KEYS (summary figures that
-become columns of the summary table), DETAIL_KEYS (summary.json only),
-not_applicable(options, engine) (a reason, or None), and after_run(options, threads,
-option_file) (a command run against the server after the measured window, and the raw
-file for its stdout). Database tools may instead offer phases (several
-sysbench runs in one measured window, insert_bench.py) or measure (the tool
-drives the server itself, query.py), and load (the dataset loaded through the
-engine's client rather than sysbench prepare).
+The registry below reads those declarations; adding a tool is one module, its name in MODULES,
+and its name in the schema's `tool` enum (tests/test_workloads.py checks the two agree).
 """
+from functools import cache
 from importlib import import_module
 
 from dbsweep.errors import ConfigError
+from dbsweep.workloads.contract import DATABASE, STORAGE, Table, Workload  # noqa: F401 - the contract
 
-TOOLS = {"fio": "fio", "sysbench-fileio": "sysbench_fileio", "sysbench": "sysbench_oltp", "tpcc": "tpcc",
-         "insert": "insert_bench", "query": "query"}
-DATABASE_TOOLS = {"sysbench", "tpcc", "insert", "query"}  # tools that run against a database server
-OWN_ANALYSIS = {"insert", "query"}  # database tools with tables and plots of their own (not db_tables / db_plots)
-SYSBENCH_TOOLS = {"sysbench", "sysbench-fileio", "tpcc"}  # tools that take --rate
+MODULES = ("fio", "sysbench_fileio", "sysbench_oltp", "tpcc", "insert_bench", "query", "pgbench")
 
 
-def module(tool: str):
-    return import_module(f"dbsweep.workloads.{TOOLS[tool]}")
+@cache
+def registry() -> dict[str, Workload]:
+    """Tool name -> its declaration, in MODULES order."""
+    out = {}
+    for name in MODULES:
+        workload = import_module(f"{__name__}.{name}").WORKLOAD
+        if workload.tool in out:
+            raise RuntimeError(f"workloads.{name}: tool {workload.tool!r} is declared twice")
+        out[workload.tool] = workload
+    return out
+
+
+def get(tool: str) -> Workload:
+    try:
+        return registry()[tool]
+    except KeyError:
+        raise ConfigError(f"tool: {tool!r} is not one of {', '.join(registry())}") from None
 
 
 def dataset_bytes(tool: str, dataset: dict) -> int | None:
-    """Bytes a tool's dataset takes on its filesystem, from its module's dataset_bytes(dataset); None when the
-    module cannot tell in advance (a database's size depends on its engine)."""
-    size = getattr(module(tool), "dataset_bytes", None)
+    """Bytes a tool's dataset takes on its filesystem (Workload.dataset_bytes); None when it cannot tell in
+    advance (a database's size depends on its engine)."""
+    size = get(tool).dataset_bytes
     return size(dataset) if size else None
 
 
-def extra_keys() -> list[str]:
-    """Summary keys some workloads add to the common ones (their EXTRA_KEYS), in TOOLS order."""
+def summary_keys() -> list[str]:
+    """Summary keys some workloads add to the common ones, in registry order."""
+    return _union(w.summary_keys for w in registry().values())
+
+
+def sample_columns() -> list[str]:
+    """Per-second columns some workloads add to the common ones, in registry order."""
+    return _union(w.sample_columns for w in registry().values())
+
+
+def analyses() -> list[str]:
+    """Every analysis rule some workload feeds, in registry order."""
+    return _union(w.analyses for w in registry().values())
+
+
+def tables() -> dict[str, tuple[str, ...]]:
+    """Every workload's own per-repetition table: name -> columns."""
+    out = {}
+    for w in registry().values():
+        for name, table in w.tables.items():
+            if out.setdefault(name, table.columns) != table.columns:
+                raise RuntimeError(f"table {name!r} is declared with different columns")
+    return out
+
+
+def _union(groups) -> list[str]:
     keys = []
-    for tool in TOOLS:
-        keys += [k for k in getattr(module(tool), "EXTRA_KEYS", []) if k not in keys]
+    for group in groups:
+        keys += [k for k in group if k not in keys]
     return keys
 
 
-def duration(tool: str, options: dict) -> int | None:
-    """The measured window in seconds, as configured (warm-up excluded)."""
-    if tool == "fio":
-        value = options.get("runtime")
-    elif tool == "query":
-        return None  # as many executions as it takes
-    else:  # sysbench runs 10 s unless told otherwise
-        value = options.get("time", 10)
-    return None if value is None else int(str(value).rstrip("s"))
-
-
 def rate(tool: str, options: dict) -> int | None:
-    """The fixed arrival rate of an open-loop run (sysbench's --rate, transactions or events per
-    second), or None for a closed loop (fio's own `rate` is a bandwidth limit, not arrivals).
-    check_rate() has refused anything but a positive whole number."""
-    if tool not in SYSBENCH_TOOLS or options.get("rate") is None:
-        return None
-    return int(str(options["rate"]))
+    """The fixed arrival rate of an open-loop run, or None (see Workload.takes_rate)."""
+    return get(tool).rate(options)
+
+
+def sysbench_time(options: dict) -> int | None:
+    """sysbench runs 10 s unless told otherwise (`time`, with or without an s)."""
+    return int(str(options.get("time", 10)).rstrip("s"))
 
 
 def check_rate(options: dict, where: str) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from dbsweep import units
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import refuse
+from dbsweep.workloads.contract import STORAGE, Workload
 
 TOOL = "fio"
 DATAFILE = "fio.data"
@@ -333,3 +334,11 @@ def _msec(value) -> float | None:
 def version() -> str:
     out = subprocess.run(["fio", "--version"], capture_output=True, text=True, check=True)
     return out.stdout.strip()
+
+
+WORKLOAD = Workload(
+    tool=TOOL, kind=STORAGE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
+    summary=summary, live=live, version=version, warmup=False,
+    duration=lambda options: None if options.get("runtime") is None else int(str(options["runtime"]).rstrip("s")),
+    dataset_options=("size",), analyses=("statistics", "figures", "tables", "plots"),
+    percentiles=percentiles, percentile_source="fio clat percentiles", dataset_bytes=dataset_bytes)

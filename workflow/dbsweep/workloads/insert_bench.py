@@ -13,7 +13,8 @@ import json
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import sysbench_oltp
+from dbsweep.workloads import sysbench_oltp, sysbench_time
+from dbsweep.workloads.contract import DATABASE, Run, Table, Workload
 
 TOOL = "insert"
 SCRIPT = Path(__file__).resolve().parents[2] / "lua" / "insert_benchmark.lua"
@@ -142,5 +143,34 @@ def summary(rawdir: Path) -> dict:
     return {"phases": out}
 
 
+def phase_rows(rawdir: Path, run: Run) -> list[dict]:
+    """The phases table: each phase's figures, with CPU and IO per operation."""
+    return [phase | per_op(phase, run.system, run.cpus) for phase in summary(rawdir)["phases"]]
+
+
+def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
+    """CPU microseconds (vmstat us+sy) and KB read and written (iostat) per operation of one phase of
+    several in a measured window: over the seconds of the system rows sampled within the phase (each
+    row covers the second before its time)."""
+    rows = [row for row in system if phase["start"] < float(row["time"]) <= phase["end"] + 0.5]
+    ops = phase.get("ops")
+
+    def per(key: str, scale: float = 1.0) -> float | None:
+        values = [row[key] for row in rows if row.get(key) not in (None, "")]
+        return None if not values or not ops else sum(values) * scale / ops
+
+    cpu = [row for row in rows if row.get("us") not in (None, "")]
+    return {"cpu_us_per_op": None if not cpu or not ops else
+            sum(row["us"] + row["sy"] for row in cpu) / 100 * cpus * 1e6 / ops,
+            "kb_read_per_op": per("rkb_s"), "kb_written_per_op": per("wkb_s"), "system_seconds": len(rows)}
+
+
 def version() -> str:
     return sysbench_oltp.version()
+
+
+WORKLOAD = Workload(
+    tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, samples=samples, summary=summary,
+    version=version, duration=lambda options: sysbench_time({"time": options.get("time", DEFAULTS["time"])}),
+    dataset_options=DATASET, analyses=("insert_benchmark",), per_second=False, warmup=False,
+    sample_columns=("phase",), tables={"phases": Table(tuple(PHASE_COLUMNS), phase_rows)}, phases=phases)

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
+from dbsweep.workloads.contract import DATABASE, Table, Workload
 
 TOOL = "query"
 DEFAULTS = {"executions": 5, "cache": "warm"}
@@ -92,29 +93,12 @@ def _session(db, options: dict):
     conn = db.family.connect(db.conn)
     with conn.cursor() as cursor:
         for name, value in _settings(options).items():
-            if db.family.FAMILY == "mariadb":
-                cursor.execute(f"SET SESSION {name} = %s", (int(value) if str(value).isdigit() else value,))
-            else:
-                cursor.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
+            db.family.set_session(cursor, name, value)
     return conn
 
 
 def _counters(db) -> dict:
-    sample = db.family.counters(db.conn)
-    if hasattr(db.family, "statio"):
-        sample |= db.family.statio(db.conn)
-    return sample
-
-
-def _flush(db, session) -> None:
-    """PostgreSQL reports a backend's statistics when it goes idle, at most once a second unless asked."""
-    if db.family.FAMILY != "postgresql":
-        return
-    with session.cursor() as cursor:
-        if session.info.server_version >= 150000:
-            cursor.execute("SELECT pg_stat_force_next_flush()")
-        else:
-            time.sleep(0.6)  # PGSTAT_STAT_INTERVAL is 500 ms before 15
+    return db.family.counters(db.conn) | db.family.table_counters(db.conn)
 
 
 def _pass(db, session, sql: str, kind: str, n: int) -> dict:
@@ -127,7 +111,7 @@ def _pass(db, session, sql: str, kind: str, n: int) -> dict:
             cursor.execute(sql)
             rows = len(cursor.fetchall()) if cursor.description else cursor.rowcount
     seconds = time.perf_counter() - t0
-    _flush(db, session)
+    db.family.flush_statistics(session)  # so that the counters after include this pass
     return {"pass": kind, "execution": n, "start": start, "seconds": seconds, "rows": rows,
             "before": before, "after": _counters(db)}
 
@@ -197,11 +181,23 @@ def summary(rawdir: Path) -> dict:
     if not rows:
         raise ValueError(f"{Path(rawdir) / 'executions.jsonl'}: no measured execution (killed or failed)")
     ms = [r["ms"] for r in rows]
-    return {"lat_mean_ms": statistics.mean(ms), "lat_max_ms": max(ms), "transactions": len(rows),
-            "executions": rows}
+    return {"lat_mean_ms": statistics.mean(ms), "lat_max_ms": max(ms), "transactions": len(rows)}
+
+
+def execution_rows(rawdir: Path, run) -> list[dict]:
+    """The executions table, long: one row per measured execution and figure (ms, rows, counter deltas)."""
+    return [{"execution": e["execution"], "name": name, "value": value}
+            for e in executions(rawdir) for name, value in e.items() if name != "execution"]
 
 
 def version() -> str:
     import psycopg
     import pymysql
     return f"PyMySQL {pymysql.__version__}, psycopg {psycopg.__version__}"
+
+
+WORKLOAD = Workload(
+    tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, samples=samples, summary=summary,
+    version=version, duration=lambda options: None, dataset_options=("setup",), analyses=("query_timing",),
+    per_second=False, warmup=False, tables={"executions": Table(tuple(EXECUTION_COLUMNS), execution_rows)},
+    load=load, measure=measure)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from dbsweep import units
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import check_rate, rate, refuse
+from dbsweep.workloads import check_rate, rate, refuse, sysbench_time
+from dbsweep.workloads.contract import STORAGE, Workload
 
 TOOL = "sysbench-fileio"
 PERCENTILE = 95
@@ -201,3 +202,10 @@ def summary(rawdir: Path) -> dict:
 def version() -> str:
     out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
     return out.stdout.strip()
+
+
+WORKLOAD = Workload(
+    tool=TOOL, kind=STORAGE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
+    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True, warmup=False,
+    dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "tables", "plots"),
+    dataset_bytes=dataset_bytes)

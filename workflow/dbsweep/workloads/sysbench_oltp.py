@@ -17,10 +17,12 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import check_rate, rate
+from dbsweep.workloads import check_rate, rate, sysbench_time
+from dbsweep.workloads.contract import DATABASE, Workload
 
 TOOL = "sysbench"
 PERCENTILE = 95
@@ -178,11 +180,20 @@ def percentile(options: dict) -> int:
     return OPEN_LOOP_PERCENTILE if rate(TOOL, options) else PERCENTILE
 
 
-def dataset(options: dict) -> dict:
+def dataset(options: dict, dataset_options: list | None = None, prepare_threads: int | None = None,
+            where: str = "workloads") -> dict:
     """What `prepare` writes. The built-in scripts share oltp_common's schema and loader, so
-    their name is not part of it; a user script is (its path and the sha256 of its content),
-    with every option of its own, since any of them may shape what its prepare writes."""
+    their name is not part of it. A user script is (its path and the sha256 of its content),
+    with the options of its own the user declares as shaping its dataset (dataset_options; without
+    that, every option of its own the user gave), and the threads its prepare runs with
+    (prepare_threads, default 1); nothing of oltp_common's is added to what the user wrote."""
     script = options.get("script", "oltp_read_write")
+    if script not in BUILTIN:
+        return _own_dataset(options, dataset_options, prepare_threads, where)
+    for key, value in (("dataset_options", dataset_options), ("prepare_threads", prepare_threads)):
+        if value is not None:
+            raise ConfigError(f"{where}.{key}: {value!r} is for a script of your own; {script} has its own "
+                              "dataset options (tables, table_size, ...)")
     given = {_script_key(name): value for name, value in options.items()
              if name not in ("script", "sha256") and not _is_sysbench_option(name)}
     data = {name: given.get(name, default) for name, default in DATASET_DEFAULTS.items()}
@@ -198,26 +209,41 @@ def dataset(options: dict) -> dict:
         # oltp_insert's own prepare leaves the tables empty without auto_inc (its run inserts
         # random ids that would collide with 1..table_size)
         data["table_size"] = 0
-    if script in BUILTIN:
-        return data
-    path = Path(script)
-    extra = {name: value for name, value in given.items() if name not in data and name not in RUN_OPTIONS}
-    return {"script": str(path), "sha256": options.get("sha256") or _sha256(path)} | data | extra
+    return data
+
+
+def _own_dataset(options: dict, declared: list | None, threads: int | None, where: str) -> dict:
+    own = [name for name in options if name != "script" and not _is_sysbench_option(name)]
+    if declared is None:  # every option of its own but oltp_common's run options may shape what it writes
+        declared = [name for name in own if _script_key(name) not in RUN_OPTIONS]
+    for i, name in enumerate(declared):
+        if name not in own:
+            raise ConfigError(f"{where}.dataset_options[{i}]: {name!r} is not one of the script's options given "
+                              f"under options ({', '.join(own) or 'none'})")
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"{where}.prepare_threads: {threads!r} is not a positive integer")
+    path = Path(options["script"])
+    return ({"script": str(path), "sha256": _sha256(path)} | {name: options[name] for name in declared}
+            | {"prepare_threads": threads or 1})
 
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def prepare(options: dict, config_file: Path, threads: int = 2) -> list[list[str]]:
-    """Load the dataset: oltp_common's parallel prepare (by tables) through oltp_read_write for
-    every built-in script (select_random_*'s own prepare is oltp_common's too: their
-    tables == 1 assertion overrides a function sysbench never calls), the script itself for a
-    user script. Takes options or dataset(options)."""
-    data = dataset(options)
-    script = data.pop("script", "oltp_read_write")
-    data.pop("sha256", None)
-    return [["sysbench", script, f"--config-file={config_file}"]
+def prepare(data: dict, config_file: Path, threads: int = 2) -> list[list[str]]:
+    """Load the dataset (what dataset() gives): oltp_common's parallel prepare (by tables) through
+    oltp_read_write for every built-in script (select_random_*'s own prepare is oltp_common's too: their
+    tables == 1 assertion overrides a function sysbench never calls); for a user script, the script
+    itself with the options of its dataset and its prepare_threads, nothing else."""
+    data = dict(data) if "sha256" in data else dataset(data)  # a dataset, or options
+    if "sha256" in data:
+        data.pop("sha256")
+        script, threads = data.pop("script"), data.pop("prepare_threads")
+        return [["sysbench", script, f"--config-file={config_file}"]
+                + [f"--{name}={_value(value)}" for name, value in data.items()] + [f"--threads={threads}", "prepare"]]
+    data.pop("script", None)
+    return [["sysbench", "oltp_read_write", f"--config-file={config_file}"]
             + [f"--{name}={_value(value)}" for name, value in data.items()]
             + [f"--threads={max(1, min(threads, data['tables']))}", "prepare"]]
 
@@ -235,6 +261,13 @@ def command(options: dict, threads: int, rawdir: Path, config_file: Path, time_s
     if time_s is not None and not timed:
         argv.append(f"--time={time_s}")
     return argv + ["run"]
+
+
+@contextmanager
+def client(db, argv: list[str]):
+    """A built-in script's command gets what the engine needs (MyRocks tables: --mysql-storage-engine);
+    a user script only the options the user wrote (sysbench refuses options a script does not declare)."""
+    yield (db.sysbench(argv) if argv[1] in BUILTIN else argv), None
 
 
 def _stdout(rawdir: Path, stdout: str) -> tuple[str, Path]:
@@ -400,3 +433,11 @@ def percentiles(rawdir: Path, stdout: str = "stdout.txt") -> list[tuple[float, f
 def version() -> str:
     out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
     return out.stdout.strip()
+
+
+WORKLOAD = Workload(
+    tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
+    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True,
+    dataset_options=(*DATASET_DEFAULTS, ENGINE), settings=("dataset_options", "prepare_threads"),
+    analyses=("statistics", "figures", "db_tables", "db_plots"),
+    percentiles=percentiles, percentile_source="sysbench histogram", client=client)

@@ -19,8 +19,10 @@ import json
 import re
 from pathlib import Path
 
+from dbsweep import engines
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import sysbench_oltp as oltp
+from dbsweep.workloads import sysbench_oltp as oltp, sysbench_time
+from dbsweep.workloads.contract import DATABASE, Workload
 
 TOOL = "sysbench"
 SCRIPT = Path(__file__).resolve().parents[2] / "lua" / "tpcc.lua"
@@ -74,8 +76,8 @@ def check(options: dict, where: str) -> None:
 
 def not_applicable(options: dict, engine: str) -> str | None:
     """Why a cell of this workload cannot run on engine, or None."""
-    if engine == "myrocks" and oltp._bool(_options(options)["foreign_keys"]):
-        return "MyRocks has no foreign keys (tpcc foreign_keys: on)"
+    if oltp._bool(_options(options)["foreign_keys"]) and not engines.foreign_keys(engine):
+        return f"{engine} has no foreign keys (tpcc foreign_keys: on)"
     return None
 
 
@@ -181,3 +183,11 @@ def check_result(rawdir: Path) -> dict:
     failures.sort(key=lambda f: (f["set"], f["warehouse"], f["condition"]))
     return {"check": "failed" if failures else "ok", "check_failures": len(failures),
             "check_warehouses": sum(d["warehouses"] for d in done), "check_failed": failures}
+
+
+WORKLOAD = Workload(
+    tool="tpcc", kind=DATABASE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
+    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True,
+    dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "db_tables", "db_plots", "tpcc_table"),
+    summary_keys=tuple(EXTRA_KEYS), detail_keys=tuple(DETAIL_KEYS), not_applicable=not_applicable,
+    after_run=after_run)

@@ -1,0 +1,24 @@
+"""collect's per-second server counters on real captured ticks (tests/fixtures/capture_pgbench.py,
+pgbench_counters: the sampler entered just before pgbench started, as run.py does)."""
+from collections import Counter
+from pathlib import Path
+
+from dbsweep.collect import counter_rows
+from dbsweep.engines import postgresql
+from dbsweep.workloads import pgbench
+
+RAW = Path(__file__).parent / "fixtures" / "pgbench_counters"
+
+
+def test_each_counter_lands_in_the_second_its_tick_closes():
+    """The sampler ticks within a few ms of whole seconds after the window's start, some a hair before,
+    some after: each tick belongs to the tool's second it closes (second k ends at window_start + k),
+    so every second of the window has exactly one row per counter."""
+    samples = pgbench.samples(RAW, float((RAW / "start.txt").read_text()))
+    window_start = samples[0]["time"] - 1  # as collect() numbers them
+    rows = counter_rows(RAW / "counters.jsonl", window_start, postgresql)
+    commits = [r for r in rows if r["name"] == "db.xact_commit"]  # cumulative: deltas from the second tick on
+    assert [r["second"] for r in commits] == [s["second"] for s in samples] == [1, 2, 3, 4, 5]
+    assert all(abs(r["time"] - (window_start + r["second"])) < 0.5 for r in rows)
+    gauges = Counter(r["second"] for r in rows if r["name"] == "db.numbackends")
+    assert sorted(gauges) == [0, 1, 2, 3, 4, 5] and set(gauges.values()) == {1}

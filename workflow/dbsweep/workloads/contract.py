@@ -1,0 +1,94 @@
+"""What a workload declares, and what the rest of the pipeline reads: each module under
+workloads/ ends with one `WORKLOAD = Workload(...)`; the registry (workloads/__init__.py)
+collects them. Nothing outside workloads/ tests a tool's name: it reads these fields.
+
+Required of every workload: its tool name, kind, the functions check, dataset, prepare, command,
+samples, summary and version, and the measured window's length (duration); command and live unless it
+runs phases or measures by itself. The rest is optional and None / empty when a workload does not have it.
+"""
+from __future__ import annotations
+
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+STORAGE = "storage"  # runs on a filesystem alone
+DATABASE = "database"  # runs against a database server the pipeline starts
+
+
+@dataclass(frozen=True)
+class Run:
+    """What collect knows of a repetition beyond its raw output, for a workload's own tables."""
+    system: list[dict]  # collect's system rows (vmstat, iostat), numbered like the samples
+    cpus: int  # the host's CPUs
+
+
+@dataclass(frozen=True)
+class Table:
+    """A per-repetition table of a workload's own (beside samples, system, counters): collect writes
+    it as <name>.csv in every repetition folder (only its header for other workloads), aggregate
+    as results/tables/<name>.csv.gz. rows(raw, run) gets the raw folder and a Run."""
+    columns: tuple[str, ...]
+    rows: Callable[[Path, object], list[dict]]
+
+
+@contextmanager
+def sysbench_client(db, argv: list[str]) -> Iterator[tuple[list[str], dict | None]]:
+    """A sysbench command against the cell's server: its connection comes from db.option_file (already
+    in argv), plus the options the engine needs (e.g. MyRocks tables); the caller's environment."""
+    yield db.sysbench(argv), None
+
+
+@dataclass(frozen=True)
+class Workload:
+    tool: str  # the value of `tool:` in a study
+    kind: str  # STORAGE or DATABASE
+    check: Callable  # (options, where) -> None; raises ConfigError naming key and value
+    dataset: Callable  # (options, **settings) -> what prepare writes (the image's key)
+    prepare: Callable  # (dataset) storage, (dataset, config_file[, threads]) database -> argv lists
+    samples: Callable  # (raw, start) -> per-second rows
+    summary: Callable  # (raw) -> the tool's final figures
+    version: Callable  # () -> the tool's version line
+    duration: Callable[[dict], int | None]  # options -> the measured window in seconds (None: until done)
+    # (options, threads, raw) storage, (options, threads, raw, config_file, time_s=None) database; None for
+    # a workload that runs phases or measures by itself
+    command: Callable | None = None
+    live: Callable | None = None  # (line, state) -> (second, value, unit) or None: the run log's progress line
+    dataset_options: tuple[str, ...] = ()  # the options that shape the dataset (the rest shape only the run)
+    settings: tuple[str, ...] = ()  # workload keys besides tool, options, warmup that it accepts
+    analyses: tuple[str, ...] = ()  # the analysis rules its cells feed (rule names of rules/analyse.smk)
+    per_second: bool = True  # one per-second series per repetition (statistics and figures read it)
+    takes_rate: bool = False  # `rate` is a fixed arrival rate (an open loop), checked as one
+    warmup: bool = True  # takes `warmup:` seconds before the window (database workloads)
+    summary_keys: tuple[str, ...] = ()  # figures beyond the common ones: columns of the summary table
+    detail_keys: tuple[str, ...] = ()  # figures kept in summary.json only
+    sample_columns: tuple[str, ...] = ()  # per-second columns beyond the common ones
+    tables: dict[str, Table] = field(default_factory=dict)
+    dataset_bytes: Callable | None = None  # (dataset) -> bytes it takes on its filesystem, when known in advance
+    percentiles: Callable | None = None  # (raw) -> [(percentile, ms)] over the run
+    percentile_source: str | None = None  # where those come from, said in the table
+    families: tuple[str, ...] | None = None  # server families it runs on (None: every one)
+    not_applicable: Callable | None = None  # (options, engine) -> why it cannot run there, or None
+    load: Callable | None = None  # (db, dataset, log): loads the dataset through the engine's client
+    phases: Callable | None = None  # (options, threads, config_file) -> [(name, argv)]: runs in one window
+    measure: Callable | None = None  # (run.Window): drives the server itself (no per-second counters)
+    after_run: Callable | None = None  # (options, threads, config_file) -> (argv, raw file of its stdout)
+    # (db, argv) -> a context of (argv, env): a command made to reach the running server, and the environment it
+    # runs with (None: the caller's); what it needs (a password file) exists only within
+    client: Callable = sysbench_client
+    live_from: str = "stdout.txt"  # the raw file its per-second lines go to
+
+    def __post_init__(self):
+        if self.kind not in (STORAGE, DATABASE):
+            raise ValueError(f"{self.tool}: kind {self.kind!r} is neither {STORAGE} nor {DATABASE}")
+
+    @property
+    def database(self) -> bool:
+        return self.kind == DATABASE
+
+    def rate(self, options: dict) -> int | None:
+        """The fixed arrival rate of an open-loop run, or None for a closed loop."""
+        if not self.takes_rate or options.get("rate") is None:
+            return None
+        return int(str(options["rate"]))
