@@ -18,27 +18,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from dbsweep import manifest
+from dbsweep import lock as results_lock, manifest
 
 PATH = Path(os.environ.get("DBSWEEP_MEASURE_LOCK", "/run/dbsweep/measure.lock"))
 
 
 def holder(path: Path | None = None) -> str | None:
     """Who holds the lock at PATH (or path): "pid N on HOST in FOLDER: WHAT since T", or None."""
-    path = path or PATH
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        return None
-    try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return None
-    finally:
-        os.close(fd)
+    return results_lock.holder(path or PATH)
 
 
 @contextmanager
