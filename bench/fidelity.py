@@ -19,13 +19,22 @@ follows the same one. hand-again / hand is the noise floor (an A/A test):
 the spread pipeline / hand would have if the pipeline added nothing.
 IOPS from fio.json (read). Goal: median pipeline / hand within 3 %.
 
+With --fs tmpfs the cell runs on a tmpfs (no image): by hand is the mount
+command of its run.json, then its commands in order (fio's prepare, then the
+measured fio). With --no-aa only pipeline and hand run, the order alternating
+(P H, H P, ...): the pairs for --rounds 40. The median ratio's 95% CI is the
+distribution-free one of the median (order statistics, binomial); the goal
+then is that it contains 1 and its half-width is at most 3 %.
+
     .venv/bin/python bench/fidelity.py [--rounds 5] [--runtime 10] [--where /dev/shm]
     .venv/bin/python bench/fidelity.py --smoke     # one round of 2 s runs: checks it still runs
+    .venv/bin/python bench/fidelity.py --fs tmpfs --threads 1 --no-aa --rounds 40 --runtime 3
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -38,19 +47,32 @@ THREADS = [1, 4]
 GOAL = 0.03
 
 
-def study(runtime: int) -> dict:
+def study(runtime: int, fs: str = "ext4", threads: list[int] = THREADS) -> dict:
     return {
         "study": "fidelity",
         "repetitions": 1,
-        "axes": {"filesystem": ["ext4"], "threads": THREADS, "workload": ["fio-rr"]},
-        "filesystems": {"ext4": {"type": "ext4", "size": "1G"}},
+        "axes": {"filesystem": [fs], "threads": threads, "workload": ["fio-rr"]},
+        "filesystems": {fs: {"type": fs, "size": "1G"}},
         "workloads": {"fio-rr": {"tool": "fio", "options": {
             "rw": "randread", "bs": "16k", "size": "256M", "ioengine": "psync", "direct": 1, "runtime": runtime}}},
     }
 
 
-def cell_dir(work: Path, threads: int) -> Path:
-    return work / "results" / "runs" / f"filesystem~ext4/threads~{threads}/workload~fio-rr" / "rep~1"
+def cell_dir(work: Path, threads: int, fs: str = "ext4") -> Path:
+    return work / "results" / "runs" / f"filesystem~{fs}/threads~{threads}/workload~fio-rr" / "rep~1"
+
+
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the median: order statistics k and n-k+1, k the largest with
+    P(Binomial(n, 1/2) < k) <= (1 - level) / 2."""
+    xs, n = sorted(values), len(values)
+    below, k = 0.0, 0
+    while k < n and below + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        below += math.comb(n, k) / 2 ** n
+        k += 1
+    if k == 0:
+        return xs[0], xs[-1]
+    return xs[k - 1], xs[n - k]
 
 
 def fio_report(path: Path) -> dict:
@@ -83,8 +105,8 @@ def hand_argv(fio: list[str], out: Path) -> list[str]:
     return argv
 
 
-def by_hand(image: Path, record: dict, work: Path) -> float:
-    """One cell by hand; returns read IOPS."""
+def by_hand(image: Path | None, record: dict, work: Path) -> float:
+    """One cell by hand; returns read IOPS. Without an image, a tmpfs cell."""
     fio = [c for c in record["commands"] if c and c[0] == "fio"][-1]
     mount = next(c for c in record["commands"] if c and c[0] == "mount")
     fstype = mount[mount.index("-t") + 1]
@@ -93,6 +115,8 @@ def by_hand(image: Path, record: dict, work: Path) -> float:
     img, mnt, out = work / "fs.img", work / "mnt", work / "raw"
     mnt.mkdir()
     out.mkdir()
+    if image is None:
+        return tmpfs_by_hand(record, options, fio, mnt, out, work)
     sh(["cp", "--sparse=auto", image, img])
     dev = sh(["losetup", "--direct-io=on", "--find", "--show", img]).strip()
     try:
@@ -112,6 +136,22 @@ def by_hand(image: Path, record: dict, work: Path) -> float:
     return read_iops(fio_report(out / "fio.json"))
 
 
+def tmpfs_by_hand(record: dict, options: list[str], fio: list[str], mnt: Path, out: Path, work: Path) -> float:
+    sh(["mount", "-t", "tmpfs", *(["-o", ",".join(options)] if options else []), "tmpfs", mnt])
+    try:
+        for argv in record["commands"]:
+            if argv and argv[0] == "fio" and argv is not fio:  # the dataset, as the pipeline made it
+                sh(argv, cwd=mnt)
+        argv = hand_argv(fio, out)
+        with open(out / "stdout.txt", "wb") as so, open(out / "stderr.txt", "wb") as se:
+            rc = subprocess.run(argv, cwd=mnt, stdout=so, stderr=se).returncode
+        if rc:
+            raise RuntimeError(f"fio by hand exited with {rc}: {(out / 'stderr.txt').read_text()[-500:]}")
+    finally:
+        sh(["umount", mnt])
+    return read_iops(fio_report(out / "fio.json"))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=5)
@@ -120,42 +160,46 @@ def main() -> None:
     ap.add_argument("--where", help="parent of the temp dir, i.e. where the images and loop files live "
                     "(default /tmp, on the VM's disk; /dev/shm keeps the disk, and its noise, out)")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
+    ap.add_argument("--fs", choices=["ext4", "xfs", "tmpfs"], default="ext4")
+    ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="fio numjobs, one cell each")
+    ap.add_argument("--no-aa", action="store_true", help="pairs only: no second run by hand (A/A)")
     ap.add_argument("--smoke", action="store_true", help="one round of 2 s runs: does it still run")
     args = ap.parse_args()
     if args.smoke:
         args.rounds, args.runtime = 1, 2
+    threads, fs = args.threads, args.fs
     tmp = tempdir("fidelity", args.keep, args.where)
     environ = env(tmp)
     workflow = snapshot(tmp, args.live)
     print(f"temp dir: {tmp}; workflow: {workflow}")
     work = tmp / "study"
     work.mkdir()
-    write_yaml(work / "study.yaml", study(args.runtime))
+    write_yaml(work / "study.yaml", study(args.runtime, fs, threads))
     snakefile = workflow / "Snakefile"
     profile = workflow / "profiles" / "default"
-    ways = ["pipeline", "hand", "hand again"]
-    iops = {(way, t): [] for way in ways for t in THREADS}
+    ways = ["pipeline", "hand"] if args.no_aa else ["pipeline", "hand", "hand again"]
+    iops = {(way, t): [] for way in ways for t in threads}
     first = {}
 
     def pipeline(t: int, force: bool, log: Path) -> tuple[float, dict]:
-        target = str(cell_dir(work, t).relative_to(work) / "run.json")
+        target = str(cell_dir(work, t, fs).relative_to(work) / "run.json")
         run(snakemake_argv(work, "-c2", "--workflow-profile", profile, *(["--forcerun", "run"] if force else []),
                            target, snakefile=snakefile), work, environ, log)
-        record = json.loads((cell_dir(work, t) / "run.json").read_text())
-        return read_iops(fio_report(cell_dir(work, t) / record["attempt"] / "raw" / "fio.json")), record
+        record = json.loads((cell_dir(work, t, fs) / "run.json").read_text())
+        return read_iops(fio_report(cell_dir(work, t, fs) / record["attempt"] / "raw" / "fio.json")), record
 
     try:
         records = {}
-        for t in THREADS:  # set-up round: makes the image; the pipeline's first runs
+        for t in threads:  # set-up round: makes the image; the pipeline's first runs
             first[("pipeline", t)], records[t] = pipeline(t, False, tmp / f"setup-{t}.txt")
-        images = sorted((work / "resources" / "images").rglob("*.img"))
-        if len(images) != 1:
-            raise RuntimeError(f"expected one prepared image, found {images}")
+        images = sorted((work / "resources" / "images").rglob("*.img")) or [None]
+        if len(images) != 1 or (images[0] is None) != (fs == "tmpfs"):
+            raise RuntimeError(f"expected one prepared image (none on tmpfs), found {images}")
         print(f"  set-up (pipeline, first runs): " + ", ".join(f"numjobs {t} {first[('pipeline', t)]:.0f}"
-                                                             for t in THREADS) + " IOPS", flush=True)
+                                                             for t in threads) + " IOPS", flush=True)
         for r in range(args.rounds):
-            order = ways[r % 3:] + ways[:r % 3]
-            for t in THREADS:
+            order = ways[r % len(ways):] + ways[:r % len(ways)]
+            for t in threads:
                 got = {}
                 for way in order:
                     if way == "pipeline":
@@ -165,26 +209,31 @@ def main() -> None:
                         first.setdefault((way, t), got[way])
                     iops[(way, t)].append(got[way])
                 print(f"  round {r + 1}, numjobs {t}: " + ", ".join(f"{w} {got[w]:.0f}" for w in order)
-                      + f" IOPS; pipeline/hand {got['pipeline'] / got['hand']:.3f}, "
-                      f"hand again/hand {got['hand again'] / got['hand']:.3f}", flush=True)
+                      + f" IOPS; pipeline/hand {got['pipeline'] / got['hand']:.3f}"
+                      + (f", hand again/hand {got['hand again'] / got['hand']:.3f}" if "hand again" in got else ""),
+                      flush=True)
                 if leftovers(tmp):
                     raise RuntimeError(f"left behind: {leftovers(tmp)}")
     finally:
         if leftovers(tmp):
             print(f"WARNING: left behind: {leftovers(tmp)}", file=sys.stderr)
     rows = []
-    for t in THREADS:
-        p, h, a = (iops[(w, t)] for w in ways)
+    for t in threads:
+        p, h = iops[("pipeline", t)], iops[("hand", t)]
+        a = iops.get(("hand again", t)) or h
         ratio = [x / y for x, y in zip(p, h)]
         noise = [x / y for x, y in zip(a, h)]
-        rows.append([t, median(p), median(h), median(a), median(ratio), f"{min(ratio):.3f}-{max(ratio):.3f}",
-                     median(noise), f"{min(noise):.3f}-{max(noise):.3f}",
-                     "yes" if abs(median(ratio) - 1) <= GOAL else "NO",
-                     f"{first[('pipeline', t)]:.0f} / {median(p):.0f}", f"{first[('hand', t)]:.0f} / {median(h[1:] or h):.0f}"])
+        low, high = median_ci(ratio)
+        half = max(median(ratio) - low, high - median(ratio))
+        rows.append([fs, t, len(ratio), median(p), median(h), median(ratio), f"{low:.3f}-{high:.3f}",
+                     f"{100 * half:.1f}%", f"{min(ratio):.3f}-{max(ratio):.3f}",
+                     "-" if args.no_aa else f"{median(noise):.3f} ({min(noise):.3f}-{max(noise):.3f})",
+                     "yes" if low <= 1 <= high and half <= GOAL else "NO",
+                     f"{first[('pipeline', t)]:.0f} / {median(p):.0f}"])
     print()
-    print(table(["numjobs", "pipeline IOPS", "hand IOPS", "hand again IOPS", "pipeline/hand", "range",
-                 "hand again/hand (A/A)", "range", "within 3%", "pipeline first (set-up) / rounds",
-                 "hand first / later"], rows))
+    print(table(["fs", "numjobs", "pairs", "pipeline IOPS", "hand IOPS", "pipeline/hand", "95% CI", "CI half-width",
+                 "range", "hand again/hand (A/A)", "CI holds 1, half-width <= 3%", "pipeline first (set-up) / rounds"],
+                rows))
     if not args.keep:
         shutil.rmtree(work / "resources", ignore_errors=True)
 

@@ -113,6 +113,8 @@ def test_monitors_record_and_stop(tmp_path):
         time.sleep(2.5)
     assert mon.commands == [["vmstat", "-n", "-t", "1"], ["iostat", "-x", "-t", "-o", "JSON", "-d", device, "1"]]
     assert all(gone(pid) for pid in pids)
+    # what each tool cost, from the kernel's account (nanoseconds): some, and far below its 2.5 s of life
+    assert set(mon.cpu_s) == {"vmstat", "iostat"} and all(0 < s < 0.5 for s in mon.cpu_s.values())
     # stopped with SIGINT, iostat closed its JSON document
     assert json.loads((tmp_path / "iostat.json").read_text())["sysstat"]["hosts"]
     assert monitors.iostat(tmp_path / "iostat.json")[0]["device"] == device

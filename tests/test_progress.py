@@ -52,6 +52,7 @@ def test_follow_writes_a_line_per_second_while_the_file_grows(tmp_path):
     lines = log.getvalue().splitlines()
     assert lines[-1] == "progress: run 3/3 s, 472 tps"
     assert "progress: run 1/3 s, 390 tps" in lines and follow.lines_written == len(lines) <= 3
+    assert 0 < follow.cpu_s < 1  # the following thread's own CPU time, for bench/monitor_cost.py
 
 
 def test_follow_without_output_writes_nothing(tmp_path):

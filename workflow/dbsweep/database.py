@@ -169,6 +169,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self.error: Exception | None = None
+        self.cpu_s = 0.0  # CPU seconds of the sampling thread (this side only), once it has stopped
 
     def __enter__(self) -> "Sampler":
         self._thread.start()
@@ -195,6 +196,8 @@ class Sampler:
                         break
         except Exception as e:  # the measured run goes on; collect reports a sampler without rows
             self.error = e
+        finally:
+            self.cpu_s = time.thread_time()
 
 
 def datadir_bytes(path: Path) -> int:

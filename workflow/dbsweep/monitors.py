@@ -23,7 +23,8 @@ class Monitors:
     """Run vmstat (always) and iostat (if there are devices) for the body of a with-block.
 
     Output goes to rawdir/vmstat.txt and rawdir/iostat.json; the processes are
-    stopped on exit, also when the body raised.
+    stopped on exit, also when the body raised. `cpu_s` then holds the CPU seconds
+    (user + system) each tool used, by tool name: what monitoring cost the host.
     """
 
     def __init__(self, rawdir: Path, devices: list[str]):
@@ -34,6 +35,7 @@ class Monitors:
             self.commands.append(["iostat", "-x", "-t", "-o", "JSON", "-d", *self.devices, "1"])
         self.outputs = [self.rawdir / "vmstat.txt", self.rawdir / "iostat.json"][:len(self.commands)]
         self._procs: list[subprocess.Popen] = []
+        self.cpu_s: dict[str, float] = {}
 
     def __enter__(self) -> "Monitors":
         for device in self.devices:
@@ -60,6 +62,7 @@ class Monitors:
     def _stop(self) -> None:
         # SIGINT lets iostat close its JSON document; SIGKILL if it hangs.
         for proc in self._procs:
+            self.cpu_s[proc.args[0]] = process_cpu_s(proc.pid)
             if proc.poll() is None:
                 proc.send_signal(signal.SIGINT)
         for proc in self._procs:
@@ -69,6 +72,15 @@ class Monitors:
                 proc.kill()
                 proc.wait()
         self._procs = []
+
+
+def process_cpu_s(pid: int) -> float:
+    """CPU seconds a live process has run, from /proc/<pid>/schedstat (nanoseconds; /proc/<pid>/stat
+    counts in clock ticks, 10 ms, more than vmstat uses in a minute); 0.0 once it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[0]) / 1e9
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
 
 
 def _utc(text: str, fmt: str) -> float:

@@ -29,6 +29,7 @@ class Follow:
         self.latest = None  # (second or None, rate, unit) of the latest line read
         self._shown = None
         self.lines_written = 0
+        self.cpu_s = 0.0  # CPU seconds of the following thread, once it has stopped
         self._offset, self._tail = 0, ""
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name=f"progress-{label}", daemon=True)
@@ -46,8 +47,11 @@ class Follow:
         return False
 
     def _loop(self) -> None:
-        while not self._stop.wait(self.every):
-            self._show()
+        try:
+            while not self._stop.wait(self.every):
+                self._show()
+        finally:
+            self.cpu_s = time.thread_time()
 
     def _show(self) -> None:
         self.read()
