@@ -5,45 +5,13 @@
 # jitter, boxplot; params axes; log.
 
 # Adds what the vs-threads plots group by: threads (1 when the sweep has no
-# threads axis) and series (the axes other than threads and filesystem, as one
-# label). The legend title for series is attr(result, "series_title").
+# threads axis) and series (the axes other than threads and filesystem that
+# vary among these rows, labelled "workload=rndrd, block=16k").
 with_plot_columns <- function(dt, axes) {
   dt <- copy(dt)
   if (!"threads" %in% axes) dt[, threads := 1L]
-  series_axes <- setdiff(axes, c("threads", "filesystem"))
-  if (length(series_axes)) {
-    label <- function(d) do.call(paste, c(unname(as.list(d)), sep = " / "))
-    keys <- unique(dt[, ..series_axes])
-    setorderv(keys, series_axes)
-    dt[, series := factor(label(.SD), levels = unique(label(keys))),
-       .SDcols = series_axes]
-    title <- paste(series_axes, collapse = " / ")
-  } else {
-    dt[, series := factor("all")]
-    title <- "series"
-  }
-  setattr(dt, "series_title", title)
-  dt
-}
-
-# cell: a factor, in axis order, labelled with the values of the given axes
-# (one line each when there are few cells, one line in all when many).
-with_cell_label <- function(dt, axes, label_axes) {
-  dt <- copy(dt)
-  if (!length(label_axes)) {
-    dt[, cell := factor("all")]
-    return(dt)
-  }
-  cells <- unique(dt[, ..axes])
-  setorderv(cells, axes)
-  n_cells <- nrow(unique(cells[, ..label_axes]))
-  sep <- if (n_cells > 12) " " else "\n"
-  cells[, cell := do.call(paste, c(unname(as.list(.SD)), sep = sep)),
-        .SDcols = label_axes]
-  levels <- unique(cells$cell)
-  dt <- dt[cells, on = axes]
-  dt[, cell := factor(cell, levels = levels)]
-  setattr(dt, "cell_sep", sep)
+  series_axes <- varying_axes(dt, setdiff(axes, c("threads", "filesystem")))
+  dt[, series := cell_factor(dt, series_axes, width = 40)]
   dt
 }
 
@@ -61,12 +29,18 @@ threads_line <- function(threads) {
   if (uniqueN(threads) > 1) geom_line()
 }
 
-facet_by_filesystem <- function(axes, ...) {
-  if ("filesystem" %in% axes) facet_wrap(~filesystem, ...) else NULL
+# A panel per filesystem when the rows have more than one.
+facet_by_filesystem <- function(dt, axes) {
+  if ("filesystem" %in% varying_axes(dt, axes)) panel_layout(dt, "filesystem")$facet
 }
 
 series_legend <- function(dt) {
-  if (nlevels(dt$series) <= 1) guides(colour = "none") else NULL
+  if (nlevels(dt$series) <= 1) guides(colour = "none") else legend_in_columns(levels(dt$series))
+}
+
+# The subtitle of the vs-threads plots: the note and the axes fixed in every row.
+threads_subtitle <- function(dt, axes, note) {
+  plot_subtitle(note, fixed_axes_text(dt, setdiff(axes, "threads")))
 }
 
 # Tool's final IOPS per cell: mean over repetitions, min and max.
@@ -76,7 +50,6 @@ throughput_data <- function(summary, axes) {
   out <- dt[, .(iops = mean(iops), iops_min = min(iops), iops_max = max(iops),
                 reps = .N),
             by = c(setdiff(axes, "threads"), "threads", "series")]
-  setattr(out, "series_title", attr(dt, "series_title"))
   out
 }
 
@@ -91,11 +64,11 @@ plot_throughput <- function(summary, axes, caption) {
     threads_axis(dt$threads) +
     scale_y_continuous(limits = c(0, NA), labels = thousands) +
     scale_colour_dbsweep() +
-    facet_by_filesystem(axes) +
+    facet_by_filesystem(dt, axes) +
     series_legend(dt) +
     labs(title = title,
-         subtitle = "mean over repetitions; bars show min and max",
-         x = "threads", y = "IOPS", colour = attr(dt, "series_title"),
+         subtitle = threads_subtitle(dt, axes, "mean over repetitions; bars show min and max"),
+         x = "threads", y = "IOPS", colour = NULL,
          caption = caption) +
     theme_dbsweep()
 }
@@ -108,9 +81,7 @@ latency_data <- function(summary, axes) {
             by = by]
   out <- melt(out, id.vars = by, measure.vars = c("avg", "p95"),
               variable.name = "statistic", value.name = "lat_ms")
-  out <- out[!is.na(lat_ms)]
-  setattr(out, "series_title", attr(dt, "series_title"))
-  out
+  out[!is.na(lat_ms)]
 }
 
 plot_latency <- function(summary, axes, caption) {
@@ -126,50 +97,58 @@ plot_latency <- function(summary, axes, caption) {
     scale_colour_dbsweep() +
     scale_linetype_manual(values = c(avg = "solid", p95 = "dashed"), drop = FALSE) +
     scale_shape_manual(values = c(avg = 16, p95 = 17), drop = FALSE) +
-    facet_by_filesystem(axes) +
+    facet_by_filesystem(dt, axes) +
     series_legend(dt) +
     labs(title = title,
-         subtitle = "tool's average and 95th percentile latency, mean over repetitions",
-         x = "threads", y = "latency (ms)", colour = attr(dt, "series_title"),
+         subtitle = threads_subtitle(dt, axes,
+                                     "tool's average and 95th percentile latency, mean over repetitions"),
+         x = "threads", y = "latency (ms)", colour = NULL,
          linetype = "latency", shape = "latency", caption = caption) +
     theme_dbsweep()
 }
 
-# Per-second samples with a cell label; filesystem becomes the facet when it
-# varies, so it is left off the labels.
+# Per-second samples with a cell label from the axes that vary among them;
+# filesystem becomes the facet when it varies, so it is left off the labels.
+# Few cells get a line per axis, many one wrapped line each.
 per_cell_data <- function(samples, axes) {
   dt <- copy(samples)
   varying <- varying_axes(dt, axes)
   facet <- "filesystem" %in% varying
   label_axes <- setdiff(varying, if (facet) "filesystem")
-  dt <- with_cell_label(dt, axes, label_axes)
+  n_cells <- n_combinations(dt, label_axes)
+  many <- n_cells > 12
+  dt[, cell := cell_factor(dt, label_axes, sep = if (many) ", " else "\n",
+                           width = if (many) 30 else Inf)]
   setattr(dt, "label_axes", label_axes)
   setattr(dt, "facet", facet)
+  setattr(dt, "many", many)
   dt
 }
 
 # Labels, scales and facets shared by the jitter and box plots.
 per_cell_layers <- function(dt, axes) {
-  label_axes <- attr(dt, "label_axes")
-  x_title <- if (length(label_axes)) {
-    sprintf("cell (%s)", paste(label_axes, collapse = " / "))
-  } else {
-    "cell"
-  }
   list(
     scale_y_continuous(labels = thousands),
     expand_limits(y = 0),
     if (isTRUE(attr(dt, "facet"))) {
-      facet_grid(~filesystem, scales = "free_x", space = "free_x")
+      facet_grid(~filesystem, scales = "free_x", space = "free_x",
+                 labeller = axes_labeller())
     },
-    labs(x = x_title, y = "IOPS (per-second samples)",
-         subtitle = fixed_axes_text(dt, axes))
+    labs(x = "cell", y = "IOPS (per-second samples)",
+         subtitle = plot_subtitle(fixed_axes_text(dt, axes)))
   )
+}
+
+# Wider images for more cells, taller for slanted labels.
+with_per_cell_size <- function(p, dt) {
+  n <- nlevels(dt$cell)
+  if (!isTRUE(attr(dt, "many"))) return(with_size(p, c(width = max(8, min(16, 1.1 * n)), height = 5)))
+  with_size(p, c(width = max(8, min(16, 0.45 * n)), height = 6.5))
 }
 
 # Goes after theme_dbsweep(): many cells get one-line labels, slanted.
 per_cell_theme <- function(dt) {
-  if (identical(attr(dt, "cell_sep"), " ")) {
+  if (isTRUE(attr(dt, "many"))) {
     theme(axis.text.x = element_text(angle = 45, hjust = 1))
   }
 }
@@ -179,7 +158,7 @@ plot_jitter <- function(samples, axes, caption) {
   dt <- per_cell_data(samples[!is.na(iops)], axes)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second samples", caption))
   dt[, rep := factor(rep)]
-  ggplot(dt, aes(cell, iops)) +
+  p <- ggplot(dt, aes(cell, iops)) +
     geom_jitter(aes(colour = rep), width = 0.25, height = 0, size = 0.9,
                 alpha = 0.6) +
     stat_summary(fun = median, fun.min = median, fun.max = median,
@@ -190,18 +169,20 @@ plot_jitter <- function(samples, axes, caption) {
     theme_dbsweep() +
     per_cell_theme(dt) +
     theme(legend.position = if (nlevels(dt$rep) > 1) "bottom" else "none")
+  with_per_cell_size(p, dt)
 }
 
 plot_boxplot <- function(samples, axes, caption) {
   title <- "Per-second throughput by cell"
   dt <- per_cell_data(samples[!is.na(iops)], axes)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second samples", caption))
-  ggplot(dt, aes(cell, iops)) +
+  p <- ggplot(dt, aes(cell, iops)) +
     geom_boxplot(fill = OKABE_ITO[6], outlier.size = 0.7, width = 0.6) +
     per_cell_layers(dt, axes) +
     labs(title = title, caption = caption) +
     theme_dbsweep() +
     per_cell_theme(dt)
+  with_per_cell_size(p, dt)
 }
 
 rule_plots <- function(input, output, params, log = snakemake_log()) {
