@@ -25,10 +25,17 @@ expect_pngs <- function(output) {
   }
 }
 
-test_that("the rule draws the four plots as 8x5 in PNGs and logs them", {
+test_that("the rule draws the four plots as PNGs of 8x5 in or more and logs them", {
   output <- render(make_sweep())
   expect_pngs(output)
-  for (name in PLOT_NAMES) expect_equal(png_size(output[[name]]), c(width = 880, height = 550))
+  for (name in c("throughput", "latency")) {
+    expect_equal(png_size(output[[name]]), c(width = 880, height = 550))
+  }
+  # 12 cells, one row each: taller
+  for (name in c("jitter", "boxplot")) {
+    expect_equal(png_size(output[[name]])[["width"]], 880)
+    expect_gt(png_size(output[[name]])[["height"]], 550)
+  }
   log <- readLines(file.path(dirname(output$throughput), "plots.log"))
   expect_true(any(grepl("^throughput -> ", log)))
   expect_equal(sink.number(), 0L)
@@ -90,7 +97,8 @@ test_that("cell labels name only the axes that vary, filesystem as facet", {
   dt <- per_cell_data(sweep$samples, sweep$axes)
   expect_equal(attr(dt, "label_axes"), "threads")
   expect_true(attr(dt, "facet"))
-  expect_equal(levels(dt$cell), c("threads=1", "threads=4", "threads=16"))  # numeric order
+  # numeric order, the first cell on top
+  expect_equal(rev(levels(dt$cell)), c("threads=1", "threads=4", "threads=16"))
   expect_equal(fixed_axes_text(dt, sweep$axes), "workload = rndrd")
 
   two <- per_cell_data(sweep$samples[filesystem == "ext4"], sweep$axes)
@@ -99,13 +107,14 @@ test_that("cell labels name only the axes that vary, filesystem as facet", {
                "filesystem = ext4, workload = rndrd")
 })
 
-test_that("many cells get one-line labels", {
+test_that("many cells make a taller image, a row per cell", {
   sweep <- make_sweep(list(threads = c(1L, 2L, 4L, 8L, 16L, 32L, 64L),
                            mode = c("sync", "async")), reps = 1L, duration = 3L)
   dt <- per_cell_data(sweep$samples, sweep$axes)
-  expect_true(attr(dt, "many"))
   expect_equal(nlevels(dt$cell), 14L)
   expect_true("threads=64, mode=sync" %in% levels(dt$cell))
+  few <- per_cell_data(sweep$samples[threads <= 2], sweep$axes)
+  expect_gt(attr(dt, "size")[["height"]], attr(few, "size")[["height"]])
 })
 
 test_that("a sweep without IOPS or latency figures still gets its plots", {

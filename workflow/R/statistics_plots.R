@@ -83,7 +83,7 @@ plot_timeseries_steady <- function(dt, windows, axes, caption) {
          colour = "repetition", caption = caption) +
     theme_dbsweep()
   if (!nrow(stalls)) p <- p + guides(shape = "none")
-  lines <- max(lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
+  lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
   with_panel_rows(p, ceiling(nlevels(dt$cell) / ncol), per_row = 1.3 + 0.2 * lines)
 }
 
@@ -110,7 +110,7 @@ plot_violin <- function(win, axes, caption) {
   }
   # one violin per cell, stacked: the image grows with the cells
   cells <- nrow(unique(dt[, .(metric, cell)]))
-  lines <- max(lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
+  lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
   with_size(p, c(width = 8, height = min(30, max(5, 2.6 + 0.35 * cells * max(1, lines * 0.6)))))
 }
 

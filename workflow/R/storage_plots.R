@@ -107,50 +107,37 @@ plot_latency <- function(summary, axes, caption) {
     theme_dbsweep()
 }
 
-# Per-second samples with a cell label from the axes that vary among them;
-# filesystem becomes the facet when it varies, so it is left off the labels.
-# Few cells get a line per axis, many one wrapped line each.
+# Per-second samples with a cell label from the axes that vary among them
+# ("threads=4, workload=rndrd", wrapped), the first cell on top; filesystem
+# becomes the facet when it varies, so it is left off the labels. The cells
+# are rows of the plot: attr "size" is an image as tall as they need.
 per_cell_data <- function(samples, axes) {
   dt <- copy(samples)
   varying <- varying_axes(dt, axes)
   facet <- "filesystem" %in% varying
   label_axes <- setdiff(varying, if (facet) "filesystem")
-  n_cells <- n_combinations(dt, label_axes)
-  many <- n_cells > 12
-  dt[, cell := cell_factor(dt, label_axes, sep = if (many) ", " else "\n",
-                           width = if (many) 30 else Inf)]
+  dt[, cell := cell_factor(dt, label_axes, width = 40)]
+  dt[, cell := factor(cell, levels = rev(levels(cell)))]
+  rows <- n_combinations(dt, c(label_axes, if (facet) "filesystem"))
+  lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
   setattr(dt, "label_axes", label_axes)
   setattr(dt, "facet", facet)
-  setattr(dt, "many", many)
+  setattr(dt, "size", c(width = 8, height = min(30, max(5, 2.4 + rows * (0.2 + 0.2 * lines)))))
   dt
 }
 
 # Labels, scales and facets shared by the jitter and box plots.
 per_cell_layers <- function(dt, axes) {
   list(
-    scale_y_continuous(labels = thousands),
-    expand_limits(y = 0),
+    scale_x_continuous(labels = thousands),
+    expand_limits(x = 0),
     if (isTRUE(attr(dt, "facet"))) {
-      facet_grid(~filesystem, scales = "free_x", space = "free_x",
+      facet_grid(filesystem ~ ., scales = "free_y", space = "free_y",
                  labeller = axes_labeller())
     },
-    labs(x = "cell", y = "IOPS (per-second samples)",
+    labs(y = NULL, x = "IOPS (per-second samples)",
          subtitle = plot_subtitle(fixed_axes_text(dt, axes)))
   )
-}
-
-# Wider images for more cells, taller for slanted labels.
-with_per_cell_size <- function(p, dt) {
-  n <- nlevels(dt$cell)
-  if (!isTRUE(attr(dt, "many"))) return(with_size(p, c(width = max(8, min(16, 1.1 * n)), height = 5)))
-  with_size(p, c(width = max(8, min(16, 0.45 * n)), height = 6.5))
-}
-
-# Goes after theme_dbsweep(): many cells get one-line labels, slanted.
-per_cell_theme <- function(dt) {
-  if (isTRUE(attr(dt, "many"))) {
-    theme(axis.text.x = element_text(angle = 45, hjust = 1))
-  }
 }
 
 plot_jitter <- function(samples, axes, caption) {
@@ -158,31 +145,29 @@ plot_jitter <- function(samples, axes, caption) {
   dt <- per_cell_data(samples[!is.na(iops)], axes)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second samples", caption))
   dt[, rep := factor(rep)]
-  p <- ggplot(dt, aes(cell, iops)) +
-    geom_jitter(aes(colour = rep), width = 0.25, height = 0, size = 0.9,
+  p <- ggplot(dt, aes(iops, cell)) +
+    geom_jitter(aes(colour = rep), width = 0, height = 0.25, size = 0.9,
                 alpha = 0.6) +
-    stat_summary(fun = median, fun.min = median, fun.max = median,
+    stat_summary(fun = median, fun.min = median, fun.max = median, orientation = "y",
                  geom = "crossbar", width = 0.6, linewidth = 0.3) +
     scale_colour_dbsweep() +
     per_cell_layers(dt, axes) +
     labs(title = title, colour = "repetition", caption = caption) +
     theme_dbsweep() +
-    per_cell_theme(dt) +
     theme(legend.position = if (nlevels(dt$rep) > 1) "bottom" else "none")
-  with_per_cell_size(p, dt)
+  with_size(p, attr(dt, "size"))
 }
 
 plot_boxplot <- function(samples, axes, caption) {
   title <- "Per-second throughput by cell"
   dt <- per_cell_data(samples[!is.na(iops)], axes)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second samples", caption))
-  p <- ggplot(dt, aes(cell, iops)) +
-    geom_boxplot(fill = OKABE_ITO[6], outlier.size = 0.7, width = 0.6) +
+  p <- ggplot(dt, aes(iops, cell)) +
+    geom_boxplot(fill = OKABE_ITO[6], outlier.size = 0.7, width = 0.6, orientation = "y") +
     per_cell_layers(dt, axes) +
     labs(title = title, caption = caption) +
-    theme_dbsweep() +
-    per_cell_theme(dt)
-  with_per_cell_size(p, dt)
+    theme_dbsweep()
+  with_size(p, attr(dt, "size"))
 }
 
 rule_plots <- function(input, output, params, log = snakemake_log()) {
