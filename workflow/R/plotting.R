@@ -29,6 +29,7 @@ theme_dbsweep <- function(base_size = 11) {
       panel.grid.minor = element_blank(),
       strip.background = element_rect(fill = "grey92", colour = NA),
       legend.position = "bottom",
+      legend.box = "vertical",  # several legends stack, not run off the right edge
       plot.title.position = "plot",
       plot.caption.position = "plot",
       plot.caption = element_text(hjust = 0, colour = "grey35",
