@@ -173,12 +173,13 @@ strip_width <- function(cols, width = 8) {
   max(12, floor(width * CHARS_PER_INCH / max(1, cols)) - 3)
 }
 
-# The parts that are given, joined by "; " and wrapped to the plot's width;
-# NULL when none is.
+# The parts that are given, joined by "; " and wrapped to the plot's width
+# (never inside "filesystem = xfs"); NULL when none is.
 plot_subtitle <- function(..., width = 8) {
   parts <- unlist(list(...))
   if (!length(parts)) return(NULL)
-  wrap_text(paste(parts, collapse = "; "), floor(width * CHARS_PER_INCH) - 4)
+  text <- gsub(" = ", "\001=\001", paste(parts, collapse = "; "), fixed = TRUE)
+  gsub("\001", " ", wrap_text(text, floor(width * CHARS_PER_INCH) - 4), fixed = TRUE)
 }
 
 # Columns of a legend whose entries are `labels`, so it fits a plot `width`
