@@ -178,8 +178,8 @@ strip_width <- function(cols, width = 8) {
 plot_subtitle <- function(..., width = 8) {
   parts <- unlist(list(...))
   if (!length(parts)) return(NULL)
-  text <- gsub(" = ", "\001=\001", paste(parts, collapse = "; "), fixed = TRUE)
-  gsub("\001", " ", wrap_text(text, floor(width * CHARS_PER_INCH) - 4), fixed = TRUE)
+  text <- gsub(" = ", "~=~", paste(parts, collapse = "; "), fixed = TRUE)
+  gsub("~=~", " = ", wrap_text(text, floor(width * CHARS_PER_INCH) - 4), fixed = TRUE)
 }
 
 # Columns of a legend whose entries are `labels`, so it fits a plot `width`
