@@ -7,10 +7,13 @@ varying_axes <- function(dt, axes) {
 }
 
 # "filesystem = ext4, threads = 4": the axes that are the same in every row,
-# said once instead of on every label; NULL when all vary.
+# said once instead of on every label; an axis no row has a value for (NA:
+# engine of storage cells) is left out. NULL when none is left.
 fixed_axes_text <- function(dt, axes) {
   fixed <- setdiff(axes, varying_axes(dt, axes))
-  if (!length(fixed) || nrow(dt) == 0) return(NULL)
+  if (nrow(dt) == 0) return(NULL)
+  fixed <- fixed[!vapply(fixed, function(a) is.na(dt[[a]][1]), TRUE)]
+  if (!length(fixed)) return(NULL)
   values <- vapply(fixed, function(a) as.character(dt[[a]][1]), "")
   paste(sprintf("%s = %s", fixed, values), collapse = ", ")
 }
@@ -113,14 +116,6 @@ order_by_axes <- function(dt, cols) {
   setorderv(dt, ranks, na.last = TRUE)
   dt[, (ranks) := NULL]
   invisible(dt)
-}
-
-# "engine=innodb, rate=100": a row's values of the axes that vary ("all" when
-# none does).
-configuration_label <- function(dt, vary) {
-  if (!length(vary)) return(rep("all", nrow(dt)))
-  parts <- lapply(vary, function(a) paste0(a, "=", dt[[a]]))
-  do.call(paste, c(parts, sep = ", "))
 }
 
 # Long to wide: one row per combination of `rows`, one column per value of

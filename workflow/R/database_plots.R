@@ -46,11 +46,6 @@ colour_legend <- function(dt) {
   if (nlevels(dt$.colour) <= 1) guides(colour = "none", fill = "none")
 }
 
-subtitle <- function(...) {
-  parts <- unlist(list(...))
-  if (length(parts)) paste(parts, collapse = "; ") else NULL
-}
-
 # Axis breaks at whole numbers (seconds).
 whole_breaks <- function(limits) {
   breaks <- pretty(limits)
@@ -86,7 +81,7 @@ plot_tps_memory <- function(summary, axes, caption) {
     panels$facet +
     colour_legend(dt) +
     labs(title = title,
-         subtitle = subtitle(paste("sysbench's final tps, median over repetitions;",
+         subtitle = plot_subtitle(paste("sysbench's final tps, median over repetitions;",
                                    "bars show min and max"), layout$fixed),
          x = MEMORY_TITLE, y = "transactions/s", colour = "engine",
          caption = caption) +
@@ -120,10 +115,11 @@ plot_io_per_txn <- function(summary, axes, caption) {
     scale_y_continuous(limits = c(0, NA), labels = thousands) +
     scale_colour_dbsweep() +
     facet_axes(layout$facets, "direction",
-               labeller = labeller(direction = label_value, .default = label_both)) +
+               labeller = labeller(direction = label_value,
+                                   .default = axes_labeller(strip_width(2)))) +
     colour_legend(dt) +
     labs(title = title,
-         subtitle = subtitle(paste("device KB read and written per transaction",
+         subtitle = plot_subtitle(paste("device KB read and written per transaction",
                                    "(iostat), median over repetitions"), layout$fixed),
          x = MEMORY_TITLE, y = "KB per transaction", colour = "engine",
          caption = caption) +
@@ -169,9 +165,10 @@ plot_cpu <- function(system, summary, axes, caption) {
     scale_fill_manual(values = stats::setNames(CPU_COLOURS, CPU_STATES)) +
     scale_y_continuous(limits = c(0, 100.5), breaks = seq(0, 100, 25),
                        expand = expansion(mult = c(0, 0.02))) +
-    facet_axes(layout$facets, layout$colour) +
+    facet_axes(layout$facets, layout$colour,
+               labeller = axes_labeller(strip_width(n_combinations(dt, layout$colour)))) +
     labs(title = title,
-         subtitle = subtitle("vmstat, mean over the measured window and repetitions",
+         subtitle = plot_subtitle("vmstat, mean over the measured window and repetitions",
                              layout$fixed),
          x = MEMORY_TITLE, y = "CPU time (%)", fill = NULL, caption = caption) +
     theme_dbsweep()
@@ -212,7 +209,7 @@ plot_datadir <- function(counters, summary, axes, caption) {
     panels$facet +
     colour_legend(dt) +
     labs(title = title,
-         subtitle = subtitle(paste("one line per repetition; dashed: start of the",
+         subtitle = plot_subtitle(paste("one line per repetition; dashed: start of the",
                                    "measured window"),
                              fixed_axes_text(dt, setdiff(axes, colour))),
          x = "time from the start of the measured window (s)",
@@ -271,7 +268,7 @@ plot_timeseries <- function(samples, windows, summary, axes, caption, settings =
     expand_limits(y = 0) +
     panels$facet +
     labs(title = title,
-         subtitle = subtitle(stall_text(nrow(stalls), settings$stall_share),
+         subtitle = plot_subtitle(stall_text(nrow(stalls), settings$stall_share),
                              fixed_axes_text(dt, axes)),
          x = "second of the measured window (s)", y = "transactions/s",
          colour = "repetition", fill = NULL, caption = caption) +
@@ -329,7 +326,7 @@ plot_spread <- function(samples, summary, axes, caption, kind) {
     expand_limits(y = 0) +
     panels$facet +
     colour_legend(dt) +
-    labs(title = title, subtitle = subtitle(note, layout$fixed),
+    labs(title = title, subtitle = plot_subtitle(note, layout$fixed),
          x = MEMORY_TITLE, y = "transactions/s (per-second samples)",
          colour = "engine", fill = "engine", caption = caption) +
     theme_dbsweep()
@@ -374,9 +371,7 @@ rule_db_plots <- function(input, output, params, log = snakemake_log()) {
                                  stats_settings(params[["analysis"]]))
   )
   for (name in names(plots)) {
-    size <- plot_size(plots[[name]])
-    save_plot(plots[[name]], output[[name]], width = size[["width"]],
-              height = size[["height"]])
+    save_plot(plots[[name]], output[[name]])
     log_line("%s -> %s", name, output[[name]])
   }
   invisible(plots)

@@ -56,10 +56,11 @@ insert_plot <- function(table, caption = NULL) {
     facet_grid(metric ~ phase, scales = "free_y") +
     scale_fill_dbsweep() +
     labs(title = "Insert benchmark: each phase relative to the baseline (= 1.0)",
-         subtitle = sprintf("baseline: %s", paste(unique(table[baseline == TRUE]$configuration),
-                                                  collapse = "; ")),
+         subtitle = plot_subtitle(sprintf("baseline: %s",
+                                          paste(unique(table[baseline == TRUE]$configuration),
+                                                collapse = "; ")), width = 9),
          x = NULL, y = "relative to baseline", fill = NULL, caption = caption) +
-    guides(fill = guide_legend(ncol = 2)) +
+    legend_in_columns(unique(dt$configuration), "fill", width = 9) +
     theme_dbsweep() +
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank())
 }

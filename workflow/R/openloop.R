@@ -75,7 +75,7 @@ plot_open_loop <- function(samples, summary, axes, caption, column, title, y_lab
     geom_point(size = 0.8) +
     scale_colour_dbsweep(name = "threads") +
     labs(title = title,
-         subtitle = paste(c(sprintf("target rate %s/s", rates), fixed), collapse = "; "),
+         subtitle = plot_subtitle(sprintf("target rate %s/s", rates), fixed),
          x = "time (s)", y = y_label, caption = caption) +
     theme_dbsweep()
   if (log_y) {
@@ -83,8 +83,8 @@ plot_open_loop <- function(samples, summary, axes, caption, column, title, y_lab
   } else {
     p <- p + scale_y_continuous(labels = thousands)
   }
-  if (length(facets)) p <- p + facet_wrap(facets, labeller = label_both)
-  p
+  panels <- panel_layout(dt, facets)
+  with_panel_rows(p + panels$facet, panels$rows)
 }
 
 plot_p99 <- function(samples, summary, axes, caption) {

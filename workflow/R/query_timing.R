@@ -37,9 +37,10 @@ query_plot <- function(table, caption = NULL) {
     facet_wrap(~name, scales = "free_y") +
     scale_fill_dbsweep() +
     labs(title = "Query: median per execution (ms, then counter deltas)",
-         subtitle = "counters that never moved are left out; the table has them all",
+         subtitle = plot_subtitle("counters that never moved are left out; the table has them all",
+                                  width = 11),
          x = NULL, y = "per execution", fill = NULL, caption = caption) +
-    guides(fill = guide_legend(ncol = 2)) +
+    legend_in_columns(unique(dt$configuration), "fill", width = 11) +
     theme_dbsweep() +
     theme(axis.text.x = element_blank(), axis.ticks.x = element_blank(),
           strip.text = element_text(size = rel(0.7)))

@@ -33,16 +33,10 @@ metric_label <- function(metric) {
   ifelse(is.na(out), metric, out)
 }
 
-# A label per cell from the axes that vary (in reading order): a factor.
-cell_labels <- function(dt, axes) {
-  varying <- varying_axes(dt, axes)
-  if (!length(varying)) return(factor(rep("all", nrow(dt))))
-  cells <- unique(dt[, ..axes])
-  order_by_axes(cells, varying)
-  label <- function(d) do.call(paste, c(lapply(varying, function(a) {
-    paste0(a, "=", d[[a]])
-  }), sep = ", "))
-  factor(label(dt), levels = unique(label(cells)))
+# A label per cell from the axes that vary among dt's rows (in reading
+# order, NA left out), wrapped to `width`: a factor.
+cell_labels <- function(dt, axes, width = Inf) {
+  cell_factor(dt, varying_axes(dt, axes), width = width)
 }
 
 # ---------------------------------------------------------------------------
@@ -50,7 +44,8 @@ cell_labels <- function(dt, axes) {
 plot_timeseries_steady <- function(dt, windows, axes, caption) {
   if (nrow(dt) == 0) return(skipped_plot("no per-second throughput samples"))
   dt <- copy(dt)
-  dt[, cell := cell_labels(dt, axes)]
+  ncol <- if (uniqueN(dt[, ..axes]) > 3) 2 else 1
+  dt[, cell := cell_labels(dt, axes, strip_width(ncol))]
   if (nlevels(dt$cell) > MAX_PANELS) {
     return(skipped_plot(sprintf(
       "%d cells are too many panels for one image (at most %d); steady_state.csv lists every window",
@@ -77,40 +72,46 @@ plot_timeseries_steady <- function(dt, windows, axes, caption) {
     scale_colour_dbsweep() +
     scale_y_continuous(labels = thousands) +
     expand_limits(y = 0) +
-    facet_wrap(~cell, scales = "free_y", ncol = if (nlevels(dt$cell) > 3) 2 else 1) +
+    facet_wrap(~cell, scales = "free_y", ncol = ncol) +
     labs(title = PLOT_TITLES$timeseries_steady,
-         subtitle = sprintf("%d repetition(s), %d stalled second(s); %d repetition(s) never reached steady state",
-                            nrow(windows), nrow(stalls), sum(windows$steady %in% FALSE)),
+         subtitle = plot_subtitle(
+           sprintf("%d repetition(s), %d stalled second(s); %d repetition(s) never reached steady state",
+                   nrow(windows), nrow(stalls), sum(windows$steady %in% FALSE)),
+           fixed_axes_text(dt, axes)),
          x = "second of the measured window (s)",
          y = if (length(metrics) == 1) metric_label(metrics) else "throughput (transactions/s or IOPS)",
          colour = "repetition", caption = caption) +
     theme_dbsweep()
   if (!nrow(stalls)) p <- p + guides(shape = "none")
-  rows <- ceiling(nlevels(dt$cell) / if (nlevels(dt$cell) > 3) 2 else 1)
-  setattr(p, "size", c(width = 8, height = min(30, max(5, 1.6 + 1.5 * rows))))
-  p
+  lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
+  with_panel_rows(p, ceiling(nlevels(dt$cell) / ncol), per_row = 1.3 + 0.2 * lines)
 }
 
 plot_violin <- function(win, axes, caption) {
   if (nrow(win) == 0) return(skipped_plot("no per-second throughput samples"))
   dt <- copy(win)
-  dt[, cell := cell_labels(dt, axes)]
+  dt[, cell := cell_labels(dt, axes, width = 45)]
+  dt[, cell := factor(cell, levels = rev(levels(cell)))]  # first cell on top
   dt[, metric := factor(metric_label(throughput_metric))]
-  many <- nlevels(dt$cell) > 8
   p <- ggplot(dt, aes(cell, throughput)) +
     geom_violin(fill = OKABE_ITO[6], colour = "grey30", scale = "width", linewidth = 0.3) +
     geom_boxplot(width = 0.12, outlier.shape = NA, fill = "white", linewidth = 0.3) +
     scale_y_continuous(labels = thousands) +
     expand_limits(y = 0) +
     labs(title = PLOT_TITLES$violin,
-         subtitle = "per-second values in the steady-state windows; boxes: quartiles",
-         x = "cell", y = if (nlevels(dt$metric) == 1) levels(dt$metric) else "per-second throughput",
+         subtitle = plot_subtitle("per-second values in the steady-state windows; boxes: quartiles",
+                                  fixed_axes_text(dt, axes)),
+         x = NULL, y = if (nlevels(dt$metric) == 1) levels(dt$metric) else "per-second throughput",
          caption = caption) +
+    coord_flip() +
     theme_dbsweep()
-  if (nlevels(dt$metric) > 1) p <- p + facet_wrap(~metric, scales = "free")
-  if (many) p <- p + theme(axis.text.x = element_text(angle = 45, hjust = 1)) + coord_cartesian()
-  if (!many) p <- p + coord_flip()
-  p
+  if (nlevels(dt$metric) > 1) {
+    p <- p + facet_wrap(~metric, scales = "free", ncol = 1)
+  }
+  # one violin per cell, stacked: the image grows with the cells
+  cells <- nrow(unique(dt[, .(metric, cell)]))
+  lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
+  with_size(p, c(width = 8, height = min(30, max(5, 2.6 + 0.35 * cells * max(1, lines * 0.6)))))
 }
 
 plot_ci_vs_threads <- function(cells, axes, caption) {
@@ -119,7 +120,7 @@ plot_ci_vs_threads <- function(cells, axes, caption) {
   }
   dt <- copy(cells)
   series_axes <- varying_axes(dt, setdiff(axes, "threads"))
-  dt[, series := if (length(series_axes)) cell_labels(dt, series_axes) else factor("all")]
+  dt[, series := cell_factor(dt, series_axes, width = 40)]
   dt[, panel := factor(metric_label(metric), levels = unique(metric_label(
     c(THROUGHPUT_METRICS, LATENCY_METRICS))))]
   dt[, panel := droplevels(panel)]
@@ -134,17 +135,18 @@ plot_ci_vs_threads <- function(cells, axes, caption) {
     scale_fill_dbsweep() +
     facet_wrap(~panel, scales = "free_y", ncol = 1) +
     labs(title = PLOT_TITLES$ci_vs_threads,
-         subtitle = "median of the per-repetition medians; ribbons: 95% bootstrap CI",
+         subtitle = plot_subtitle("median of the per-repetition medians; ribbons: 95% bootstrap CI",
+                                  fixed_axes_text(dt, setdiff(axes, "threads"))),
          x = "threads (log2 scale)", y = "median per-second value (unit in the panel title)",
          colour = NULL, fill = NULL, caption = caption) +
     theme_dbsweep()
   p <- p + if (nlevels(dt$series) <= 1) {
     guides(colour = "none", fill = "none")
   } else {
-    guides(colour = guide_legend(ncol = 2), fill = guide_legend(ncol = 2))
+    legend_in_columns(levels(dt$series), c("colour", "fill"))
   }
-  setattr(p, "size", c(width = 8, height = 2 + 2.6 * nlevels(dt$panel)))
-  p
+  legend_rows <- if (nlevels(dt$series) > 1) ceiling(nlevels(dt$series) / 2) else 0
+  with_size(p, c(width = 8, height = min(30, 2 + 2.6 * nlevels(dt$panel) + 0.25 * legend_rows)))
 }
 
 plot_ratio_heatmap <- function(comparisons, cells, axes, caption) {
@@ -172,16 +174,15 @@ plot_ratio_heatmap <- function(comparisons, cells, axes, caption) {
                          labels = function(b) format_number(2^b),
                          name = sprintf("ratio to %s = %s", compared, base)) +
     labs(title = sprintf("%s: %s", PLOT_TITLES$ratio_heatmap, compared),
-         subtitle = sprintf(paste("median %s / the %s = %s cell's; ~noise: the 95%% CI of",
-                                  "the ratio contains 1"), cmp$metric[1], compared, base),
+         subtitle = plot_subtitle(sprintf(paste("median %s / the %s = %s cell's; ~noise: the 95%% CI of",
+                                                "the ratio contains 1"), cmp$metric[1], compared, base),
+                                  fixed_axes_text(cmp, setdiff(axes, c(compared, x_axis)))),
          x = x_axis, y = sprintf("%s (ratio)", compared), caption = caption) +
     guides(fill = guide_colourbar(barwidth = grid::unit(14, "lines"))) +
     theme_dbsweep() +
     theme(panel.grid = element_blank())
-  if (length(facets)) {
-    p <- p + facet_wrap(facets, labeller = label_both)
-  }
-  p
+  panels <- panel_layout(dt, facets)
+  with_panel_rows(p + panels$facet, panels$rows, per_row = 2.2)
 }
 
 plot_latency_percentiles <- function(percentiles, axes, caption) {
@@ -191,19 +192,23 @@ plot_latency_percentiles <- function(percentiles, axes, caption) {
   }
   dt <- percentiles[percentile > 0 & percentile < 100 & lat_ms > 0]
   if (nrow(dt) == 0) return(skipped_plot("no latency percentile below 100%"))
-  dt[, cell := cell_labels(dt, axes)]
+  dt[, cell := cell_labels(dt, axes, width = 40)]
   dt[, rep := factor(rep)]
-  ggplot(dt, aes(percentile, lat_ms, colour = cell, linetype = source,
+  p <- ggplot(dt, aes(percentile, lat_ms, colour = cell, linetype = source,
                  group = interaction(cell, rep, source))) +
     geom_line() +
     scale_x_continuous(trans = scales_nines(), breaks = c(50, 90, 99, 99.9, 99.99)) +
     scale_y_log10() +
     scale_colour_dbsweep() +
     labs(title = PLOT_TITLES$latency_percentiles,
-         subtitle = "sysbench's latency histogram and fio's completion-latency percentiles",
+         subtitle = plot_subtitle("sysbench's latency histogram and fio's completion-latency percentiles",
+                                  fixed_axes_text(dt, axes)),
          x = "percentile (%, spaced by nines)", y = "latency (ms, log scale)", colour = NULL,
          linetype = NULL, caption = caption) +
+    legend_in_columns(levels(dt$cell)) +
     theme_dbsweep()
+  legend_rows <- ceiling(nlevels(dt$cell) / 2)
+  with_size(p, c(width = 8, height = min(30, max(5, 4 + 0.3 * legend_rows))))
 }
 
 # The x transformation of percentile curves: -log10(1 - p/100), so that 90,

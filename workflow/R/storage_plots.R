@@ -5,45 +5,13 @@
 # jitter, boxplot; params axes; log.
 
 # Adds what the vs-threads plots group by: threads (1 when the sweep has no
-# threads axis) and series (the axes other than threads and filesystem, as one
-# label). The legend title for series is attr(result, "series_title").
+# threads axis) and series (the axes other than threads and filesystem that
+# vary among these rows, labelled "workload=rndrd, block=16k").
 with_plot_columns <- function(dt, axes) {
   dt <- copy(dt)
   if (!"threads" %in% axes) dt[, threads := 1L]
-  series_axes <- setdiff(axes, c("threads", "filesystem"))
-  if (length(series_axes)) {
-    label <- function(d) do.call(paste, c(unname(as.list(d)), sep = " / "))
-    keys <- unique(dt[, ..series_axes])
-    setorderv(keys, series_axes)
-    dt[, series := factor(label(.SD), levels = unique(label(keys))),
-       .SDcols = series_axes]
-    title <- paste(series_axes, collapse = " / ")
-  } else {
-    dt[, series := factor("all")]
-    title <- "series"
-  }
-  setattr(dt, "series_title", title)
-  dt
-}
-
-# cell: a factor, in axis order, labelled with the values of the given axes
-# (one line each when there are few cells, one line in all when many).
-with_cell_label <- function(dt, axes, label_axes) {
-  dt <- copy(dt)
-  if (!length(label_axes)) {
-    dt[, cell := factor("all")]
-    return(dt)
-  }
-  cells <- unique(dt[, ..axes])
-  setorderv(cells, axes)
-  n_cells <- nrow(unique(cells[, ..label_axes]))
-  sep <- if (n_cells > 12) " " else "\n"
-  cells[, cell := do.call(paste, c(unname(as.list(.SD)), sep = sep)),
-        .SDcols = label_axes]
-  levels <- unique(cells$cell)
-  dt <- dt[cells, on = axes]
-  dt[, cell := factor(cell, levels = levels)]
-  setattr(dt, "cell_sep", sep)
+  series_axes <- varying_axes(dt, setdiff(axes, c("threads", "filesystem")))
+  dt[, series := cell_factor(dt, series_axes, width = 40)]
   dt
 }
 
@@ -61,12 +29,18 @@ threads_line <- function(threads) {
   if (uniqueN(threads) > 1) geom_line()
 }
 
-facet_by_filesystem <- function(axes, ...) {
-  if ("filesystem" %in% axes) facet_wrap(~filesystem, ...) else NULL
+# A panel per filesystem when the rows have more than one.
+facet_by_filesystem <- function(dt, axes) {
+  if ("filesystem" %in% varying_axes(dt, axes)) panel_layout(dt, "filesystem")$facet
 }
 
 series_legend <- function(dt) {
-  if (nlevels(dt$series) <= 1) guides(colour = "none") else NULL
+  if (nlevels(dt$series) <= 1) guides(colour = "none") else legend_in_columns(levels(dt$series))
+}
+
+# The subtitle of the vs-threads plots: the note and the axes fixed in every row.
+threads_subtitle <- function(dt, axes, note) {
+  plot_subtitle(note, fixed_axes_text(dt, setdiff(axes, "threads")))
 }
 
 # Tool's final IOPS per cell: mean over repetitions, min and max.
@@ -76,7 +50,6 @@ throughput_data <- function(summary, axes) {
   out <- dt[, .(iops = mean(iops), iops_min = min(iops), iops_max = max(iops),
                 reps = .N),
             by = c(setdiff(axes, "threads"), "threads", "series")]
-  setattr(out, "series_title", attr(dt, "series_title"))
   out
 }
 
@@ -91,11 +64,11 @@ plot_throughput <- function(summary, axes, caption) {
     threads_axis(dt$threads) +
     scale_y_continuous(limits = c(0, NA), labels = thousands) +
     scale_colour_dbsweep() +
-    facet_by_filesystem(axes) +
+    facet_by_filesystem(dt, axes) +
     series_legend(dt) +
     labs(title = title,
-         subtitle = "mean over repetitions; bars show min and max",
-         x = "threads", y = "IOPS", colour = attr(dt, "series_title"),
+         subtitle = threads_subtitle(dt, axes, "mean over repetitions; bars show min and max"),
+         x = "threads", y = "IOPS", colour = NULL,
          caption = caption) +
     theme_dbsweep()
 }
@@ -108,9 +81,7 @@ latency_data <- function(summary, axes) {
             by = by]
   out <- melt(out, id.vars = by, measure.vars = c("avg", "p95"),
               variable.name = "statistic", value.name = "lat_ms")
-  out <- out[!is.na(lat_ms)]
-  setattr(out, "series_title", attr(dt, "series_title"))
-  out
+  out[!is.na(lat_ms)]
 }
 
 plot_latency <- function(summary, axes, caption) {
@@ -126,52 +97,47 @@ plot_latency <- function(summary, axes, caption) {
     scale_colour_dbsweep() +
     scale_linetype_manual(values = c(avg = "solid", p95 = "dashed"), drop = FALSE) +
     scale_shape_manual(values = c(avg = 16, p95 = 17), drop = FALSE) +
-    facet_by_filesystem(axes) +
+    facet_by_filesystem(dt, axes) +
     series_legend(dt) +
     labs(title = title,
-         subtitle = "tool's average and 95th percentile latency, mean over repetitions",
-         x = "threads", y = "latency (ms)", colour = attr(dt, "series_title"),
+         subtitle = threads_subtitle(dt, axes,
+                                     "tool's average and 95th percentile latency, mean over repetitions"),
+         x = "threads", y = "latency (ms)", colour = NULL,
          linetype = "latency", shape = "latency", caption = caption) +
     theme_dbsweep()
 }
 
-# Per-second samples with a cell label; filesystem becomes the facet when it
-# varies, so it is left off the labels.
+# Per-second samples with a cell label from the axes that vary among them
+# ("threads=4, workload=rndrd", wrapped), the first cell on top; filesystem
+# becomes the facet when it varies, so it is left off the labels. The cells
+# are rows of the plot: attr "size" is an image as tall as they need.
 per_cell_data <- function(samples, axes) {
   dt <- copy(samples)
   varying <- varying_axes(dt, axes)
   facet <- "filesystem" %in% varying
   label_axes <- setdiff(varying, if (facet) "filesystem")
-  dt <- with_cell_label(dt, axes, label_axes)
+  dt[, cell := cell_factor(dt, label_axes, width = 40)]
+  dt[, cell := factor(cell, levels = rev(levels(cell)))]
+  rows <- n_combinations(dt, c(label_axes, if (facet) "filesystem"))
+  lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
   setattr(dt, "label_axes", label_axes)
   setattr(dt, "facet", facet)
+  setattr(dt, "size", c(width = 8, height = min(30, max(5, 2.4 + rows * (0.2 + 0.2 * lines)))))
   dt
 }
 
 # Labels, scales and facets shared by the jitter and box plots.
 per_cell_layers <- function(dt, axes) {
-  label_axes <- attr(dt, "label_axes")
-  x_title <- if (length(label_axes)) {
-    sprintf("cell (%s)", paste(label_axes, collapse = " / "))
-  } else {
-    "cell"
-  }
   list(
-    scale_y_continuous(labels = thousands),
-    expand_limits(y = 0),
+    scale_x_continuous(labels = thousands),
+    expand_limits(x = 0),
     if (isTRUE(attr(dt, "facet"))) {
-      facet_grid(~filesystem, scales = "free_x", space = "free_x")
+      facet_grid(filesystem ~ ., scales = "free_y", space = "free_y",
+                 labeller = axes_labeller())
     },
-    labs(x = x_title, y = "IOPS (per-second samples)",
-         subtitle = fixed_axes_text(dt, axes))
+    labs(y = NULL, x = "IOPS (per-second samples)",
+         subtitle = plot_subtitle(fixed_axes_text(dt, axes)))
   )
-}
-
-# Goes after theme_dbsweep(): many cells get one-line labels, slanted.
-per_cell_theme <- function(dt) {
-  if (identical(attr(dt, "cell_sep"), " ")) {
-    theme(axis.text.x = element_text(angle = 45, hjust = 1))
-  }
 }
 
 plot_jitter <- function(samples, axes, caption) {
@@ -179,29 +145,29 @@ plot_jitter <- function(samples, axes, caption) {
   dt <- per_cell_data(samples[!is.na(iops)], axes)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second samples", caption))
   dt[, rep := factor(rep)]
-  ggplot(dt, aes(cell, iops)) +
-    geom_jitter(aes(colour = rep), width = 0.25, height = 0, size = 0.9,
+  p <- ggplot(dt, aes(iops, cell)) +
+    geom_jitter(aes(colour = rep), width = 0, height = 0.25, size = 0.9,
                 alpha = 0.6) +
-    stat_summary(fun = median, fun.min = median, fun.max = median,
+    stat_summary(fun = median, fun.min = median, fun.max = median, orientation = "y",
                  geom = "crossbar", width = 0.6, linewidth = 0.3) +
     scale_colour_dbsweep() +
     per_cell_layers(dt, axes) +
     labs(title = title, colour = "repetition", caption = caption) +
     theme_dbsweep() +
-    per_cell_theme(dt) +
     theme(legend.position = if (nlevels(dt$rep) > 1) "bottom" else "none")
+  with_size(p, attr(dt, "size"))
 }
 
 plot_boxplot <- function(samples, axes, caption) {
   title <- "Per-second throughput by cell"
   dt <- per_cell_data(samples[!is.na(iops)], axes)
   if (nrow(dt) == 0) return(empty_plot(title, "no per-second samples", caption))
-  ggplot(dt, aes(cell, iops)) +
-    geom_boxplot(fill = OKABE_ITO[6], outlier.size = 0.7, width = 0.6) +
+  p <- ggplot(dt, aes(iops, cell)) +
+    geom_boxplot(fill = OKABE_ITO[6], outlier.size = 0.7, width = 0.6, orientation = "y") +
     per_cell_layers(dt, axes) +
     labs(title = title, caption = caption) +
-    theme_dbsweep() +
-    per_cell_theme(dt)
+    theme_dbsweep()
+  with_size(p, attr(dt, "size"))
 }
 
 rule_plots <- function(input, output, params, log = snakemake_log()) {

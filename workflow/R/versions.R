@@ -139,13 +139,12 @@ plot_versions <- function(summary, cells, axes, caption) {
     scale_colour_dbsweep() +
     panels$facet +
     labs(title = title,
-         subtitle = paste(c(paste("median per-second tps of the steady-state windows;",
-                                  "bars: its 95% CI (cell_stats.csv)"), fixed), collapse = "; "),
+         subtitle = plot_subtitle(paste("median per-second tps of the steady-state windows;",
+                                        "bars: its 95% CI (cell_stats.csv)"), fixed),
          x = MEMORY_TITLE, y = "transactions/s", colour = VERSION_TITLE,
          caption = caption) +
     theme_dbsweep()
-  setattr(p, "panel_rows", panels$rows)
-  p
+  with_panel_rows(p, panels$rows)
 }
 
 # ---------------------------------------------------------------------------
@@ -172,9 +171,7 @@ rule_versions <- function(input, output, params, log = snakemake_log()) {
   log_line("versions: %d rows -> %s", nrow(versions), output[["versions_csv"]])
 
   plot <- plot_versions(summary, stats$cells, axes, caption)
-  size <- plot_size(plot)
-  save_plot(plot, output[["version_plot"]], width = size[["width"]],
-            height = size[["height"]])
+  save_plot(plot, output[["version_plot"]])
   log_line("version_plot -> %s", output[["version_plot"]])
   invisible(list(versions = versions, binlog = binlog, plot = plot))
 }
