@@ -239,3 +239,10 @@ test_that("the rule fails on a short repetition and writes no table", {
   expect_equal(sink.number(), 0L)
   expect_false(file.exists(file.path(dir, "cells.csv")))
 })
+
+test_that("group headings name only the axes a group has a value for, never NA", {
+  dt <- data.table(engine = c(NA, "innodb"), filesystem = c("ext4", "xfs"), tps = c(1, 2))
+  lines <- md_table_lines(dt, c("engine", "filesystem"))
+  headings <- grep("^###", lines, value = TRUE)
+  expect_equal(headings, c("### filesystem=ext4", "### engine=innodb, filesystem=xfs"))
+})

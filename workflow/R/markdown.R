@@ -49,7 +49,7 @@ md_lines <- function(dt) {
 }
 
 # Writes dt as a GitHub pipe table. With group_by, one table per group under a
-# "### axis=value, ..." heading, without the group columns. preamble goes
+# "### axis=value, ..." heading (axes without a value left out), without the group columns. preamble goes
 # above, caption (e.g. caption_text(provenance)) below.
 write_md_table <- function(dt, path, group_by = NULL, preamble = NULL,
                            caption = NULL) {
@@ -69,7 +69,7 @@ md_table_lines <- function(dt, group_by = NULL) {
   for (i in seq_len(nrow(groups))) {
     key <- groups[i]
     part <- dt[key, on = group_by, nomatch = NULL][, !..group_by]
-    out <- c(out, paste("###", cell_name(key, group_by)), "", md_lines(part), "")
+    out <- c(out, paste("###", configuration_label(key, group_by)), "", md_lines(part), "")
   }
   out
 }
