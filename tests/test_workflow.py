@@ -119,7 +119,13 @@ def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):
     proc = subprocess.Popen(study.argv(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     deadline = time.monotonic() + 60
-    while not any("fio" in line and "runtime=30" in line for line in leftovers(tmp_path)):  # not prepare's fio
+    rep = study.path("results/runs/filesystem~ext4/threads~1/workload~fio-rr/rep~1")
+
+    def measuring() -> bool:  # the measured fio: not prepare's, nor the config check's `fio --parse-only`
+        return any("fio" in line and "runtime=30" in line and "--parse-only" not in line
+                   for line in leftovers(tmp_path)) and any(rep.glob("attempt~*"))
+
+    while not measuring():
         assert time.monotonic() < deadline, "fio never started"
         time.sleep(0.2)
     time.sleep(1)
@@ -128,7 +134,6 @@ def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):
     subprocess.run(["pkill", "-INT", "-g", str(proc.pid)])
     assert proc.wait(timeout=60) != 0
     assert leftovers(tmp_path) == []
-    rep = study.path("results/runs/filesystem~ext4/threads~1/workload~fio-rr/rep~1")
     assert not (rep / "run.json").exists()
     (attempt,) = rep.glob("attempt~*")
     assert json.loads((attempt / "run.json").read_text())["status"] == "failed"
