@@ -36,7 +36,7 @@ from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
 from dbsweep.runtime import cgroup, owned
 from dbsweep.runtime.resources import Stack
-from dbsweep.runtime.signals import Interrupted, signals_raise  # noqa: F401 - Interrupted: for callers
+from dbsweep.runtime.signals import signals_raise
 
 REJECTED = "rejected.json"
 
