@@ -2,6 +2,7 @@
 loading a dataset, and server counters sampled on the run's clock."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import secrets
@@ -17,6 +18,7 @@ from pathlib import Path
 
 from dbsweep import engines, runtime, servers, storage, workloads
 from dbsweep.runtime.memory import memory_cgroup
+from dbsweep.topology.nodes import NodeSpec
 
 CREDENTIALS = "credentials.json"  # at the filesystem's root, beside the datadir; mode 0600
 DATADIR = "data"
@@ -29,6 +31,12 @@ class Database:
     handle: object  # what family.server() yields
     conn: object  # family.Conn
     option_file: Path  # sysbench --config-file with the connection, mode 0600
+    local: object = None  # how this process reaches it (conn, or the socket for a node in a namespace)
+    node: str | None = None  # its node's name in a topology
+
+    def __post_init__(self):
+        if self.local is None:
+            self.local = self.conn
 
     def sysbench(self, argv: list[str]) -> list[str]:
         """A sysbench command with what the engine needs (e.g. MyRocks tables), before its command word."""
@@ -55,12 +63,18 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path | None = None):
+def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path | None = None, *,
+            node: NodeSpec | None = None, node_options: dict | None = None):
     """The cell's server on root/data, ready, with a sysbench option file; stopped on exit.
 
     Its run folder (socket, pid file, config, logs) is a short one under /tmp, since a unix
     socket path has at most 107 bytes; on exit its config and logs are copied into `keep`
-    (never the sysbench option file, which holds the password) and the folder is removed."""
+    (never the sysbench option file, which holds the password) and the folder is removed.
+
+    node: a topology's node (its address, port and namespace; root is its filesystem), with
+    node_options, the server options dbsweep sets for it (replication); None: one server on
+    127.0.0.1. A node's Database has `local`, the connection of this process (through the
+    socket: the node's address is inside its namespace)."""
     engine = recipe["engine"]
     family = engines.family(engine)
     build = basedir(recipe)
@@ -70,18 +84,20 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
     entry = storage.register(runtime.active, {"remove": str(rundir)}) if runtime.active else None
     try:
         rundir.chmod(0o755)
-        port = free_port()
+        port = node.port if node else free_port()
+        listen = node.address if node else "127.0.0.1"
         config = family.config_text(engine, memory, recipe.get("server_options", {}), root / DATADIR, rundir, port,
-                                    basedir=build)
+                                    basedir=build, listen=listen, node_options=node_options)
         limit = recipe.get("memory_limit") if memory else None
         capped = memory_cgroup(rundir.name, limit) if limit else nullcontext()
         with capped as add, family.server(engine, root / DATADIR, rundir, config, log, cgroup=add,
-                                          basedir=build) as handle:
-            conn = family.Conn(host="127.0.0.1", port=port, socket=handle.socket, **creds)
+                                          basedir=build, netns=node.netns if node else None) as handle:
+            conn = family.Conn(host=listen, port=port, socket=handle.socket, **creds)
             option_file = rundir / "sysbench.cfg"
             write_secret(option_file, "\n".join(family.sysbench_options(conn, engine)) + "\n")
+            local = dataclasses.replace(conn, host=None) if node and node.netns else conn
             try:
-                yield Database(engine, family, handle, conn, option_file)
+                yield Database(engine, family, handle, conn, option_file, local, node.name if node else None)
             finally:
                 option_file.unlink(missing_ok=True)
     finally:
@@ -185,7 +201,7 @@ class Sampler:
                 tick = 0
                 next_at = time.time()
                 while True:
-                    row = {"time": round(time.time(), 3), "counters": self.db.family.counters(self.db.conn)}
+                    row = {"time": round(time.time(), 3), "counters": self.db.family.counters(self.db.local)}
                     if tick % self.size_every == 0:
                         row["datadir_bytes"] = datadir_bytes(self.datadir)
                     out.write(json.dumps(row) + "\n")

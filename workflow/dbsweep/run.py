@@ -254,11 +254,11 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
         database.drop_caches()
         record["caches_dropped"] = manifest.now()
         db = server()
-    record["server"] = {"engine": db.engine, "version": db.family.version(db.conn),
+    record["server"] = {"engine": db.engine, "version": db.family.version(db.local),
                         "binary": db.family.server_version(database.basedir(recipe)),
                         "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
     with open(raw / "variables.tsv", "w") as f:
-        f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.conn))
+        f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.local))
     if tool.measure is not None:  # the workload drives the server itself, restarts included
         window = Window(db, recipe, raw)
 

@@ -48,6 +48,7 @@ from dbsweep.engines import (
     prepare_rundir, program_env, program_runs, run_client, run_logged, supervise, sysbench_line, version_line,
     write_config, write_private)
 from dbsweep.errors import ConfigError
+from dbsweep.topology.network import enter_argv
 from dbsweep.units import format_size, parse_size
 
 FAMILY = "mariadb"
@@ -367,8 +368,10 @@ def _line(name: str, value) -> str:
 
 
 def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int,
-                basedir: Path | None = None) -> str:
-    """The complete my.cnf: where to listen and log, the engine's base, then memory, then options."""
+                basedir: Path | None = None, listen: str = "127.0.0.1", node_options: dict | None = None) -> str:
+    """The complete my.cnf: where to listen (listen: a topology node's address) and log, the engine's base,
+    then memory, then options, then node_options: what dbsweep sets for a node of a topology (server_id,
+    replication), which the user's options cannot change."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
     b = build(basedir) if basedir is not None else None
@@ -392,13 +395,15 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         if _key(name).removeprefix("loose_") in reserved:
             raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
         settings[_key(name)] = (name, value)
+    for name, value in (node_options or {}).items():
+        settings[_key(str(name))] = (str(name), value)
     rundir, datadir = Path(rundir).absolute(), Path(datadir).absolute()
     what = "MariaDB" if b is None else f"{b.family} {'.'.join(map(str, b.version))} from {b.basedir},"
     lines = [f"# dbsweep: {what} {engine}, memory {memory or 'base'}; written for one run, no passwords here",
              _group(b),
              f"datadir={datadir}",
              f"port={int(port)}",
-             "bind-address=127.0.0.1",
+             _line("bind-address", listen),
              f"socket={rundir / SOCKET_NAME}",
              f"pid-file={rundir / PID_NAME}",
              f"log-error={rundir / ERROR_LOG}",
@@ -482,8 +487,10 @@ def _error_lines(lines: list[str]) -> list[str]:
 
 @contextmanager
 def server(engine: str, datadir: Path, rundir: Path, config: str, log,
-           cgroup: Callable[[int], None] | None = None, basedir: Path | None = None) -> Iterator[Handle]:
-    """mariadbd (or mysqld) on datadir with config, ready for connections; stopped (SIGTERM, then SIGKILL) on exit."""
+           cgroup: Callable[[int], None] | None = None, basedir: Path | None = None,
+           netns: str | None = None) -> Iterator[Handle]:
+    """mariadbd (or mysqld) on datadir with config, ready for connections; stopped (SIGTERM, then SIGKILL) on
+    exit. netns: the network namespace it runs in (a topology node's), else the host's."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
     b = build(basedir) if basedir is not None else None
@@ -500,7 +507,8 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
                     basedir=None if b is None else b.basedir)
     write_config(rundir / CONFIG_NAME, config)
     launch = Launch(name="mariadbd" if b is None else b.name,
-                    argv=[_mariadbd() if b is None else str(b.server), f"--defaults-file={rundir / CONFIG_NAME}",
+                    argv=[*enter_argv(netns), _mariadbd() if b is None else str(b.server),
+                          f"--defaults-file={rundir / CONFIG_NAME}",
                           f"--user={SERVICE_USER}"],
                     user=SERVICE_USER, drop_privileges=False, ready=_pings, stop_signal=signal.SIGTERM,
                     logs=[rundir / ERROR_LOG], error_lines=_error_lines,
@@ -569,9 +577,10 @@ def create_user(handle: Handle, user: str, password: str, database: str) -> None
 
 
 def connect(conn: Conn):
-    """A PyMySQL connection over TCP, autocommit."""
-    return pymysql.connect(host=conn.host, port=conn.port, user=conn.user, password=conn.password,
-                           database=conn.database, autocommit=True, connect_timeout=10)
+    """A PyMySQL connection over TCP (over the socket when conn.host is None), autocommit."""
+    where = {"host": conn.host, "port": conn.port} if conn.host is not None else {"unix_socket": str(conn.socket)}
+    return pymysql.connect(**where, user=conn.user, password=conn.password, database=conn.database,
+                           autocommit=True, connect_timeout=10)
 
 
 def sysbench_options(conn: Conn, engine: str) -> list[str]:

@@ -37,6 +37,7 @@ from dbsweep.engines import (
     prepare_rundir, program_env, run_client, run_logged, supervise, sysbench_line, version_line, write_config,
     write_private)
 from dbsweep.errors import ConfigError
+from dbsweep.topology.network import enter_argv
 from dbsweep.units import format_size, parse_size
 
 FAMILY = "postgresql"
@@ -208,9 +209,11 @@ def _value(name: str, value) -> str:
 
 
 def config_text(engine: str, memory: str | None, options: dict, datadir: Path, rundir: Path, port: int,
-                basedir: Path | None = None) -> str:
-    """The complete postgresql.conf: where to listen and log, the base, then memory, then options. The same
-    for every version from 13 on (basedir only has to hold a server)."""
+                basedir: Path | None = None, listen: str = "127.0.0.1", node_options: dict | None = None) -> str:
+    """The complete postgresql.conf: where to listen (listen: a topology node's address) and log, the base,
+    then memory, then options, then node_options: what dbsweep sets for a node of a topology (replication),
+    which the user's options cannot change. The same for every version from 13 on (basedir only has to
+    hold a server)."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
     if basedir is not None:
@@ -229,12 +232,14 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         if name.lower() in RESERVED:
             raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
         settings[name.lower()] = (name, value)
+    for name, value in (node_options or {}).items():
+        settings[str(name).lower()] = (str(name), value)
     datadir, rundir = Path(datadir).absolute(), Path(rundir).absolute()
     lines = [f"# dbsweep: PostgreSQL, memory {memory or 'base'}; written for one run, no passwords here",
              f"data_directory = {_value('data_directory', datadir)}",
              f"hba_file = {_value('hba_file', datadir / 'pg_hba.conf')}",
              f"ident_file = {_value('ident_file', datadir / 'pg_ident.conf')}",
-             "listen_addresses = '127.0.0.1'",
+             f"listen_addresses = {_value('listen_addresses', listen)}",
              f"port = {int(port)}",
              f"unix_socket_directories = {_value('unix_socket_directories', rundir)}",
              f"external_pid_file = {_value('external_pid_file', rundir / PID_NAME)}",
@@ -268,8 +273,10 @@ def _error_lines(lines: list[str]) -> list[str]:
 
 @contextmanager
 def server(engine: str, datadir: Path, rundir: Path, config: str, log,
-           cgroup: Callable[[int], None] | None = None, basedir: Path | None = None) -> Iterator[Handle]:
-    """postgres on datadir with config, ready for connections; stopped (SIGINT = fast, then SIGKILL) on exit."""
+           cgroup: Callable[[int], None] | None = None, basedir: Path | None = None,
+           netns: str | None = None) -> Iterator[Handle]:
+    """postgres on datadir with config, ready for connections; stopped (SIGINT = fast, then SIGKILL) on exit.
+    netns: the network namespace it runs in (a topology node's), else the host's."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
     if basedir is not None:
@@ -286,9 +293,9 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
     handle = Handle(engine=engine, port=port, socket=sock, rundir=rundir, datadir=datadir, basedir=basedir)
     write_config(rundir / CONFIG_NAME, config)
     launch = Launch(name="postgres",
-                    argv=[str(bindir(basedir) / "postgres"), "-D", str(datadir),
+                    argv=[*enter_argv(netns, SERVICE_USER), str(bindir(basedir) / "postgres"), "-D", str(datadir),
                           "-c", f"config_file={rundir / CONFIG_NAME}"],
-                    user=SERVICE_USER, drop_privileges=True, ready=_accepts, stop_signal=signal.SIGINT,
+                    user=SERVICE_USER, drop_privileges=netns is None, ready=_accepts, stop_signal=signal.SIGINT,
                     logs=[], error_lines=_error_lines,
                     leftovers=[sock, Path(f"{sock}.lock"), rundir / PID_NAME, datadir / "postmaster.pid"],
                     env=None if basedir is None else program_env(basedir))
@@ -375,8 +382,9 @@ def create_user(handle: Handle, user: str, password: str, database: str) -> None
 
 
 def connect(conn: Conn):
-    """A psycopg connection over TCP, autocommit."""
-    return psycopg.connect(host=conn.host, port=conn.port, user=conn.user, password=conn.password,
+    """A psycopg connection over TCP (over the socket when conn.host is None), autocommit."""
+    host = conn.host if conn.host is not None else str(Path(conn.socket).parent)
+    return psycopg.connect(host=host, port=conn.port, user=conn.user, password=conn.password,
                            dbname=conn.database, autocommit=True, connect_timeout=10)
 
 

@@ -90,7 +90,7 @@ def _settings(options: dict) -> dict:
 
 def _session(db, options: dict):
     """A client session of the benchmark user with the cell's session settings."""
-    conn = db.family.connect(db.conn)
+    conn = db.family.connect(db.local)
     with conn.cursor() as cursor:
         for name, value in _settings(options).items():
             db.family.set_session(cursor, name, value)
@@ -98,7 +98,7 @@ def _session(db, options: dict):
 
 
 def _counters(db) -> dict:
-    return db.family.counters(db.conn) | db.family.table_counters(db.conn)
+    return db.family.counters(db.local) | db.family.table_counters(db.local)
 
 
 def _pass(db, session, sql: str, kind: str, n: int) -> dict:

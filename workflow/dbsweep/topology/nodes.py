@@ -1,0 +1,26 @@
+"""One server of a topology, as the repetition starts it."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dbsweep.topology.network import enter_argv
+
+
+@dataclass
+class NodeSpec:
+    """A node: a server on a filesystem of its own (a copy of the cell's prepared image), listening on
+    its address (its namespace's, or 127.0.0.1 without a network) and port."""
+
+    name: str  # "primary", "replica1", "node2": the node column of every per-node table
+    role: str  # "primary", "replica" or "member" (a Galera node)
+    index: int  # 0-based position in the topology; MariaDB's server_id is index + 1
+    address: str
+    port: int
+    root: Path  # its filesystem's root: datadir root/data, credentials.json
+    netns: str | None = None  # the network namespace it runs in; None: the host's (loopback)
+    facts: dict = field(default_factory=dict)  # what the manifest records of it
+
+    def enter(self, user: str | None = None) -> list[str]:
+        """The argv prefix that runs a program in this node's namespace (as user, when given)."""
+        return enter_argv(self.netns, user)
