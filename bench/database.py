@@ -70,7 +70,7 @@ def tps(db, recipe: dict, raw: Path, devices: list[str], datadir: Path, monitore
     tool = workloads.get("sysbench")
     argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
     if monitored:
-        with Monitors(raw, devices), database.Sampler(db, datadir, raw / "counters.jsonl"):
+        with Monitors(raw, devices), database.Sampler(database.server_counters(db), datadir, raw / "counters.jsonl"):
             out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
     else:
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout

@@ -44,8 +44,64 @@ def option_set(family, options):
     return both(put("axes.log", ["a"]), put("server_options", {"log": {"a": {family: options}}}))
 
 
+def topology(name, spec, **more):
+    """A topology axis of single and name (spec), with more top-level keys."""
+    def change(config):
+        config["axes"]["topology"] = ["single", name]
+        config["topologies"] = {name: spec}
+        config.update(more)
+    return change
+
+
 # (schema key, change, text that must start the message (the key), text it must contain (the value))
 ROWS = [
+    ("axes.topology", put("axes.topology", ["ring"]), "axes.topology:", "'ring'"),
+    ("axes.proxy", put("axes.proxy", ["nginx"]), "axes.proxy:", "'nginx'"),
+    ("axes.network", both(put("axes.topology", ["single"]), put("axes.network", ["wan"])), "axes.network:", "'wan'"),
+    ("topologies", topology("../x", {"replicas": 1, "replication": "async"}), "topologies:", "'../x'"),
+    ("topologies.*", topology("single", {"replicas": 1, "replication": "async"}), "topologies.single:", "built in"),
+    ("topologies.*.replication", topology("r", {"replicas": 1, "replication": "raft"}), "topologies.r.replication:",
+     "'raft'"),
+    ("topologies.*.replicas", topology("r", {"replicas": -1, "replication": "async"}), "topologies.r.replicas:", "-1"),
+    ("topologies.*.replicas", topology("r", {"replicas": 2, "replication": "galera"}), "topologies.r.replicas:",
+     "2"),
+    ("topologies.*.nodes", topology("g", {"nodes": 0, "replication": "galera"}), "topologies.g.nodes:", "0"),
+    ("topologies.*.nodes", topology("g", {"replication": "galera"}), "topologies.g.nodes:", "missing"),
+    ("topologies.*.semisync_timeout_ms", topology("r", {"replicas": 1, "replication": "async",
+                                                        "semisync_timeout_ms": 10}),
+     "topologies.r.semisync_timeout_ms:", "10"),
+    ("topologies.*.semisync_timeout_ms", topology("r", {"replicas": 1, "replication": "semisync",
+                                                        "semisync_timeout_ms": -5}),
+     "topologies.r.semisync_timeout_ms:", "-5"),
+    ("topologies.*.sync_standbys", topology("r", {"replicas": 1, "replication": "sync", "sync_standbys": 2}),
+     "topologies.r.sync_standbys:", "2"),
+    ("topologies.*.hosts", topology("r", {"replicas": 1, "replication": "async", "hosts": {"replica9": "n2"}}),
+     "topologies.r.hosts.replica9:", "'n2'"),
+    ("network", topology("r", {"replicas": 1, "replication": "async"}, network={"latency": 1}), "network.latency:",
+     "unknown key"),
+    ("network.client_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
+                                           network={"client_latency_ms": -1}), "network.client_latency_ms:", "-1"),
+    ("network.node_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
+                                         network={"node_latency_ms": "1ms"}), "network.node_latency_ms:", "'1ms'"),
+    ("network.jitter_ms", topology("r", {"replicas": 1, "replication": "async"}, network={"jitter_ms": -2}),
+     "network.jitter_ms:", "-2"),
+    ("networks", both(put("axes.topology", ["single"]), put("axes.network", ["../x"]),
+                      put("networks", {"../x": {}})), "networks:", "'../x'"),
+    ("networks.*", both(put("axes.topology", ["single"]), put("axes.network", ["az"]), put("networks", {"az": 2})),
+     "networks.az:", "2"),
+    ("networks.*.client_latency_ms", put("networks", {"az": {"client_latency_ms": -1}}),
+     "networks.az.client_latency_ms:", "-1"),
+    ("networks.*.node_latency_ms", put("networks", {"az": {"node_latency_ms": -1}}), "networks.az.node_latency_ms:",
+     "-1"),
+    ("networks.*.jitter_ms", put("networks", {"az": {"jitter_ms": "x"}}), "networks.az.jitter_ms:", "'x'"),
+    ("proxies", both(put("axes.proxy", ["none", "../x"]), put("proxies", {"../x": {"type": "haproxy"}})),
+     "proxies:", "'../x'"),
+    ("proxies.*", both(put("axes.proxy", ["none", "nginx"]), put("proxies", {"nginx": {}})), "proxies.nginx.type:",
+     "missing"),
+    ("proxies.*.type", put("proxies", {"p": {"type": "nginx"}}), "proxies.p.type:", "'nginx'"),
+    ("proxies.*.balance", put("proxies", {"p": {"type": "haproxy", "balance": "random"}}), "proxies.p.balance:",
+     "'random'"),
+    ("proxies.*.path", put("proxies", {"p": {"type": "proxysql", "path": 5}}), "proxies.p.path:", "5"),
     ("study", put("study", "../../tmp/x"), "study:", "'../../tmp/x'"),
     ("study", put("study", 5), "study:", "5"),
     ("description", put("description", ["a"]), "description:", "['a']"),

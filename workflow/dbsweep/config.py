@@ -23,6 +23,7 @@ from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
 from dbsweep.storage import LOOP_TYPES, device_in_use
+from dbsweep.topology import settings as topology
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 SIZE = re.compile(r"^[1-9][0-9]*(\.[0-9]+)?[KMGT]$")
@@ -62,6 +63,7 @@ class Study:
     versions: dict[str, dict]  # version name -> {"basedir": user's build} (empty for catalogue names)
     cluster: dict  # where measuring jobs go on Slurm: {"partition": …}
     not_applicable: list[tuple[str, str]]  # (cell path, why), reported, never run
+    topologies: dict = field(default_factory=dict)  # topologies, network, networks, proxies as declared
     headline: list[str] = field(default_factory=list)  # analysis.headline: the summary's first plots (page only)
     warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
@@ -100,7 +102,7 @@ class Study:
         memory = values.get("memory")
         overhead = self.server.get("cgroup_overhead")
         version = str(values.get("version", servers.DEBIAN))
-        return recipe | {
+        return recipe | topology.recipe(self.topologies, values) | {
             "engine": engine,
             "version": version,
             "basedir": self.basedir(family, version),
@@ -195,7 +197,9 @@ def load(config: dict) -> Study:
                 engines.check_options(family, options, f"server_options.{axis}.{_word(value)}.{family}", installed)
     option_sets = _option_sets(config.get("server_options", {}), axes)
     versions = _versions(axes)
-    server_axes = {"engine", "version", "memory"} | set(option_sets)
+    topology.check(config, axes)
+    declared = {key: config[key] for key in ("topologies", "network", "networks", "proxies") if key in config}
+    server_axes = {"engine", "version", "memory", *topology.AXES} | set(option_sets)
 
     def applicable(cell: dict) -> list[str]:
         """Server axes mean something only to database workloads."""
@@ -207,7 +211,8 @@ def load(config: dict) -> Study:
     cells = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
     not_applicable = []
     for cell in list(cells):
-        why = _not_applicable(cell, wls, versions, axes)
+        why = (_not_applicable(cell, wls, versions, axes)
+               or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False)))
         if why:
             cells.remove(cell)
             not_applicable.append((cell.path, why))
@@ -240,6 +245,7 @@ def load(config: dict) -> Study:
         versions=versions,
         cluster=config.get("cluster", {}),
         not_applicable=not_applicable,
+        topologies=declared,
         headline=config.get("analysis", {}).get("headline", []),
         warnings=warnings,
     )
@@ -250,7 +256,7 @@ def load(config: dict) -> Study:
 def _check_names(config: dict) -> None:
     """Every name that becomes part of a path (names.py); values are encoded instead."""
     check_name("study", config["study"])
-    for section in ("axes", "filesystems", "workloads", "server_options"):
+    for section in ("axes", "filesystems", "workloads", "server_options", "topologies", "networks", "proxies"):
         for name in config.get(section, {}):
             check_name(section, name)
     for axis, sets in config.get("server_options", {}).items():
@@ -452,6 +458,16 @@ def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | No
     if why and not servers.is_debian(family, version):
         return f"{why} ({version} has not)"
     return _workload_not_applicable(cell, wls)
+
+
+def _topology_not_applicable(cell: Cell, wls: dict, declared: dict, cold_start: bool) -> str | None:
+    """Why the cell's topology cannot run its engine or workload (topology.not_applicable), or None."""
+    values = cell.as_dict()
+    wl = wls.get(values["workload"])
+    if wl is None or "engine" not in values or not topology.has_topology(values):
+        return None
+    in_process = workloads.get(wl["tool"]).measure is not None
+    return topology.not_applicable(values["engine"], topology.recipe(declared, values), in_process, cold_start)
 
 
 def _workload_not_applicable(cell: Cell, wls: dict) -> str | None:

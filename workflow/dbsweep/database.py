@@ -175,12 +175,39 @@ def drop_caches() -> None:
     Path("/proc/sys/vm/drop_caches").write_text("3\n")
 
 
-class Sampler:
-    """Server counters every second and the datadir size every few seconds, as JSON lines,
-    for the body of a with-block. Rows carry epoch seconds: the clock of vmstat, iostat and the tool."""
+class Sampling:
+    """Several samplers (a topology's nodes, its proxy) as one: entered and left together; error is the
+    first of theirs."""
 
-    def __init__(self, db: Database, datadir: Path, out: Path, interval: float = 1.0, size_every: int = 5):
-        self.db, self.datadir, self.out = db, datadir, out
+    def __init__(self, samplers: list["Sampler"]):
+        self.samplers = samplers
+
+    def __enter__(self) -> "Sampling":
+        for sampler in self.samplers:
+            sampler.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for sampler in self.samplers:
+            sampler.__exit__(*exc)
+
+    @property
+    def error(self) -> Exception | None:
+        return next((s.error for s in self.samplers if s.error is not None), None)
+
+
+def server_counters(db: Database):
+    """What a Sampler reads of a server: its family's counters, through this process's connection."""
+    return lambda: db.family.counters(db.local)
+
+
+class Sampler:
+    """Counters every second (read(): a server's, a proxy's) and the datadir size every few seconds, as
+    JSON lines, for the body of a with-block. Rows carry epoch seconds: the clock of vmstat, iostat and
+    the tool."""
+
+    def __init__(self, read, datadir: Path | None, out: Path, interval: float = 1.0, size_every: int = 5):
+        self.read, self.datadir, self.out = read, datadir, out
         self.interval, self.size_every = interval, size_every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -201,8 +228,8 @@ class Sampler:
                 tick = 0
                 next_at = time.time()
                 while True:
-                    row = {"time": round(time.time(), 3), "counters": self.db.family.counters(self.db.local)}
-                    if tick % self.size_every == 0:
+                    row = {"time": round(time.time(), 3), "counters": self.read()}
+                    if self.datadir is not None and tick % self.size_every == 0:
                         row["datadir_bytes"] = datadir_bytes(self.datadir)
                     out.write(json.dumps(row) + "\n")
                     out.flush()

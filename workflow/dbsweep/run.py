@@ -26,7 +26,7 @@ import re
 import signal
 import subprocess
 import time
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 import psutil
@@ -37,6 +37,7 @@ from dbsweep.progress import Follow
 from dbsweep.runtime import cgroup, owned
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
+from dbsweep.topology import cell as topology_cell
 
 REJECTED = "rejected.json"
 
@@ -135,7 +136,7 @@ def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, 
             if image is None:
                 record["commands"] += fill(recipe, fs.path, scratch, log)
             if tool.database:
-                _measure_database(recipe, fs, raw, scratch, record, log, stack)
+                _measure_database(recipe, fs, image, raw, scratch, record, log, stack)
             else:
                 argv = tool.command(recipe["options"], recipe["threads"], raw)
                 _measure(argv, fs.path, fs.devices, raw, record, log)
@@ -226,25 +227,37 @@ class Window:
         self.restart = None
 
 
-def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, log, stack: Stack) -> None:
-    """Start the cell's server; warm up; with cold_start stop it, drop the OS caches and start it
-    again; then measure with server counters sampled beside vmstat and iostat: one run of the tool, the
-    tool's phases (several runs in one window), or a tool that drives the server itself (tool.measure,
-    given a Window; no per-second counters, which would disturb its own). The tool reaches the server
-    through its declared client (tool.client: argv and environment)."""
+def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: Path, record: dict, log,
+                      stack: Stack) -> None:
+    """Start the cell's server (or its topology: nodes, network, proxy); warm up; with cold_start stop
+    it, drop the OS caches and start it again; then measure with server counters sampled beside vmstat
+    and iostat: one run of the tool, the tool's phases (several runs in one window), or a tool that
+    drives the server itself (tool.measure, given a Window; no per-second counters, which would disturb
+    its own). The tool reaches the server through its declared client (tool.client: argv and
+    environment), on the topology's client host when there is one."""
     tool = workloads.get(recipe["tool"])
+    topology = None
 
     def server():
+        nonlocal topology
         try:
+            if recipe.get("topology"):
+                topology = topology_cell.start(recipe, fs, image, scratch, raw, log, stack)
+                record["topology"] = topology.facts
+                return topology.target
             return stack.enter("server", recipe["engine"],
                                database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw))
         except engines.ServerExited as e:  # it would not start with the cell's options
             raise Rejected(str(e)) from e
 
+    def client(db, argv):
+        """tool.client, on the topology's client host."""
+        return _on_client(tool.client(db, argv), topology)
+
     db = server()
     if recipe.get("warmup_s"):
         argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file, time_s=recipe["warmup_s"])
-        with tool.client(db, argv) as (argv, env):
+        with client(db, argv) as (argv, env):
             record["commands"].append(argv)
             progress = Follow(raw / f"warmup.{tool.live_from}", tool.live, recipe["warmup_s"], log, "warm-up")
             if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress, env) != 0:
@@ -277,27 +290,49 @@ def _measure_database(recipe: dict, fs, raw: Path, scratch: Path, record: dict, 
             record["measure_end"] = time.time()
             record["exit_status"] = 0
         return
-    sampler = database.Sampler(db, fs.path / database.DATADIR, raw / "counters.jsonl")
+    sampler = _sampling(db, topology, fs, raw)
     if tool.phases is not None:
         _measure_phases(tool, tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
-                        scratch, record, log, sampler)
+                        scratch, record, log, sampler, client)
     else:
         argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file)
-        with tool.client(db, argv) as (argv, env):
+        with client(db, argv) as (argv, env):
             _measure(argv, scratch, fs.devices, raw, record, log, sampler, db, env)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
         argv, name = tool.after_run(recipe["options"], recipe["threads"], db.option_file)
-        with tool.client(db, argv) as (argv, env):
+        with client(db, argv) as (argv, env):
             record["commands"].append(argv)
             errors = name.replace("stdout", "stderr")
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
                 raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
 
 
+@contextmanager
+def _on_client(tool_client, topology):
+    """A tool's (argv, env), with argv run on the topology's client host when there is a topology."""
+    with tool_client as (argv, env):
+        yield (topology.client_argv(argv) if topology is not None else argv), env
+
+
+def _sampling(db, topology, fs, raw: Path) -> database.Sampling:
+    """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
+    primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl."""
+    if topology is None:
+        return database.Sampling([database.Sampler(database.server_counters(db), fs.path / database.DATADIR,
+                                                   raw / "counters.jsonl")])
+    samplers = []
+    for i, (name, node) in enumerate(topology.nodes.items()):
+        out = raw / ("counters.jsonl" if i == 0 else f"counters-{name}.jsonl")
+        samplers.append(database.Sampler(database.server_counters(node), node.handle.datadir, out))
+    if topology.proxy is not None:
+        samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
+    return database.Sampling(samplers)
+
+
 def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict,
-                    log, sampler) -> None:
+                    log, sampler, client) -> None:
     """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
     raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
     each phase, so a failed phase keeps what the earlier ones measured."""
@@ -306,7 +341,7 @@ def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path
         record["monitors"] = mon.commands
         record["measure_start"] = time.time()
         for name, argv in phases:
-            with tool.client(db, argv) as (argv, env):
+            with client(db, argv) as (argv, env):
                 record["commands"].append(argv)
                 log.write(f"$ {' '.join(argv)}\n")
                 log.flush()

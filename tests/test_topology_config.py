@@ -1,0 +1,71 @@
+"""A study's topologies, networks and proxies: what a cell's recipe holds, and what is not applicable."""
+import copy
+
+import pytest
+
+from dbsweep.config import load
+from dbsweep.errors import ConfigError
+
+STUDY = {
+    "study": "topo",
+    "axes": {"engine": ["innodb", "postgresql"], "topology": ["single", "semi", "galera3"],
+             "proxy": ["none", "haproxy"], "workload": ["ro"]},
+    "topologies": {"semi": {"replicas": 2, "replication": "semisync", "semisync_timeout_ms": 500},
+                   "galera3": {"nodes": 3, "replication": "galera"}},
+    "network": {"node_latency_ms": 2},
+    "workloads": {"ro": {"tool": "sysbench", "options": {"script": "oltp_read_only", "time": 5, "tables": 1,
+                                                         "table_size": 1000}}},
+}
+
+
+def cells(study):
+    return {cell.path: study.recipe(cell) for cell in study.cells}
+
+
+def test_a_study_without_topology_axes_has_no_topology_in_its_recipes():
+    plain = copy.deepcopy(STUDY)
+    for axis in ("topology", "proxy"):
+        del plain["axes"][axis]
+    study = load(plain)
+    assert all("topology" not in recipe and "network" not in recipe for recipe in cells(study).values())
+
+
+def test_a_topology_cell_carries_its_nodes_links_and_proxy():
+    recipes = cells(load(copy.deepcopy(STUDY)))
+    semi = next(r for p, r in recipes.items() if "innodb" in p and "topology~semi/" in p and "proxy~haproxy" in p)
+    assert semi["topology"] == {"name": "semi", "replication": "semisync",
+                                "nodes": ["primary", "replica1", "replica2"], "settings": {"semisync_timeout_ms": 500}}
+    assert semi["network"] == {"client_latency_ms": 0.0, "node_latency_ms": 2, "jitter_ms": 0.0}
+    assert semi["proxy"] == {"name": "haproxy", "type": "haproxy", "balance": "roundrobin"}
+    single = next(r for p, r in recipes.items() if "postgresql" in p and "topology~single" in p and "proxy~none" in p)
+    assert single["topology"]["nodes"] == ["primary"] and single["proxy"] is None
+
+
+def test_a_network_axis_chooses_the_links():
+    config = copy.deepcopy(STUDY)
+    del config["network"]
+    config["axes"]["network"] = ["lan", "far"]
+    config["networks"] = {"lan": {}, "far": {"node_latency_ms": 5, "client_latency_ms": 1}}
+    recipes = cells(load(config))
+    far = [r["network"] for p, r in recipes.items() if "network~far" in p]
+    assert far and all(n == {"client_latency_ms": 1, "node_latency_ms": 5, "jitter_ms": 0.0} for n in far)
+
+
+def test_a_query_timing_workload_is_not_applicable_on_a_topology():
+    config = copy.deepcopy(STUDY)
+    config["workloads"]["q"] = {"tool": "query", "options": {"setup": "config/studies/query/setup.sql",
+                                                             "query": "config/studies/query/revenue.sql"}}
+    config["axes"]["workload"] = ["ro", "q"]
+    study = load(config)
+    why = [w for p, w in study.not_applicable if "workload~q" in p]
+    assert why and all("client runs inside dbsweep" in w for w in why)
+
+
+def test_a_network_without_a_topology_axis_is_refused():
+    config = copy.deepcopy(STUDY)
+    del config["axes"]["topology"]
+    config["axes"]["network"] = ["lan"]
+    config["networks"] = {"lan": {}}
+    del config["network"]
+    with pytest.raises(ConfigError, match=r"^axes.network: \['lan'\]: links join the nodes of a topology"):
+        load(config)

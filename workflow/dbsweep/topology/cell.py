@@ -1,0 +1,110 @@
+"""A topology cell's resources, entered into the repetition's stack in its order:
+
+    filesystem of every node (each a copy of the cell's prepared image; the first is the run's own)
+    → network (a namespace per host: client, every node; links with the declared round-trip times)
+    → servers (the family's start_cluster decides their order and sets replication up)
+    → proxy (in the client's namespace, in front of the nodes that take writes)
+
+The client's tool runs in the client's namespace (`client_argv`) and reaches the primary, or the
+proxy, over its links. Every node's counters are sampled through its socket, from the host.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from dbsweep import database, engines, runtime, storage
+from dbsweep.runtime.resources import Stack
+from dbsweep.topology.nodes import NodeSpec
+
+CLIENT = "client"
+
+
+@dataclass
+class Topology:
+    """What the run uses of a started topology."""
+
+    target: database.Database  # where the client connects: the primary (or first member), or the proxy
+    nodes: dict[str, database.Database]  # node name -> its server, in the topology's order
+    specs: list[NodeSpec]
+    network: object  # topology.network.Network
+    proxy: object | None  # topology.proxies.ProxyHandle
+    facts: dict = field(default_factory=dict)  # for run.json: nodes, links (measured round trips), proxy
+
+    def client_argv(self, argv: list[str]) -> list[str]:
+        """argv run on the client's host (its namespace)."""
+        return self.network.enter(CLIENT) + argv
+
+
+def links(recipe: dict, nodes: list[str]) -> list:
+    """Every pair that talks: the client with each node, each node with each other node."""
+    from dbsweep.topology.network import LinkSpec
+    net = recipe["network"]
+    jitter = net["jitter_ms"]
+    out = [LinkSpec(CLIENT, node, net["client_latency_ms"], jitter) for node in nodes]
+    out += [LinkSpec(a, b, net["node_latency_ms"], jitter) for i, a in enumerate(nodes) for b in nodes[i + 1:]]
+    return out
+
+
+def role(kind: str | None, index: int) -> str:
+    if kind == "galera":
+        return "member"
+    return "primary" if index == 0 else "replica"
+
+
+def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:
+    """Start the cell's topology inside stack; fs is the run's filesystem (the first node's)."""
+    from dbsweep.topology import proxies
+    from dbsweep.topology.network import network
+    topology = recipe["topology"]
+    names, kind = topology["nodes"], topology["replication"]
+    roots = [fs.path]
+    for name in names[1:]:
+        node_fs = stack.enter("filesystem", f"{recipe['filesystem']['type']} {name}",
+                              storage.filesystem(recipe["filesystem"], scratch / name, runtime.active, image))
+        roots.append(node_fs.path)
+    net = stack.enter("network", topology["name"], network([CLIENT, *names], links(recipe, names), log,
+                                                             runtime.active))
+    specs = [NodeSpec(name=name, role=role(kind, i), index=i, address=net.addresses[name], port=database.free_port(),
+                      root=root, netns=net.namespaces[name]) for i, (name, root) in enumerate(zip(names, roots))]
+
+    def start_node(node: NodeSpec, options: dict) -> database.Database:
+        keep = raw if node.index == 0 else raw / node.name
+        keep.mkdir(exist_ok=True)
+        return stack.enter("server", f"{recipe['engine']} {node.name}",
+                           database.running(recipe, node.root, log, recipe.get("memory"), keep=keep, node=node,
+                                            node_options=options))
+
+    family = engines.family(recipe["engine"])
+    client = net.addresses[CLIENT]
+    dbs = family.start_cluster(recipe["engine"], kind, topology["settings"], specs, start_node, [client], log)
+    dbs = {name: dbs[name] for name in names}
+    first = dbs[names[0]]
+    handle = None
+    if recipe["proxy"] is not None:
+        settings = {k: v for k, v in recipe["proxy"].items() if k not in ("name", "type")}
+        writers = specs if kind == "galera" else specs[:1]
+        backends = [proxies.Backend(node.name, node.address, node.port) for node in writers]
+        folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
+        stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
+        handle = stack.enter("service", recipe["proxy"]["name"],
+                             proxies.proxy(recipe["proxy"]["type"], settings, (client, database.free_port()),
+                                           backends, folder, log, netns=net.namespaces[CLIENT]))
+        first = through(first, handle.address, handle.port)
+    facts = {
+        "name": topology["name"], "replication": kind,
+        "nodes": [{"name": s.name, "role": s.role, "address": s.address, "port": s.port, **s.facts} for s in specs],
+        "client": client, "network": net.facts | {"rtt_ms": net.measure_rtt()},
+        "proxy": None if handle is None else handle.facts,
+    }
+    return Topology(first, dbs, specs, net, handle, facts)
+
+
+def through(db: database.Database, host: str, port: int) -> database.Database:
+    """db as the client reaches it through a proxy at host:port (its own sysbench option file, 0600)."""
+    conn = dataclasses.replace(db.conn, host=host, port=port)
+    option_file = db.option_file.with_name("sysbench-proxy.cfg")
+    database.write_secret(option_file, "\n".join(db.family.sysbench_options(conn, db.engine)) + "\n")
+    return dataclasses.replace(db, conn=conn, option_file=option_file)

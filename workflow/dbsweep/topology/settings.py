@@ -1,0 +1,134 @@
+"""What a study declares about topologies: named topologies, link settings and proxies, checked when the
+study loads, and the part of a cell's recipe they shape.
+
+    axes:   topology: [single, replica-semisync, galera3]   proxy: [none, haproxy]   network: [lan, az]
+    topologies: {replica-semisync: {replicas: 1, replication: semisync, semisync_timeout_ms: 2000},
+                 galera3: {nodes: 3, replication: galera}}
+    network: {client_latency_ms: 0.5, node_latency_ms: 1}     # or networks: {lan: {…}, az: {…}} + the axis
+    proxies: {haproxy-first: {type: haproxy, balance: first}}
+
+Only a cell with one of these axes has a topology in its recipe: a study without them runs (and
+caches) exactly as before.
+"""
+from __future__ import annotations
+
+from dbsweep import engines
+from dbsweep.errors import ConfigError
+
+AXES = ("topology", "proxy", "network")
+SINGLE = "single"
+NO_PROXY = "none"
+BUILTIN_PROXIES = {"haproxy": {"type": "haproxy", "balance": "roundrobin"}}
+LINK_DEFAULTS = {"client_latency_ms": 0.0, "node_latency_ms": 0.0, "jitter_ms": 0.0}
+# What a replication kind is counted in: primary + replicas, or members of a cluster.
+COUNTED_IN = {"async": "replicas", "semisync": "replicas", "sync": "replicas", "galera": "nodes"}
+ONLY_WITH = {"semisync_timeout_ms": "semisync", "sync_standbys": "sync"}
+
+
+def check(config: dict, axes: dict) -> None:
+    """Refuse, naming key and value, what the schema cannot: axis values that name nothing, a
+    topology's counts for another kind of replication, settings of another kind, an unknown proxy."""
+    topologies = config.get("topologies", {})
+    for name, spec in topologies.items():
+        where = f"topologies.{name}"
+        if name == SINGLE:
+            raise ConfigError(f"{where}: {spec!r}: single is built in (one server); choose another name")
+        kind = spec["replication"]
+        counted = COUNTED_IN[kind]
+        other = "nodes" if counted == "replicas" else "replicas"
+        if other in spec:
+            raise ConfigError(f"{where}.{other}: {spec[other]!r}: {kind} replication counts {counted}, not {other}")
+        if counted not in spec:
+            raise ConfigError(f"{where}.{counted}: missing ({kind} replication needs it)")
+        for key, needs in ONLY_WITH.items():
+            if key in spec and kind != needs:
+                raise ConfigError(f"{where}.{key}: {spec[key]!r} applies to {needs} replication, not {kind}")
+        if kind == "sync" and spec.get("sync_standbys", 1) > spec["replicas"]:
+            raise ConfigError(f"{where}.sync_standbys: {spec['sync_standbys']!r} is more than its "
+                              f"{spec['replicas']} replicas")
+        for node, host in spec.get("hosts", {}).items():
+            if node not in node_names(spec):
+                raise ConfigError(f"{where}.hosts.{node}: {host!r}: no such node ({', '.join(node_names(spec))})")
+    proxies = _proxies(config)
+    from dbsweep.topology import proxies as proxy_kinds
+    for name, spec in proxies.items():
+        proxy_kinds.check_settings(spec["type"], {k: v for k, v in spec.items() if k != "type"},
+                                   f"proxies.{name}")
+    choices = {"topology": [SINGLE, *topologies], "proxy": [NO_PROXY, *proxies],
+               "network": list(config.get("networks", {}))}
+    for axis, known in choices.items():
+        for value in axes.get(axis, []):
+            if str(value) not in known:
+                defined = "topologies" if axis == "topology" else f"{axis}s" if axis == "network" else "proxies"
+                raise ConfigError(f"axes.{axis}: {value!r} is not defined (define it under {defined}:"
+                                  f"{'' if not known else ' or use ' + ', '.join(known)})")
+    if "network" in axes and "network" in config:
+        raise ConfigError(f"network: {config['network']!r}: the network axis chooses from networks:; "
+                          f"move these settings there")
+    if "network" in axes and "topology" not in axes:
+        raise ConfigError(f"axes.network: {axes['network']!r}: links join the nodes of a topology; "
+                          f"add the topology axis (e.g. topology: [single])")
+
+
+def _proxies(config: dict) -> dict[str, dict]:
+    out = {name: dict(spec) for name, spec in BUILTIN_PROXIES.items()}
+    for name, spec in config.get("proxies", {}).items():
+        if name == NO_PROXY:
+            raise ConfigError(f"proxies.{name}: {spec!r}: none means no proxy; choose another name")
+        out[name] = {"type": spec.get("type", name)} | spec
+        if out[name]["type"] not in ("haproxy", "proxysql"):
+            raise ConfigError(f"proxies.{name}.type: missing (the name {name!r} is not a proxy program)")
+        if out[name]["type"] == "haproxy":
+            out[name] = {"balance": "roundrobin"} | out[name]
+    return out
+
+
+def has_topology(cell: dict) -> bool:
+    return any(axis in cell for axis in AXES)
+
+
+def node_names(spec: dict | None) -> list[str]:
+    """The nodes of a topology entry (None: single): primary, replica1 … or node1 …"""
+    if spec is None:
+        return ["primary"]
+    if COUNTED_IN[spec["replication"]] == "nodes":
+        return [f"node{i + 1}" for i in range(spec["nodes"])]
+    return ["primary"] + [f"replica{i + 1}" for i in range(spec["replicas"])]
+
+
+def recipe(config: dict, cell: dict) -> dict:
+    """The recipe keys of a topology cell: topology (name, replication, nodes, settings), network (the
+    links' round-trip times), proxy (None or its settings). Empty for a cell without topology axes."""
+    if not has_topology(cell):
+        return {}
+    name = str(cell.get("topology", SINGLE))
+    spec = None if name == SINGLE else config.get("topologies", {})[name]
+    settings = {k: v for k, v in (spec or {}).items() if k not in ("replication", "replicas", "nodes", "hosts")}
+    links = config.get("networks", {})[cell["network"]] if "network" in cell else config.get("network", {})
+    proxy = str(cell.get("proxy", NO_PROXY))
+    return {
+        "topology": {"name": name, "replication": spec["replication"] if spec else None,
+                     "nodes": node_names(spec), "settings": settings},
+        "network": LINK_DEFAULTS | links,
+        "proxy": None if proxy == NO_PROXY else {"name": proxy} | _proxies(config)[proxy],
+    }
+
+
+def not_applicable(engine: str, recipe_part: dict, in_process: bool, cold_start: bool) -> str | None:
+    """Why a topology cell cannot run on engine, or None."""
+    if not recipe_part:
+        return None
+    topology = recipe_part["topology"]
+    kind = topology["replication"]
+    if in_process:
+        return "its client runs inside dbsweep on the host, not on the topology's client host"
+    if cold_start:
+        return "server.cold_start restarts one server; restarting a topology is not built"
+    if kind is None:
+        return None
+    family = engines.family(engine)
+    kinds = getattr(family, "REPLICATION", {}).get(engine, ())
+    if kind not in kinds:
+        can = f"{engine} replicates {', '.join(kinds)}" if kinds else f"{engine} has no replication in dbsweep"
+        return f"{topology['name']}: {kind} replication does not apply ({can})"
+    return None
