@@ -8,6 +8,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from dbsweep import engines, workloads
+from dbsweep.topology.figures import FIGURE_KEYS
 from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, PERCENTILE_COLUMNS, RATE_KEYS, SUMMARY_KEYS,
                              SYSTEM_COLUMNS, sample_columns)
 
@@ -26,7 +27,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
     # Where each repetition ran: a column of every table (an axis of its own when the study names hosts).
     keys = axes + ["rep"] + ([] if "host" in axes else ["host"])
     summary_cols = (keys + ["tool", "kind", "per_second", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
-                    + RATE_KEYS + workloads.summary_keys())
+                    + FIGURE_KEYS + RATE_KEYS + workloads.summary_keys())
     per_rep = {"samples": sample_columns(), "system": SYSTEM_COLUMNS, "counters": COUNTER_COLUMNS,
                "percentiles": PERCENTILE_COLUMNS} | {name: list(cols) for name, cols in workloads.tables().items()}
     with ExitStack() as stack:
@@ -65,7 +66,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
 
 
 TABLES = ("summary", "samples", "system", "counters", "percentiles")
-TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host"}
+TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host", "node"}
 
 
 def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:

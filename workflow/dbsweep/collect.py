@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 
 from dbsweep import engines, monitors, workloads
+from dbsweep.topology import figures as topology_figures
+from dbsweep.topology import proxies
 from dbsweep.workloads.contract import Run
 
 SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
@@ -14,7 +16,7 @@ SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writ
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
-COUNTER_COLUMNS = ["second", "time", "name", "value"]
+COUNTER_COLUMNS = ["second", "time", "node", "name", "value"]  # node: a topology's (else empty)
 PERCENTILE_COLUMNS = ["percentile", "lat_ms", "source"]
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
                 "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
@@ -45,7 +47,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     system = system_rows(raw, window_start)
     write_csv(out["system"], SYSTEM_COLUMNS, system)
     engine = recipe.get("engine")
-    counters = counter_rows(raw / "counters.jsonl", window_start, engines.family(engine)) if engine else []
+    counters = node_counter_rows(raw, record, window_start) if engine else []
     write_csv(out["counters"], COUNTER_COLUMNS, counters)
     final = tool.summary(raw)
     final.setdefault("lat_p95_ms", final.get("lat_pct_ms"))
@@ -59,6 +61,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     if tool.database:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
+        summary |= topology_figures.figures(counters, record, len(samples), engines.family(engine))
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
@@ -107,6 +110,17 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
     cpu_us = None if None in cpu else (cpu[0] + cpu[1]) / 100 * cpus * 1e6
     return {"kb_read_per_txn": per_txn(total("rkb_s")), "kb_written_per_txn": per_txn(total("wkb_s")),
             "cpu_us_per_txn": per_txn(cpu_us)}
+
+
+def node_counter_rows(raw: Path, record: dict, window_start: float) -> list[dict]:
+    """Every node's counter rows (one node, named "", without a topology), the proxy's, and each replica's
+    replication_behind."""
+    family = engines.family(record["recipe"]["engine"])
+    rows = []
+    for node, path in topology_figures.node_files(raw, record):
+        counting = proxies if node == topology_figures.PROXY else family
+        rows += [row | {"node": node} for row in counter_rows(path, window_start, counting)]
+    return rows + topology_figures.behind_rows(rows, record)
 
 
 def counter_rows(path: Path, window_start: float, family) -> list[dict]:

@@ -9,3 +9,7 @@ KINDS = ("haproxy", "proxysql")
 def check_settings(kind: str, settings: dict, where: str = "proxies") -> None:
     if kind not in KINDS:
         raise ConfigError(f"{where}.type: {kind!r} is not one of {', '.join(KINDS)}")
+
+
+def CUMULATIVE(name: str) -> bool:  # noqa: N802 - the families' name for it
+    return False

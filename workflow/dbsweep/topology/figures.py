@@ -1,0 +1,100 @@
+"""A topology repetition's per-node counters and its figures, from raw output alone.
+
+raw/counters.jsonl holds the first node's samples (the primary, or a cluster's first member),
+raw/counters-<node>.jsonl every other node's, raw/counters-proxy.jsonl the proxy's. Every row of the
+counters table gets its node. Derived per replica and second: `replication_behind`, the primary's
+replication_position minus the replica's (transactions for MariaDB's GTIDs, bytes of WAL for
+PostgreSQL), taken from the samples nearest in time.
+
+Figures of a repetition (summary columns, FIGURE_KEYS):
+    lag_max_s         the largest replication_lag_s any replica reported in the measured window
+    behind_max        the largest replication_behind of any replica
+    sync_off_s        seconds the primary did not wait for a replica while it was meant to
+                      (the family's SYNC_STATUS counter at 0: MariaDB's semi-sync fallen back to async)
+    flow_paused_share share of the window a Galera cluster's replication was paused by flow control
+                      (the largest of its members; the family's FLOW_PAUSED_NS counter)
+    rtt_client_ms     measured round trip client → first node; rtt_node_ms: first node → second node
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+FIGURE_KEYS = ["lag_max_s", "behind_max", "sync_off_s", "flow_paused_share", "rtt_client_ms", "rtt_node_ms"]
+PROXY = "proxy"
+
+
+def node_files(raw: Path, record: dict) -> list[tuple[str, Path]]:
+    """(node, its counters file) of a repetition: one ("", counters.jsonl) without a topology."""
+    topology = record.get("topology")
+    if not topology:
+        return [("", raw / "counters.jsonl")]
+    names = [node["name"] for node in topology["nodes"]]
+    files = [(names[0], raw / "counters.jsonl")] + [(name, raw / f"counters-{name}.jsonl") for name in names[1:]]
+    if topology.get("proxy"):
+        files.append((PROXY, raw / f"counters-{PROXY}.jsonl"))
+    return files
+
+
+def behind_rows(rows: list[dict], record: dict) -> list[dict]:
+    """replication_behind per replica and second, from the nodes' replication_position rows."""
+    topology = record.get("topology")
+    if not topology or topology.get("replication") in (None, "galera"):
+        return []
+    primary = topology["nodes"][0]["name"]
+    positions: dict[str, dict[int, float]] = {}
+    for row in rows:
+        if row["name"] == "replication_position":
+            positions.setdefault(row["node"], {})[row["second"]] = row["value"]
+    head = positions.get(primary, {})
+    out = []
+    for node, seconds in positions.items():
+        if node == primary:
+            continue
+        for second, value in sorted(seconds.items()):
+            if second in head:
+                out.append({"second": second, "time": "", "node": node, "name": "replication_behind",
+                            "value": max(0.0, head[second] - value)})
+    return out
+
+
+def figures(rows: list[dict], record: dict, seconds: int, family) -> dict:
+    """The repetition's FIGURE_KEYS, None where the topology has no such thing."""
+    topology = record.get("topology")
+    out = dict.fromkeys(FIGURE_KEYS)
+    if not topology:
+        return out
+    inside = [row for row in rows if 1 <= row["second"] <= seconds]
+    primary = topology["nodes"][0]["name"]
+
+    def values(name: str, nodes=None) -> list[float]:
+        return [row["value"] for row in inside if row["name"] == name and (nodes is None or row["node"] in nodes)
+                and row["value"] not in (None, "")]
+
+    replicas = {node["name"] for node in topology["nodes"][1:]}
+    lag = values("replication_lag_s", replicas)
+    out["lag_max_s"] = max(lag) if lag else None
+    behind = values("replication_behind")
+    out["behind_max"] = max(behind) if behind else None
+    status = getattr(family, "SYNC_STATUS", None)
+    if status and topology["replication"] in getattr(family, "SYNC_KINDS", ()):
+        on = values(status, {primary})
+        out["sync_off_s"] = sum(1 for v in on if v == 0) if on else None
+    paused = getattr(family, "FLOW_PAUSED_NS", None)
+    if paused and topology["replication"] == "galera" and seconds:
+        if values(paused):
+            out["flow_paused_share"] = max(sum(values(paused, {node["name"]})) / 1e9 / seconds
+                                           for node in topology["nodes"])
+    rtt = (topology.get("network") or {}).get("rtt_ms") or {}
+    names = [node["name"] for node in topology["nodes"]]
+    out["rtt_client_ms"] = _rtt(rtt, "client", names[0])
+    out["rtt_node_ms"] = _rtt(rtt, names[0], names[1]) if len(names) > 1 else None
+    return out
+
+
+def _rtt(rtt: dict, a: str, b: str) -> float | None:
+    return rtt.get(f"{a}-{b}", rtt.get(f"{b}-{a}"))
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
