@@ -61,7 +61,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     if tool.database:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
-        summary |= topology_figures.figures(counters, record, len(samples), engines.family(engine))
+        summary |= topology_figures.figures(counters, record, len(samples))
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
@@ -114,13 +114,13 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
 
 def node_counter_rows(raw: Path, record: dict, window_start: float) -> list[dict]:
     """Every node's counter rows (one node, named "", without a topology), the proxy's, and each replica's
-    replication_behind."""
+    derived rows (topology.figures: replication_behind, sync_on, flow_paused)."""
     family = engines.family(record["recipe"]["engine"])
     rows = []
     for node, path in topology_figures.node_files(raw, record):
         counting = proxies if node == topology_figures.PROXY else family
         rows += [row | {"node": node} for row in counter_rows(path, window_start, counting)]
-    return rows + topology_figures.behind_rows(rows, record)
+    return rows + topology_figures.derived_rows(rows, record, family)
 
 
 def counter_rows(path: Path, window_start: float, family) -> list[dict]:

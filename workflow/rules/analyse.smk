@@ -223,6 +223,25 @@ rule openloop:
         "../scripts/analysis.R"
 
 
+rule topology:
+    localrule: True
+    input:
+        summary=rules.aggregate.output.summary,
+        counters=rules.aggregate.output.counters,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
+    output:
+        table_csv=report(f"{TABLES}/topology.csv", caption="../report/topology.rst", category="Tables"),
+        table_md=f"{TABLES}/topology.md",
+        replication=report(f"{PLOTS}/replication.png", caption="../report/replication.rst", category="Plots"),
+    params:
+        axes=STUDY.axes,
+    log:
+        "results/logs/topology.log",
+    script:
+        "../scripts/analysis.R"
+
+
 rule figures:
     localrule: True
     input:

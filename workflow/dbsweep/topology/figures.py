@@ -2,9 +2,12 @@
 
 raw/counters.jsonl holds the first node's samples (the primary, or a cluster's first member),
 raw/counters-<node>.jsonl every other node's, raw/counters-proxy.jsonl the proxy's. Every row of the
-counters table gets its node. Derived per replica and second: `replication_behind`, the primary's
-replication_position minus the replica's (transactions for MariaDB's GTIDs, bytes of WAL for
-PostgreSQL), taken from the samples nearest in time.
+counters table gets its node. Derived rows, in words every family shares (the family names its own
+counters: SYNC_STATUS, FLOW_PAUSED_NS):
+    replication_behind  per replica and second: the primary's replication_position minus the
+                        replica's (transactions for MariaDB's GTIDs, bytes of WAL for PostgreSQL)
+    sync_on             per second on the primary: 1 while commits wait for a replica, 0 when not
+    flow_paused         per second and member: the share of that second replication was paused
 
 Figures of a repetition (summary columns, FIGURE_KEYS):
     lag_max_s         the largest replication_lag_s any replica reported in the measured window
@@ -36,10 +39,27 @@ def node_files(raw: Path, record: dict) -> list[tuple[str, Path]]:
     return files
 
 
-def behind_rows(rows: list[dict], record: dict) -> list[dict]:
-    """replication_behind per replica and second, from the nodes' replication_position rows."""
+def derived_rows(rows: list[dict], record: dict, family) -> list[dict]:
+    """replication_behind, sync_on and flow_paused rows (see above) from the nodes' own."""
     topology = record.get("topology")
-    if not topology or topology.get("replication") in (None, "galera"):
+    if not topology or topology.get("replication") is None:
+        return []
+    status = getattr(family, "SYNC_STATUS", None) if topology["replication"] in getattr(family, "SYNC_KINDS", ()) \
+        else None
+    paused = getattr(family, "FLOW_PAUSED_NS", None) if topology["replication"] == "galera" else None
+    primary = topology["nodes"][0]["name"]
+    out = []
+    for row in rows:
+        if status and row["name"] == status and row["node"] == primary:
+            out.append(row | {"name": "sync_on", "value": 1.0 if row["value"] else 0.0})
+        elif paused and row["name"] == paused:
+            out.append(row | {"name": "flow_paused", "value": row["value"] / 1e9})
+    return out + _behind_rows(rows, topology)
+
+
+def _behind_rows(rows: list[dict], topology: dict) -> list[dict]:
+    """replication_behind per replica and second, from the nodes' replication_position rows."""
+    if topology["replication"] == "galera":
         return []
     primary = topology["nodes"][0]["name"]
     positions: dict[str, dict[int, float]] = {}
@@ -58,7 +78,7 @@ def behind_rows(rows: list[dict], record: dict) -> list[dict]:
     return out
 
 
-def figures(rows: list[dict], record: dict, seconds: int, family) -> dict:
+def figures(rows: list[dict], record: dict, seconds: int) -> dict:
     """The repetition's FIGURE_KEYS, None where the topology has no such thing."""
     topology = record.get("topology")
     out = dict.fromkeys(FIGURE_KEYS)
@@ -76,15 +96,11 @@ def figures(rows: list[dict], record: dict, seconds: int, family) -> dict:
     out["lag_max_s"] = max(lag) if lag else None
     behind = values("replication_behind")
     out["behind_max"] = max(behind) if behind else None
-    status = getattr(family, "SYNC_STATUS", None)
-    if status and topology["replication"] in getattr(family, "SYNC_KINDS", ()):
-        on = values(status, {primary})
-        out["sync_off_s"] = sum(1 for v in on if v == 0) if on else None
-    paused = getattr(family, "FLOW_PAUSED_NS", None)
-    if paused and topology["replication"] == "galera" and seconds:
-        if values(paused):
-            out["flow_paused_share"] = max(sum(values(paused, {node["name"]})) / 1e9 / seconds
-                                           for node in topology["nodes"])
+    on = values("sync_on", {primary})
+    out["sync_off_s"] = sum(1 for v in on if v == 0) if on else None
+    if values("flow_paused") and seconds:
+        out["flow_paused_share"] = max(sum(values("flow_paused", {node["name"]})) / seconds
+                                       for node in topology["nodes"])
     rtt = (topology.get("network") or {}).get("rtt_ms") or {}
     names = [node["name"] for node in topology["nodes"]]
     out["rtt_client_ms"] = _rtt(rtt, "client", names[0])

@@ -1,0 +1,92 @@
+# Topology cells (the axes topology, proxy, network): a table of each cell's
+# replication figures beside its throughput and latency, and the per-second
+# replication series of every node (lag, how far behind, whether the primary
+# waited for its replicas, Galera's flow control). Throughput and latency by
+# topology against a baseline (e.g. baseline: {topology: single}) are the
+# statistics rule's comparisons, the one comparison method of the study.
+#
+# Snakemake: input summary, counters, provenance; output table_csv, table_md,
+# replication; params axes; log.
+
+TOPOLOGY_COLUMNS <- c("lag_max_s", "behind_max", "sync_off_s",
+                      "flow_paused_share", "rtt_client_ms", "rtt_node_ms")
+# The per-second series collect derives in words every server family shares.
+TOPOLOGY_SERIES <- c(replication_lag_s = "replica lag (s)",
+                     replication_behind = "behind the primary",
+                     sync_on = "primary waits for a replica (1/0)",
+                     flow_paused = "flow control: share of the second paused")
+
+# Per cell: repetitions, median tps and p95 latency, and the median of each
+# topology figure over its repetitions.
+topology_table <- function(summary, axes) {
+  figures <- intersect(c("tps", "lat_p95_ms", TOPOLOGY_COLUMNS), names(summary))
+  dt <- summary[, c(list(reps = .N), lapply(.SD, median_or_na)), by = axes,
+                .SDcols = figures]
+  keep <- c(axes, "reps", figures[vapply(figures, function(f) !all(is.na(dt[[f]])), TRUE)])
+  dt <- dt[, ..keep]
+  order_by_axes(dt, axes)
+  dt[]
+}
+
+# The derived series of the topology's nodes, with .cell (the axes that vary)
+# and .line (node and repetition).
+topology_series <- function(counters, axes) {
+  dt <- counters[name %in% names(TOPOLOGY_SERIES) & !is.na(node) & node != ""]
+  if (nrow(dt) == 0) return(dt)
+  vary <- varying_axes(dt, axes)
+  dt[, .cell := cell_factor(dt, vary, width = 30)]
+  dt[, .metric := factor(TOPOLOGY_SERIES[name], levels = TOPOLOGY_SERIES)]
+  dt[, .line := interaction(node, rep, drop = TRUE)]
+  dt[]
+}
+
+plot_replication <- function(counters, axes, caption) {
+  title <- "Replication per second: lag, distance, waiting, flow control"
+  dt <- topology_series(counters, axes)
+  if (nrow(dt) == 0) {
+    return(empty_plot(title, "no replication counters in this study (no replicas or cluster)", caption))
+  }
+  cells <- nlevels(dt$.cell)
+  p <- ggplot(dt, aes(second, value, colour = node, group = .line)) +
+    geom_line(linewidth = 0.4) +
+    facet_grid(.metric ~ .cell, scales = "free_y",
+               labeller = labeller(.metric = label_wrap_gen(18), .cell = label_wrap_gen(strip_width(cells)))) +
+    scale_colour_dbsweep(name = "node") +
+    scale_y_continuous(labels = thousands) +
+    labs(title = title,
+         subtitle = plot_subtitle(fixed_axes_text(dt, axes)),
+         x = "time (s)", y = NULL, caption = caption) +
+    theme_dbsweep()
+  with_panel_rows(p, nlevels(droplevels(dt$.metric)))
+}
+
+rule_topology <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+
+  axes <- axes_param(params)
+  summary <- database_rows(read_table(input[["summary"]], axes,
+                                      c(SUMMARY_COLUMNS, TOPOLOGY_COLUMNS)))
+  counters <- read_table(input[["counters"]], axes, c(COUNTERS_COLUMNS, "node"))
+  counters <- counters[summary[, c(axes, "rep"), with = FALSE], on = c(axes, "rep"), nomatch = NULL]
+  caption <- caption_text(read_provenance(input[["provenance"]]))
+  table <- topology_table(summary, axes)
+  log_line("%d topology cells, %d repetitions", nrow(table), nrow(summary))
+  write_csv(table, output[["table_csv"]])
+  preamble <- c("# Topologies: replication figures per cell",
+                "",
+                paste("Medians over repetitions. lag_max_s: the largest lag a replica reported;",
+                      "behind_max: the most transactions (MariaDB) or WAL bytes (PostgreSQL) a replica",
+                      "was behind the primary; sync_off_s: seconds the primary did not wait for a",
+                      "replica (semi-sync fallen back to async); flow_paused_share: the share of the",
+                      "window Galera's flow control paused replication; rtt: measured round trips",
+                      "(ms) client to first node and between the first two nodes."),
+                "",
+                paste("On one host the nodes share its CPUs and disks: the shapes are a cluster's,",
+                      "not its absolute figures."))
+  write_md_table(table, output[["table_md"]], preamble = preamble, caption = caption)
+  p <- plot_replication(counters, axes, caption)
+  save_plot(p, output[["replication"]])
+  log_line("replication -> %s", output[["replication"]])
+  invisible(p)
+}
