@@ -11,6 +11,7 @@ proxy, over its links. Every node's counters are sampled through its socket, fro
 from __future__ import annotations
 
 import dataclasses
+import socket
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,9 +94,13 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
                              proxies.proxy(recipe["proxy"]["type"], settings, (client, database.free_port()),
                                            backends, folder, log, netns=net.namespaces[CLIENT]))
         first = through(first, handle.address, handle.port)
+    here = socket.gethostname()
+    declared = topology.get("hosts", {})
     facts = {
         "name": topology["name"], "replication": kind,
-        "nodes": [{"name": s.name, "role": s.role, "address": s.address, "port": s.port, **s.facts} for s in specs],
+        "nodes": [{"name": s.name, "role": s.role, "address": s.address, "port": s.port, "host": here,
+                   **({"declared_host": declared[s.name]} if s.name in declared else {}), **s.facts}
+                  for s in specs],
         "client": client, "network": net.facts | {"rtt_ms": net.measure_rtt()},
         "proxy": None if handle is None else handle.facts,
     }

@@ -106,9 +106,10 @@ def recipe(config: dict, cell: dict) -> dict:
     settings = {k: v for k, v in (spec or {}).items() if k not in ("replication", "replicas", "nodes", "hosts")}
     links = config.get("networks", {})[cell["network"]] if "network" in cell else config.get("network", {})
     proxy = str(cell.get("proxy", NO_PROXY))
+    placed = {"hosts": dict(spec["hosts"])} if spec and spec.get("hosts") else {}
     return {
         "topology": {"name": name, "replication": spec["replication"] if spec else None,
-                     "nodes": node_names(spec), "settings": settings},
+                     "nodes": node_names(spec), "settings": settings} | placed,
         "network": LINK_DEFAULTS | links,
         "proxy": None if proxy == NO_PROXY else {"name": proxy} | _proxies(config)[proxy],
     }
