@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import engines, fsprobe, servers, units, workloads
+from dbsweep import engines, events, fsprobe, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
@@ -102,7 +102,8 @@ class Study:
         memory = values.get("memory")
         overhead = self.server.get("cgroup_overhead")
         version = str(values.get("version", servers.DEBIAN))
-        return recipe | topology.recipe(self.topologies, values) | {
+        timed = events.schedule(self.topologies, values)
+        return recipe | topology.recipe(self.topologies, values) | ({"events": timed} if timed is not None else {}) | {
             "engine": engine,
             "version": version,
             "basedir": self.basedir(family, version),
@@ -198,8 +199,10 @@ def load(config: dict) -> Study:
     option_sets = _option_sets(config.get("server_options", {}), axes)
     versions = _versions(axes)
     topology.check(config, axes)
-    declared = {key: config[key] for key in ("topologies", "network", "networks", "proxies") if key in config}
-    server_axes = {"engine", "version", "memory", *topology.AXES} | set(option_sets)
+    events.check(config, axes)
+    declared = {key: config[key] for key in ("topologies", "network", "networks", "proxies", "events")
+                if key in config}
+    server_axes = {"engine", "version", "memory", *topology.AXES, events.AXIS} | set(option_sets)
 
     def applicable(cell: dict) -> list[str]:
         """Server axes mean something only to database workloads."""
@@ -212,7 +215,8 @@ def load(config: dict) -> Study:
     not_applicable = []
     for cell in list(cells):
         why = (_not_applicable(cell, wls, versions, axes)
-               or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False)))
+               or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False))
+               or _events_not_applicable(cell, wls, declared))
         if why:
             cells.remove(cell)
             not_applicable.append((cell.path, why))
@@ -224,6 +228,7 @@ def load(config: dict) -> Study:
     for cell in cells:
         _check_cell(cell, filesystems, wls, order, used_fs)
         _check_server_cell(cell, wls, option_sets)
+        _check_events(cell, wls, declared)
     warnings += _check_memory(cells, config.get("allow_oversize_memory", False))
     for name, fs in used_fs.items():
         _check_filesystem(name, fs)
@@ -256,7 +261,8 @@ def load(config: dict) -> Study:
 def _check_names(config: dict) -> None:
     """Every name that becomes part of a path (names.py); values are encoded instead."""
     check_name("study", config["study"])
-    for section in ("axes", "filesystems", "workloads", "server_options", "topologies", "networks", "proxies"):
+    for section in ("axes", "filesystems", "workloads", "server_options", "topologies", "networks", "proxies",
+                    "events"):
         for name in config.get(section, {}):
             check_name(section, name)
     for axis, sets in config.get("server_options", {}).items():
@@ -468,6 +474,31 @@ def _topology_not_applicable(cell: Cell, wls: dict, declared: dict, cold_start: 
         return None
     in_process = workloads.get(wl["tool"]).measure is not None
     return topology.not_applicable(values["engine"], topology.recipe(declared, values), in_process, cold_start)
+
+
+def _events_not_applicable(cell: Cell, wls: dict, declared: dict) -> str | None:
+    """Why the cell's workload cannot run its timed events (events.not_applicable), or None."""
+    values = cell.as_dict()
+    wl = wls.get(values["workload"])
+    if wl is None or "engine" not in values:
+        return None
+    workload = workloads.get(wl["tool"])
+    options = {k: _substitute(v, values) for k, v in wl["options"].items()}
+    return events.not_applicable(events.schedule(declared, values), workload.duration(options),
+                                 workload.measure is not None)
+
+
+def _check_events(cell: Cell, wls: dict, declared: dict) -> None:
+    """A schedule the cell cannot keep (an event after its window, a node its topology lacks) is refused."""
+    values = cell.as_dict()
+    schedule = events.schedule(declared, values)
+    if not schedule or not workloads.get(wls[values["workload"]]["tool"]).database:
+        return
+    workload = workloads.get(wls[values["workload"]]["tool"])
+    options = {k: _substitute(v, values) for k, v in wls[values["workload"]]["options"].items()}
+    part = topology.recipe(declared, values)
+    nodes = part["topology"]["nodes"] if part else None
+    events.check_cell(schedule, workload.duration(options), nodes, f"events.{values[events.AXIS]}")
 
 
 def _workload_not_applicable(cell: Cell, wls: dict) -> str | None:

@@ -36,6 +36,8 @@ from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
 from dbsweep.runtime import cgroup, owned
 from dbsweep.runtime.resources import Stack
+from dbsweep.events.schedule import Schedule
+from dbsweep.events.targets import Node, Targets, sampler_reader
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology import cell as topology_cell
 
@@ -171,8 +173,9 @@ def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
 
 
 def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
-             db=None, env: dict | None = None) -> None:
-    """The measured window: monitors (and a server sampler) around the tool."""
+             db=None, env: dict | None = None, timed=None) -> None:
+    """The measured window: monitors (and a server sampler) around the tool, and the cell's timed events
+    (timed(start): their schedule from the window's start) beside it."""
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
@@ -182,8 +185,11 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
     with Monitors(raw, devices) as mon, (sampler or nullcontext()):
         record["monitors"] = mon.commands
         record["measure_start"] = time.time()
-        record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env)
-        record["measure_end"] = time.time()
+        with (timed or _untimed)(record["measure_start"]) as schedule:
+            record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env)
+            record["measure_end"] = time.time()
+    if schedule is not None and schedule.errors:
+        raise RuntimeError(f"timed events failed: {'; '.join(schedule.errors)}")
     if record["exit_status"] > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
         refused(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
     if record["exit_status"] != 0:
@@ -290,14 +296,16 @@ def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: 
             record["measure_end"] = time.time()
             record["exit_status"] = 0
         return
-    sampler = _sampling(db, topology, fs, raw)
+    nodes = _nodes(recipe, db, topology, fs, raw, log)
+    sampler = _sampling(nodes, topology, raw)
+    timed = _timed(recipe, nodes, topology, raw, log)
     if tool.phases is not None:
         _measure_phases(tool, tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
-                        scratch, record, log, sampler, client)
+                        scratch, record, log, sampler, client, timed)
     else:
         argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file)
         with client(db, argv) as (argv, env):
-            _measure(argv, scratch, fs.devices, raw, record, log, sampler, db, env)
+            _measure(argv, scratch, fs.devices, raw, record, log, sampler, db, env, timed)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
@@ -316,23 +324,51 @@ def _on_client(tool_client, topology):
         yield (topology.client_argv(argv) if topology is not None else argv), env
 
 
-def _sampling(db, topology, fs, raw: Path) -> database.Sampling:
-    """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
-    primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl."""
+def _nodes(recipe: dict, db, topology, fs, raw: Path, log) -> list[Node]:
+    """The cell's servers as timed events see them: each with a way to start it again on its datadir."""
     if topology is None:
-        return database.Sampling([database.Sampler(database.server_counters(db), fs.path / database.DATADIR,
-                                                   raw / "counters.jsonl")])
+        return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.get("memory"),
+                                                             keep=raw))]
+    return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
+
+
+def _sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
+    """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
+    primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl.
+    A node a timed event took down leaves a gap."""
     samplers = []
-    for i, (name, node) in enumerate(topology.nodes.items()):
-        out = raw / ("counters.jsonl" if i == 0 else f"counters-{name}.jsonl")
-        samplers.append(database.Sampler(database.server_counters(node), node.handle.datadir, out))
-    if topology.proxy is not None:
+    for i, node in enumerate(nodes):
+        out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
+        samplers.append(database.Sampler(sampler_reader(node), node.db.handle.datadir, out))
+    if topology is not None and topology.proxy is not None:
         samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
     return database.Sampling(samplers)
 
 
+def _timed(recipe: dict, nodes: list[Node], topology, raw: Path, log):
+    """The cell's timed events as a function of the window's start, or None without any."""
+    if not recipe.get("events"):
+        return None
+    network = topology.network if topology is not None else None
+
+    def latency(a: str, b: str) -> tuple[float, float]:  # a link's declared round trip and jitter
+        net = recipe["network"]
+        kind = "client_latency_ms" if "client" in (a, b) else "node_latency_ms"
+        return net[kind], net["jitter_ms"]
+
+    def timed(start: float) -> Schedule:
+        return Schedule(recipe["events"], Targets(nodes, network, latency, raw, log), start, raw / "events.jsonl",
+                        log)
+    return timed
+
+
+@contextmanager
+def _untimed(start: float):
+    yield None
+
+
 def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict,
-                    log, sampler, client) -> None:
+                    log, sampler, client, timed=None) -> None:
     """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
     raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
     each phase, so a failed phase keeps what the earlier ones measured."""
@@ -340,23 +376,27 @@ def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path
     with Monitors(raw, fs.devices) as mon, sampler:
         record["monitors"] = mon.commands
         record["measure_start"] = time.time()
-        for name, argv in phases:
-            with client(db, argv) as (argv, env):
-                record["commands"].append(argv)
-                log.write(f"$ {' '.join(argv)}\n")
-                log.flush()
-                (raw / name).mkdir()
-                start = time.time()
-                status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt", env=env)
-            done.append({"phase": name, "argv": argv, "start": start, "end": time.time(), "exit_status": status,
-                         "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})
-            manifest.write_json(raw / "phases.json", done)
-            if status != 0:
-                record["exit_status"] = status
-                raise RuntimeError(f"phase {name}: sysbench exited with {status}: "
-                                   f"{_tail(raw / name, 'stderr.txt', 'stdout.txt')}")
-        record["exit_status"] = 0
-        record["measure_end"] = time.time()
+        with (timed or _untimed)(record["measure_start"]) as schedule:
+            for name, argv in phases:
+                with client(db, argv) as (argv, env):
+                    record["commands"].append(argv)
+                    log.write(f"$ {' '.join(argv)}\n")
+                    log.flush()
+                    (raw / name).mkdir()
+                    start = time.time()
+                    status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt", env=env)
+                done.append({"phase": name, "argv": argv, "start": start, "end": time.time(),
+                             "exit_status": status,
+                             "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})
+                manifest.write_json(raw / "phases.json", done)
+                if status != 0:
+                    record["exit_status"] = status
+                    raise RuntimeError(f"phase {name}: sysbench exited with {status}: "
+                                       f"{_tail(raw / name, 'stderr.txt', 'stdout.txt')}")
+            record["exit_status"] = 0
+            record["measure_end"] = time.time()
+    if schedule is not None and schedule.errors:
+        raise RuntimeError(f"timed events failed: {'; '.join(schedule.errors)}")
 
 
 def _tail(raw: Path, *names: str, lines: int = 3) -> str:

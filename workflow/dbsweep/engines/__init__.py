@@ -290,6 +290,7 @@ class Handle:
     pid: int = 0
     ready_seconds: float = 0.0
     basedir: Path | None = None  # the build it runs (None: Debian's packages)
+    stopped_by_event: bool = False  # a timed event stopped or killed it: its exit is not a failure
 
 
 @dataclass
@@ -515,7 +516,10 @@ def supervise(launch: Launch, handle: Handle, log, cgroup: Callable[[int], None]
         supervisor.wait_ready()
         yield handle
         exit_code = supervisor.popen.poll()
-        if exit_code is not None:
+        if exit_code is not None and handle.stopped_by_event:
+            supervisor.note(f"{launch.name} had been stopped by a timed event (exit {exit_code})")
+            exit_code = None
+        elif exit_code is not None:
             supervisor.note(f"{launch.name} had exited (code {exit_code}) before the end of the run")
     finally:
         survivors = supervisor.stop()

@@ -54,6 +54,7 @@ from dbsweep.units import format_size, parse_size
 FAMILY = "mariadb"
 NAME = "MariaDB"  # as people write it
 SERVICE_USER = "mysql"
+STOP_SIGNAL = signal.SIGTERM  # a clean, prompt shutdown
 ENGINE_NAMES = ("innodb", "myrocks")
 DEBIAN_ONLY = {"myrocks": "MyRocks ships only with Debian's mariadb-plugin-rocksdb"}
 FOREIGN_KEYS = {"innodb": True, "myrocks": False}
@@ -510,7 +511,7 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
                     argv=[*enter_argv(netns), _mariadbd() if b is None else str(b.server),
                           f"--defaults-file={rundir / CONFIG_NAME}",
                           f"--user={SERVICE_USER}"],
-                    user=SERVICE_USER, drop_privileges=False, ready=_pings, stop_signal=signal.SIGTERM,
+                    user=SERVICE_USER, drop_privileges=False, ready=_pings, stop_signal=STOP_SIGNAL,
                     logs=[rundir / ERROR_LOG], error_lines=_error_lines,
                     leftovers=[sock, rundir / f"{SOCKET_NAME}.lock", rundir / PID_NAME],
                     env=None if b is None else b.env)

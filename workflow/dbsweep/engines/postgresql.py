@@ -43,6 +43,7 @@ from dbsweep.units import format_size, parse_size
 FAMILY = "postgresql"
 NAME = "PostgreSQL"
 SERVICE_USER = "postgres"
+STOP_SIGNAL = signal.SIGINT  # a clean, prompt shutdown
 ENGINE_NAMES = ("postgresql",)
 DEBIAN_ONLY: dict[str, str] = {}
 FOREIGN_KEYS = {"postgresql": True}
@@ -295,7 +296,7 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
     launch = Launch(name="postgres",
                     argv=[*enter_argv(netns, SERVICE_USER), str(bindir(basedir) / "postgres"), "-D", str(datadir),
                           "-c", f"config_file={rundir / CONFIG_NAME}"],
-                    user=SERVICE_USER, drop_privileges=netns is None, ready=_accepts, stop_signal=signal.SIGINT,
+                    user=SERVICE_USER, drop_privileges=netns is None, ready=_accepts, stop_signal=STOP_SIGNAL,
                     logs=[], error_lines=_error_lines,
                     leftovers=[sock, Path(f"{sock}.lock"), rundir / PID_NAME, datadir / "postmaster.pid"],
                     env=None if basedir is None else program_env(basedir))

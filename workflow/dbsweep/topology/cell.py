@@ -33,6 +33,7 @@ class Topology:
     network: object  # topology.network.Network
     proxy: object | None  # topology.proxies.ProxyHandle
     facts: dict = field(default_factory=dict)  # for run.json: nodes, links (measured round trips), proxy
+    open: dict = field(default_factory=dict)  # node name -> () -> a context starting its server again
 
     def client_argv(self, argv: list[str]) -> list[str]:
         """argv run on the client's host (its namespace)."""
@@ -71,12 +72,14 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
     specs = [NodeSpec(name=name, role=role(kind, i), index=i, address=net.addresses[name], port=database.free_port(),
                       root=root, netns=net.namespaces[name]) for i, (name, root) in enumerate(zip(names, roots))]
 
+    openers = {}
+
     def start_node(node: NodeSpec, options: dict) -> database.Database:
         keep = raw if node.index == 0 else raw / node.name
         keep.mkdir(exist_ok=True)
-        return stack.enter("server", f"{recipe['engine']} {node.name}",
-                           database.running(recipe, node.root, log, recipe.get("memory"), keep=keep, node=node,
-                                            node_options=options))
+        openers[node.name] = lambda: database.running(recipe, node.root, log, recipe.get("memory"), keep=keep,
+                                                      node=node, node_options=options)
+        return stack.enter("server", f"{recipe['engine']} {node.name}", openers[node.name]())
 
     family = engines.family(recipe["engine"])
     client = net.addresses[CLIENT]
@@ -104,7 +107,7 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
         "client": client, "network": net.facts | {"rtt_ms": net.measure_rtt()},
         "proxy": None if handle is None else handle.facts,
     }
-    return Topology(first, dbs, specs, net, handle, facts)
+    return Topology(first, dbs, specs, net, handle, facts, openers)
 
 
 def through(db: database.Database, host: str, port: int) -> database.Database:

@@ -1,0 +1,105 @@
+"""Timed events in the measured window: named schedules the `events` axis chooses, like an option set.
+
+    events:
+      replica-blip:   [{at: 10, for: 1, action: cut, target: link primary-replica1}]
+      node-loss:      [{at: 20, action: kill, target: node2}]
+      checkpoint:     [{at: 10, action: sql, statement: CHECKPOINT}]
+    axes:
+      events: [none, replica-blip]
+
+`at` is seconds from the start of the measured window; `for` (where the action has an undo: cut → heal,
+pause → resume, delay / loss → removed, cpu_hog → stopped) ends it that much later. A schedule whose
+event ends outside the window, names a node or link the cell's topology lacks, or gives an action
+something it does not take, is refused when the study loads.
+
+actions.py: what each action does, with which mechanism; schedule.py: runs a cell's schedule on the
+run's clock and records each event's planned and actual time and outcome (raw/events.jsonl).
+"""
+from __future__ import annotations
+
+from dbsweep.errors import ConfigError
+from dbsweep.events.actions import ACTIONS
+
+AXIS = "events"
+NONE = "none"
+KEYS = {"at", "for", "action", "target"}
+
+
+def check(config: dict, axes: dict) -> None:
+    """The schedules and the axis values, each event's keys and values (load time, before any cell)."""
+    schedules = config.get("events", {})
+    if NONE in schedules:
+        raise ConfigError(f"events.{NONE}: {schedules[NONE]!r}: none means no events; choose another name")
+    for name, schedule in schedules.items():
+        for i, event in enumerate(schedule):
+            _check_event(event, f"events.{name}[{i}]")
+    for value in axes.get(AXIS, []):
+        if str(value) != NONE and str(value) not in schedules:
+            raise ConfigError(f"axes.{AXIS}: {value!r} is not defined (define it under events: or use none)")
+
+
+def _check_event(event: dict, where: str) -> None:
+    action = ACTIONS.get(event["action"])
+    if action is None:
+        raise ConfigError(f"{where}.action: {event['action']!r} is not one of {', '.join(ACTIONS)}")
+    allowed = KEYS | set(action.takes)
+    for key in event:
+        if key not in allowed:
+            raise ConfigError(f"{where}.{key}: {event[key]!r}: action {event['action']} does not take it")
+    for key in action.needs:
+        if key not in event:
+            raise ConfigError(f"{where}.{key}: missing (action {event['action']} needs it)")
+    if "for" in event and action.undo is None:
+        raise ConfigError(f"{where}.for: {event['for']!r}: action {event['action']} has no end; "
+                          f"schedule its opposite as an event of its own")
+    if action.target == "link" and not str(event.get("target", "")).startswith("link "):
+        raise ConfigError(f"{where}.target: {event.get('target')!r}: action {event['action']} needs "
+                          f"'link <node>-<node>'")
+    if action.target == "host" and "target" in event:
+        raise ConfigError(f"{where}.target: {event['target']!r}: action {event['action']} acts on the host")
+    action.check(event, where)
+
+
+def schedule(config: dict, cell: dict) -> list[dict] | None:
+    """The cell's schedule (events sorted by time), or None without the events axis."""
+    if AXIS not in cell:
+        return None
+    name = str(cell[AXIS])
+    if name == NONE:
+        return []
+    return sorted((dict(e) for e in config["events"][name]), key=lambda e: e["at"])
+
+
+def check_cell(events: list[dict] | None, window_s: int | None, nodes: list[str] | None, where: str) -> None:
+    """Refuse a schedule a cell cannot keep: an event that ends after the measured window, a node or link
+    the cell's topology lacks (nodes None: a cell without topology, whose one server is `primary`)."""
+    names = nodes or ["primary"]
+    for i, event in enumerate(events or []):
+        at = f"{where}[{i}]"
+        end = event["at"] + event.get("for", 0)
+        if window_s is not None and end > window_s:
+            raise ConfigError(f"{at}: {event!r} ends at {end:g} s, after the {window_s} s measured window")
+        target = event.get("target")
+        action = ACTIONS[event["action"]]
+        if action.target == "link":
+            if nodes is None:
+                raise ConfigError(f"{at}.target: {target!r}: links join a topology's nodes; add the topology axis")
+            ends = str(target).removeprefix("link ").split("-", 1)
+            for name in ends:
+                if name not in names + ["client"] or len(ends) != 2:
+                    raise ConfigError(f"{at}.target: {target!r}: no link to {name!r} "
+                                      f"(nodes {', '.join(names)}, and client)")
+        elif action.target in ("node", "server") and target is not None and target not in names:
+            raise ConfigError(f"{at}.target: {target!r}: no such node ({', '.join(names)})")
+
+
+def not_applicable(events: list[dict] | None, window_s: int | None, in_process: bool) -> str | None:
+    """Why a cell cannot run a schedule at all (its workload measures by itself, or has no fixed
+    window), or None."""
+    if not events:
+        return None
+    if in_process:
+        return "its workload measures by itself; events run beside a tool's measured window"
+    if window_s is None:
+        return "its workload has no fixed measured window to schedule events in"
+    return None

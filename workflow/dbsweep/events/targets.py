@@ -1,0 +1,262 @@
+"""What events act on, and how: the cell's nodes (their servers' process trees, a way to start each
+again), its links (the topology's network), the host. Only what the repetition started is touched.
+
+A node an event stopped or killed is `down`: its sampler skips it (a gap in its counters, not an
+error), and its supervisor does not fail the run when it finds it gone. A node started again by an
+event is the events' own: stopped when the schedule ends, with the repetition's other resources
+after it. A paused node is resumed, a cut link healed, a hog stopped, whatever ended the window.
+"""
+from __future__ import annotations
+
+import signal
+import subprocess
+import threading
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import psutil
+
+from dbsweep import database
+
+STOP_TIMEOUT_S = 60
+
+
+@dataclass
+class Node:
+    name: str
+    db: database.Database | None
+    open: Callable  # () -> a context manager yielding a new Database on the node's datadir
+    spec: object = None  # its topology NodeSpec (None for a cell without topology)
+    down: bool = False
+    paused: list[int] = field(default_factory=list)
+
+    def pids(self) -> list[int]:
+        """The server's process tree (it runs in a session of its own)."""
+        if self.db is None or not self.db.handle.pid:
+            return []
+        try:
+            root = psutil.Process(self.db.handle.pid)
+            return [root.pid] + [p.pid for p in root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            return []
+
+
+class Targets:
+    """The nodes (name -> Node, in the topology's order), the network (None without a topology), and
+    what events started (hogs, commands, restarted servers), released by close()."""
+
+    def __init__(self, nodes: list[Node], network, latency: Callable[[str, str], tuple[float, float]], raw: Path,
+                 log):
+        self.nodes = {node.name: node for node in nodes}
+        self.network, self.latency, self.raw, self.log = network, latency, raw, log
+        self.started = ExitStack()  # servers events started again
+        self.children: dict[str, subprocess.Popen] = {}
+        self.threads: list[threading.Thread] = []
+        self.outcomes: dict[int, str] = {}  # event index -> outcome of what runs in the background
+
+    def node(self, event: dict) -> Node:
+        return self.nodes[event.get("target") or next(iter(self.nodes))]
+
+    def link(self, event: dict) -> tuple[str, str]:
+        a, b = str(event["target"]).removeprefix("link ").split("-", 1)
+        return a, b
+
+    # --- nodes -----------------------------------------------------------------------------
+
+    def _signal(self, node: Node, sig: int) -> list[int]:
+        sent = []
+        for pid in node.pids():
+            try:
+                psutil.Process(pid).send_signal(sig)
+                sent.append(pid)
+            except psutil.NoSuchProcess:
+                pass
+        return sent
+
+    def kill(self, event: dict) -> str:
+        node = self.node(event)
+        node.down = True
+        if node.db is not None:
+            node.db.handle.stopped_by_event = True
+        pids = self._signal(node, signal.SIGKILL)
+        return f"SIGKILL to {node.name}'s {len(pids)} processes"
+
+    def stop(self, event: dict) -> str:
+        node = self.node(event)
+        node.down = True
+        if node.db is None:
+            return f"{node.name} was not running"
+        node.db.handle.stopped_by_event = True
+        try:
+            server = psutil.Process(node.db.handle.pid)
+            server.send_signal(node.db.family.STOP_SIGNAL)
+            server.wait(STOP_TIMEOUT_S)
+        except psutil.NoSuchProcess:
+            pass
+        except psutil.TimeoutExpired:
+            self._signal(node, signal.SIGKILL)
+            return f"{node.name} did not stop within {STOP_TIMEOUT_S} s; killed"
+        return f"{node.name} stopped"
+
+    def pause(self, event: dict) -> str:
+        node = self.node(event)
+        node.paused = self._signal(node, signal.SIGSTOP)
+        return f"SIGSTOP to {node.name}'s {len(node.paused)} processes"
+
+    def resume(self, event: dict) -> str:
+        node = self.node(event)
+        for pid in node.paused:
+            try:
+                psutil.Process(pid).send_signal(signal.SIGCONT)
+            except psutil.NoSuchProcess:
+                pass
+        count, node.paused = len(node.paused), []
+        return f"SIGCONT to {node.name}'s {count} processes"
+
+    def start(self, event: dict) -> str:
+        node = self.node(event)
+        if not node.down:
+            return f"{node.name} was running"
+        node.db = self.started.enter_context(node.open())
+        node.down = False
+        return f"{node.name} started, ready after {node.db.handle.ready_seconds:.2f} s"
+
+    def restart(self, event: dict) -> str:
+        return f"{self.stop(event)}; {self.start(event)}"
+
+    # --- links -----------------------------------------------------------------------------
+
+    def cut(self, event: dict) -> str:
+        self.network.cut(*self.link(event))
+        return f"{event['target']} cut"
+
+    def heal(self, event: dict) -> str:
+        self.network.heal(*self.link(event))
+        return f"{event['target']} healed"
+
+    def delay(self, event: dict) -> str:
+        a, b = self.link(event)
+        self.network.set_latency(a, b, event["latency_ms"], event.get("jitter_ms", 0.0))
+        return f"{event['target']} round trip +{event['latency_ms']} ms"
+
+    def undelay(self, event: dict) -> str:
+        a, b = self.link(event)
+        latency, jitter = self.latency(a, b)
+        self.network.set_latency(a, b, latency, jitter)
+        return f"{event['target']} back to +{latency} ms"
+
+    def loss(self, event: dict) -> str:
+        self.network.set_loss(*self.link(event), event["percent"])
+        return f"{event['target']} losing {event['percent']}%"
+
+    def unloss(self, event: dict) -> str:
+        self.network.set_loss(*self.link(event), 0)
+        return f"{event['target']} losing nothing"
+
+    # --- host ------------------------------------------------------------------------------
+
+    def _spawn(self, key: str, argv: list[str], name: str) -> subprocess.Popen:
+        out = open(self.raw / f"{name}.stdout.txt", "ab")
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
+                                start_new_session=True)
+        out.close()
+        self.children[key] = proc
+        return proc
+
+    def cpu_hog(self, event: dict) -> str:
+        workers = int(event.get("workers", 0))  # stress-ng: 0 = one per CPU
+        proc = self._spawn("cpu_hog", ["stress-ng", "--cpu", str(workers), "--quiet"], "cpu_hog")
+        return f"stress-ng --cpu {workers} pid {proc.pid}"
+
+    def cpu_unhog(self, event: dict) -> str:
+        proc = self.children.pop("cpu_hog", None)
+        if proc is None:
+            return "no hog running"
+        _end(proc)
+        return f"stress-ng pid {proc.pid} stopped"
+
+    def drop_caches(self, event: dict) -> str:
+        database.drop_caches()
+        return "page cache, dentries and inodes dropped"
+
+    # --- server ----------------------------------------------------------------------------
+
+    def sql(self, event: dict, index: int) -> str:
+        node = self.node(event)
+        db = node.db
+
+        def run():
+            started = time.time()
+            try:
+                db.family.admin_sql(db.handle, event["statement"].rstrip().rstrip(";") + ";\n")
+                self.outcomes[index] = f"done after {time.time() - started:.2f} s"
+            except Exception as e:  # noqa: BLE001 - its outcome, recorded
+                self.outcomes[index] = f"failed after {time.time() - started:.2f} s: {e}"
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+        return f"running on {node.name}"
+
+    def command(self, event: dict, index: int) -> str:
+        node = self.node(event)
+        prefix = node.spec.enter() if node.spec is not None else []
+        proc = self._spawn(f"command-{index}", prefix + [str(a) for a in event["argv"]], f"command-{index}")
+        return f"pid {proc.pid} on {node.name}'s host"
+
+    # --- the end ---------------------------------------------------------------------------
+
+    def close(self, wait_s: float = 30.0) -> None:
+        """Resume paused nodes, stop hogs and commands still running (their outcome noted), wait a
+        little for statements, and stop servers the events started."""
+        for node in self.nodes.values():
+            if node.paused:
+                self.resume({"target": node.name})
+        for key, proc in list(self.children.items()):
+            if proc.poll() is None:
+                _end(proc)
+                if key.startswith("command-"):
+                    self.outcomes[int(key.split("-")[1])] = "still running at the end of the window; stopped"
+            elif key.startswith("command-"):
+                self.outcomes[int(key.split("-")[1])] = f"exited with {proc.returncode}"
+        deadline = time.monotonic() + wait_s
+        for thread in self.threads:
+            thread.join(max(0.0, deadline - time.monotonic()))
+        self.started.close()
+
+
+def _end(proc: subprocess.Popen) -> None:
+    try:
+        tree = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        tree = []
+    for p in tree:
+        try:
+            p.terminate()
+        except psutil.NoSuchProcess:
+            pass
+    _, alive = psutil.wait_procs(tree, timeout=5)
+    for p in alive:
+        try:
+            p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    proc.wait()
+
+
+def sampler_reader(node: Node):
+    """A Sampler's read() of a node: its counters, nothing while an event has it down or paused."""
+    def read() -> dict:
+        if node.down or node.paused or node.db is None:
+            return {}
+        try:
+            return node.db.family.counters(node.db.local)
+        except Exception:
+            if node.down or node.paused or not node.pids():
+                return {}
+            raise
+    return read
+
