@@ -241,7 +241,8 @@ stall_text <- function(n, share = STATS_DEFAULTS$stall_share) {
   sprintf("%d stalled second(s) marked", n)
 }
 
-plot_timeseries <- function(samples, windows, summary, axes, caption, settings = STATS_DEFAULTS) {
+plot_timeseries <- function(samples, windows, summary, axes, caption, settings = STATS_DEFAULTS,
+                            spans = data.table()) {
   title <- "Per-second throughput over the measured window"
   if (nrow(summary) == 0) return(empty_plot(title, NO_DATABASE_CELLS, caption))
   dt <- timeseries_data(samples, windows, axes, settings)
@@ -275,6 +276,7 @@ plot_timeseries <- function(samples, windows, summary, axes, caption, settings =
     theme_dbsweep()
   if (length(reps) <= 1) p <- p + guides(colour = "none")
   if (!nrow(stalls)) p <- p + guides(fill = "none")
+  p <- with_event_spans(p, spans_for(spans, dt, axes))
   with_panel_rows(p, panels$rows)
 }
 
@@ -368,7 +370,8 @@ rule_db_plots <- function(input, output, params, log = snakemake_log()) {
     jitter_memory = plot_jitter_memory(samples, summary, axes, caption),
     boxplot_memory = plot_boxplot_memory(samples, summary, axes, caption),
     timeseries = plot_timeseries(samples, windows, summary, axes, caption,
-                                 stats_settings(params[["analysis"]]))
+                                 stats_settings(params[["analysis"]]),
+                                 event_spans(read_events(input[["events"]], axes), axes))
   )
   for (name in names(plots)) {
     save_plot(plots[[name]], output[[name]])

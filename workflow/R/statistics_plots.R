@@ -41,7 +41,7 @@ cell_labels <- function(dt, axes, width = Inf) {
 
 # ---------------------------------------------------------------------------
 
-plot_timeseries_steady <- function(dt, windows, axes, caption) {
+plot_timeseries_steady <- function(dt, windows, axes, caption, spans = data.table()) {
   if (nrow(dt) == 0) return(skipped_plot("no per-second throughput samples"))
   dt <- copy(dt)
   ncol <- if (uniqueN(dt[, ..axes]) > 3) 2 else 1
@@ -83,6 +83,7 @@ plot_timeseries_steady <- function(dt, windows, axes, caption) {
          colour = "repetition", caption = caption) +
     theme_dbsweep()
   if (!nrow(stalls)) p <- p + guides(shape = "none")
+  p <- with_event_spans(p, spans_for(spans, dt, axes, "cell"))
   lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
   with_panel_rows(p, ceiling(nlevels(dt$cell) / ncol), per_row = 1.3 + 0.2 * lines)
 }
@@ -251,7 +252,8 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
   win <- window_samples(dt, windows, c(axes, "rep"), "throughput")
 
   draw <- list(
-    timeseries_steady = function() plot_timeseries_steady(dt, windows, axes, caption),
+    timeseries_steady = function() plot_timeseries_steady(dt, windows, axes, caption,
+                                                          event_spans(read_events(input[["events"]], axes), axes)),
     violin = function() plot_violin(win, axes, caption),
     ci_vs_threads = function() plot_ci_vs_threads(cells, axes, caption),
     ratio_heatmap = function() plot_ratio_heatmap(comparisons, cells, axes, caption),

@@ -40,7 +40,7 @@ topology_series <- function(counters, axes) {
   dt[]
 }
 
-plot_replication <- function(counters, axes, caption) {
+plot_replication <- function(counters, axes, caption, spans = data.table()) {
   title <- "Replication per second: lag, distance, waiting, flow control"
   dt <- topology_series(counters, axes)
   if (nrow(dt) == 0) {
@@ -57,6 +57,7 @@ plot_replication <- function(counters, axes, caption) {
          subtitle = plot_subtitle(fixed_axes_text(dt, axes)),
          x = "time (s)", y = NULL, caption = caption) +
     theme_dbsweep()
+  p <- with_event_spans(p, spans_for(spans, dt, axes, ".cell"))
   with_panel_rows(p, nlevels(droplevels(dt$.metric)))
 }
 
@@ -85,7 +86,7 @@ rule_topology <- function(input, output, params, log = snakemake_log()) {
                 paste("On one host the nodes share its CPUs and disks: the shapes are a cluster's,",
                       "not its absolute figures."))
   write_md_table(table, output[["table_md"]], preamble = preamble, caption = caption)
-  p <- plot_replication(counters, axes, caption)
+  p <- plot_replication(counters, axes, caption, event_spans(read_events(input[["events"]], axes), axes))
   save_plot(p, output[["replication"]])
   log_line("replication -> %s", output[["replication"]])
   invisible(p)

@@ -8,6 +8,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from dbsweep import engines, workloads
+from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS
 from dbsweep.topology.figures import FIGURE_KEYS
 from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, PERCENTILE_COLUMNS, RATE_KEYS, SUMMARY_KEYS,
                              SYSTEM_COLUMNS, sample_columns)
@@ -29,7 +30,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
     summary_cols = (keys + ["tool", "kind", "per_second", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
                     + FIGURE_KEYS + RATE_KEYS + workloads.summary_keys())
     per_rep = {"samples": sample_columns(), "system": SYSTEM_COLUMNS, "counters": COUNTER_COLUMNS,
-               "percentiles": PERCENTILE_COLUMNS} | {name: list(cols) for name, cols in workloads.tables().items()}
+               "percentiles": PERCENTILE_COLUMNS, "events": EVENT_COLUMNS, "recovery": RECOVERY_COLUMNS} \
+        | {name: list(cols) for name, cols in workloads.tables().items()}
     with ExitStack() as stack:
         summary = stack.enter_context(_gz(out["summary"], summary_cols))
         writers = {name: stack.enter_context(_gz(out[name], keys + columns)) for name, columns in per_rep.items()}
@@ -42,7 +44,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
             summary.writerow(ident | final | {"kind": workload.kind, "per_second": int(workload.per_second)})
             for name, writer in writers.items():
                 path = rep_dir / f"{name}.csv"
-                if not path.exists() and name not in workload.tables:
+                if not path.exists() and (name not in workload.tables or name in ("events", "recovery")):
                     continue  # collected before that table existed; its workload has none
                 with open(path, newline="") as f:
                     for row in csv.DictReader(f):
@@ -66,7 +68,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
 
 
 TABLES = ("summary", "samples", "system", "counters", "percentiles")
-TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host", "node"}
+TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host", "node", "action", "target",
+                "outcome", "error"}
 
 
 def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:

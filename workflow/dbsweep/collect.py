@@ -7,6 +7,7 @@ import math
 from pathlib import Path
 
 from dbsweep import engines, monitors, workloads
+from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS, event_rows, recovery_rows
 from dbsweep.topology import figures as topology_figures
 from dbsweep.topology import proxies
 from dbsweep.workloads.contract import Run
@@ -34,8 +35,8 @@ DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_p
 
 
 def collect(run_json: Path, out: dict[str, Path]) -> None:
-    """out: samples, system, counters, percentiles (CSV), summary (JSON), and one CSV per table a
-    workload declares (workloads.tables(): every one, with only its header for other workloads)."""
+    """out: samples, system, counters, percentiles, events, recovery (CSV), summary (JSON), and one CSV per
+    table a workload declares (workloads.tables(): every one, with only its header for other workloads)."""
     record = json.loads(run_json.read_text())
     raw = run_json.parent / record["attempt"] / "raw"
     recipe = record["recipe"]
@@ -67,6 +68,9 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
                 for p, ms in tool.percentiles(raw)] if tool.percentiles else []
         write_csv(out["percentiles"], PERCENTILE_COLUMNS, rows)
+    if "events" in out:
+        write_csv(out["events"], EVENT_COLUMNS, event_rows(raw))
+        write_csv(out["recovery"], RECOVERY_COLUMNS, recovery_rows(recipe.get("events") or [], samples, counters))
     run = Run(system=system, cpus=record["host"]["cpus"])
     for name, columns in workloads.tables().items():
         if name in out:

@@ -8,7 +8,8 @@ rule aggregate:
         expand(
             "{rep_dir}/{name}",
             rep_dir=rep_dirs(),
-            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv"]
+            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv",
+                  "events.csv", "recovery.csv"]
             + [f"{name}.csv" for name in workloads.tables()],
         ),
     output:
@@ -18,6 +19,8 @@ rule aggregate:
         counters=f"{TABLES}/counters.csv.gz",
         **{name: f"{TABLES}/{name}.csv.gz" for name in workloads.tables()},  # the workloads' own tables
         percentiles=f"{TABLES}/percentiles.csv.gz",
+        events=f"{TABLES}/events.csv.gz",
+        recovery=f"{TABLES}/recovery.csv.gz",
         summary_parquet=f"{TABLES}/summary.parquet",
         samples_parquet=f"{TABLES}/samples.parquet",
         system_parquet=f"{TABLES}/system.parquet",

@@ -108,6 +108,7 @@ rule db_plots:
         counters=rules.aggregate.output.counters,
         provenance=rules.aggregate.output.provenance,
         steady_state=rules.statistics.output.steady_state,
+        events=rules.aggregate.output.events,
         library=R_LIBRARY,
     output:
         tps_memory=report(f"{PLOTS}/tps_vs_memory.png", caption="../report/tps_memory.rst", category="Plots"),
@@ -229,6 +230,7 @@ rule topology:
         summary=rules.aggregate.output.summary,
         counters=rules.aggregate.output.counters,
         provenance=rules.aggregate.output.provenance,
+        events=rules.aggregate.output.events,
         library=R_LIBRARY,
     output:
         table_csv=report(f"{TABLES}/topology.csv", caption="../report/topology.rst", category="Tables"),
@@ -238,6 +240,23 @@ rule topology:
         axes=STUDY.axes,
     log:
         "results/logs/topology.log",
+    script:
+        "../scripts/analysis.R"
+
+
+rule recovery:
+    localrule: True
+    input:
+        recovery=rules.aggregate.output.recovery,
+        provenance=rules.aggregate.output.provenance,
+        library=R_LIBRARY,
+    output:
+        table_csv=report(f"{TABLES}/recovery.csv", caption="../report/recovery.rst", category="Tables"),
+        table_md=f"{TABLES}/recovery.md",
+    params:
+        axes=STUDY.axes,
+    log:
+        "results/logs/recovery.log",
     script:
         "../scripts/analysis.R"
 
@@ -252,6 +271,7 @@ rule figures:
         steady_state=rules.statistics.output.steady_state,
         cell_stats_csv=rules.statistics.output.cell_stats_csv,
         comparisons_csv=rules.statistics.output.comparisons_csv,
+        events=rules.aggregate.output.events,
         library=R_LIBRARY,
     output:
         **{

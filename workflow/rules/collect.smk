@@ -11,6 +11,8 @@ rule collect:
         counters=f"{RUNS}/{{cell}}/rep~{{rep}}/counters.csv",
         summary=f"{RUNS}/{{cell}}/rep~{{rep}}/summary.json",
         percentiles=f"{RUNS}/{{cell}}/rep~{{rep}}/percentiles.csv",
+        events=f"{RUNS}/{{cell}}/rep~{{rep}}/events.csv",
+        recovery=f"{RUNS}/{{cell}}/rep~{{rep}}/recovery.csv",
         **{name: f"{RUNS}/{{cell}}/rep~{{rep}}/{name}.csv" for name in workloads.tables()},  # workloads' own
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",

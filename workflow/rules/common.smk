@@ -204,7 +204,7 @@ def final_targets():
 
 def analysis_targets():
     """The analysis rules the study's workloads declare (Workload.analyses), version tables with several
-    versions, open-loop ones with cells at a fixed rate, topology ones with topology cells."""
+    versions, open-loop ones with cells at a fixed rate, topology ones with topology cells, recovery with timed events."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
     used = {name for r in recipes for name in workloads.get(r["tool"]).analyses}
     names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
@@ -214,6 +214,8 @@ def analysis_targets():
         names.append("openloop")
     if any(r.get("topology") for r in recipes):
         names.append("topology")
+    if any(r.get("events") for r in recipes):
+        names.append("recovery")
     return [path for name in names for path in getattr(rules, name).output]
 
 
