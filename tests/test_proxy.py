@@ -3,11 +3,14 @@
 ProxySQL is packaged nowhere this project can reach: its adapter is tested as far as that allows (the
 refusals, the config text it writes).
 """
+import os
 import secrets
 import shutil
 import signal
 import socket
 import stat
+import subprocess
+import sys
 import tempfile
 import time
 from contextlib import ExitStack, contextmanager
@@ -206,8 +209,8 @@ def image(workdir) -> Path:
 
 
 @contextmanager
-def mariadb(workdir: Path, image: Path, name: str):
-    """A MariaDB server on its own copy of image, on 127.0.0.1 and a port of its own."""
+def mariadb(workdir: Path, image: Path, name: str, netns: str | None = None):
+    """A MariaDB server on its own copy of image, on 127.0.0.1 (of netns, when given) and a port of its own."""
     datadir = workdir / name / "data"
     shutil.rmtree(workdir / name, ignore_errors=True)
     (workdir / name).mkdir(mode=0o755)
@@ -215,7 +218,7 @@ def mariadb(workdir: Path, image: Path, name: str):
     chown_tree(datadir, MARIADB.SERVICE_USER)
     config = MARIADB.config_text("innodb", "64M", {}, datadir, workdir / name / "run", free_port())
     with open(workdir / name / "server.log", "a") as log:
-        with MARIADB.server("innodb", datadir, workdir / name / "run", config, log) as handle:
+        with MARIADB.server("innodb", datadir, workdir / name / "run", config, log, netns=netns) as handle:
             yield handle
 
 
@@ -230,12 +233,24 @@ def backends(handles, names=("primary", "replica1")) -> list[Backend]:
 
 
 @contextmanager
-def running(workdir: Path, settings: dict, backend_list: list[Backend]):
+def running(workdir: Path, settings: dict, backend_list: list[Backend], netns: str | None = None):
     rundir = workdir / f"proxy-{secrets.token_hex(3)}"
     port = free_port()
     with open(workdir / "proxy.log", "a") as log:
-        with proxy("haproxy", settings, ("127.0.0.1", port), backend_list, rundir, log) as handle:
+        with proxy("haproxy", settings, ("127.0.0.1", port), backend_list, rundir, log, netns) as handle:
             yield handle
+
+
+@contextmanager
+def namespace():
+    """A network namespace of this test's own with its loopback up; always removed."""
+    name = f"dbsweep-proxytest-{secrets.token_hex(3)}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "netns", "exec", name, "ip", "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=True)
 
 
 @pytest.mark.workflow
@@ -246,7 +261,7 @@ def test_a_query_through_haproxy_reaches_a_backend_and_stats_grow(workdir, serve
         config = Path(handle.facts["config"])
         assert config.stat().st_mode & 0o777 == 0o644 and PASSWORD not in config.read_text()
         pid = haproxy_pid(config.parent)
-        assert psutil.Process(pid).username() == "haproxy"
+        assert handle.pid == pid and psutil.Process(pid).username() == "haproxy"
         before = handle.stats()
         assert before["server.primary.up"] == 1 and before["frontend.sessions_total"] == 0
         for _ in range(5):
@@ -331,3 +346,25 @@ def test_a_port_in_use_fails_with_haproxys_message(workdir, servers):
                 with proxy("haproxy", {}, ("127.0.0.1", port), backends(servers), workdir / "proxy-taken", log):
                     pass
     assert [p.pid for p in psutil.process_iter(["cwd"]) if p.info["cwd"] == str(workdir / "proxy-taken")] == []
+
+
+@pytest.mark.workflow
+def test_haproxy_in_a_namespace_runs_there_as_haproxy(workdir, image):
+    """With netns, haproxy runs inside that namespace (ip netns exec, then setpriv to haproxy): a client
+    in the namespace reaches the node through it; the host's loopback has nothing on its port."""
+    with namespace() as netns, mariadb(workdir, image, "in-netns", netns) as node:
+        with running(workdir, {}, [Backend("primary", "127.0.0.1", node.port)], netns) as handle:
+            pid = haproxy_pid(Path(handle.facts["config"]).parent)
+            assert psutil.Process(pid).username() == "haproxy"
+            assert os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat(f"/run/netns/{netns}").st_ino
+            assert not listening(handle.port)
+            client = ("import sys, pymysql\n"
+                      f"db = pymysql.connect(host='127.0.0.1', port={handle.port}, user='{USER}', "
+                      f"password=sys.stdin.read(), database='{DATABASE}')\n"
+                      "cursor = db.cursor(); cursor.execute('SELECT @@port'); print(cursor.fetchone()[0])\n")
+            done = subprocess.run(["ip", "netns", "exec", netns, sys.executable, "-c", client], input=PASSWORD,
+                                  capture_output=True, text=True, timeout=60)
+            assert done.returncode == 0, done.stderr
+            assert int(done.stdout) == node.port
+            assert handle.stats()["frontend.sessions_total"] == 1
+    assert not psutil.pid_exists(pid)

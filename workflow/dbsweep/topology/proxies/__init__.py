@@ -51,6 +51,7 @@ class ProxyHandle:
     port: int
     facts: dict
     sample: Callable[[], dict[str, float]] = field(repr=False)
+    pid: int = 0  # the proxy's process (for a timed event that kills it)
 
     def stats(self) -> dict[str, float]:
         return self.sample()

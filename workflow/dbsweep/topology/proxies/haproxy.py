@@ -163,8 +163,8 @@ def run(settings: dict, listen: tuple[str, int], backends: list, rundir: Path, l
     facts = {"kind": KIND, "version": version(), "balance": settings["balance"], "config": str(config),
              "settings": dict(settings), "backends": [f"{b.name}={b.address}:{b.port}" for b in backends],
              "netns": netns}
-    with supervise(launch, handle, log, cgroup):
-        yield ProxyHandle(kind=KIND, address=listen[0], port=int(listen[1]), facts=facts,
+    with supervise(launch, handle, log, cgroup) as started:
+        yield ProxyHandle(kind=KIND, address=listen[0], port=int(listen[1]), facts=facts, pid=started.pid,
                           sample=lambda: parse_stat(query(stats_socket, "show stat"), names))
 
 

@@ -178,5 +178,6 @@ def run(settings: dict, listen: tuple[str, int], backends: list, rundir: Path, l
             cursor.execute("SELECT Variable_Name, Variable_Value FROM stats_mysql_global")
             return parse_stats(pool, cursor.fetchall(), names)
 
-    with supervise(launch, handle, log, cgroup):
-        yield ProxyHandle(kind=KIND, address=listen[0], port=int(listen[1]), facts=facts, sample=sample)
+    with supervise(launch, handle, log, cgroup) as started:
+        yield ProxyHandle(kind=KIND, address=listen[0], port=int(listen[1]), facts=facts, pid=started.pid,
+                          sample=sample)
