@@ -368,3 +368,24 @@ def test_haproxy_in_a_namespace_runs_there_as_haproxy(workdir, image):
             assert int(done.stdout) == node.port
             assert handle.stats()["frontend.sessions_total"] == 1
     assert not psutil.pid_exists(pid)
+
+
+@pytest.mark.workflow
+def test_haproxy_holds_300_client_connections_at_once(workdir, servers):
+    """256 benchmark threads and more: haproxy's maxconn and file limits take 300 sessions without a
+    warning (raw TCP clients that only connect; the server sends its greeting and waits)."""
+    with running(workdir, {}, backends(servers)) as handle, ExitStack() as stack:
+        for _ in range(300):
+            stack.enter_context(socket.create_connection(("127.0.0.1", handle.port), timeout=5))
+        numbers = settled(handle, "frontend.sessions_current", 300)
+        assert numbers["server.primary.sessions_current"] + numbers["server.replica1.sessions_current"] == 300
+        said = (Path(handle.facts["config"]).parent / "server.log").read_text()
+    assert "maxconn" not in said and "FD limit" not in said, said
+
+
+def test_proxysql_without_the_login_refuses_before_starting(tmp_path):
+    with pytest.raises(RuntimeError, match="needs the benchmark login"):
+        with proxy("proxysql", {"path": "/bin/true"}, ("127.0.0.1", free_port()), [Backend("primary", "127.0.0.1", 1)],
+                   tmp_path / "run", open(tmp_path / "log", "w")):
+            pass
+    assert not (tmp_path / "run").exists()
