@@ -30,6 +30,7 @@ from dbsweep.engines import (Handle, Launch, binary, check_socket_path, prepare_
                              supervise, version_line, write_config)
 from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
+from dbsweep.topology.proxies import ProxyHandle
 
 KIND = "haproxy"
 USER = "haproxy"  # Debian's package makes it; nothing else of this user's runs in our run folder
@@ -116,9 +117,9 @@ def query(stats_socket: Path, command: str) -> str:
     return b"".join(chunks).decode(errors="replace")
 
 
-def parse_stat(text: str, names: dict[str, str]) -> dict[str, float]:
-    """"show stat" CSV -> numbers: "frontend.<metric>", "backend.<metric>", "server.<name>.<metric>" (names:
-    haproxy's server name -> ours); "up" 1/0 from the status column."""
+def parse_stat(text: str, names: set[str]) -> dict[str, float]:
+    """"show stat" CSV -> numbers: "frontend.<metric>", "backend.<metric>", "server.<name>.<metric>" for the
+    backends' names; "up" 1/0 from the status column."""
     out = {}
     lines = text.splitlines()
     if not lines or not lines[0].startswith("# "):
@@ -129,7 +130,7 @@ def parse_stat(text: str, names: dict[str, str]) -> dict[str, float]:
         elif row["pxname"] == BACKEND and row["svname"] == "BACKEND":
             prefix = "backend"
         elif row["pxname"] == BACKEND and row["svname"] in names:
-            prefix = f"server.{names[row['svname']]}"
+            prefix = f"server.{row['svname']}"
         else:
             continue
         for column, metric in COLUMNS.items():
@@ -145,7 +146,6 @@ def parse_stat(text: str, names: dict[str, str]) -> dict[str, float]:
 def run(settings: dict, listen: tuple[str, int], backends: list, rundir: Path, log, netns: str | None,
         login: tuple[str, str] | None, cgroup: Callable[[int], None] | None) -> Iterator:
     """haproxy on listen in front of backends, ready (its stats socket answers); stopped on exit."""
-    from dbsweep.topology.proxies import ProxyHandle
     del login  # TCP mode: the client logs in to the node itself
     rundir = prepare_rundir(rundir, USER)
     stats_socket = rundir / STATS_NAME
@@ -159,7 +159,7 @@ def run(settings: dict, listen: tuple[str, int], backends: list, rundir: Path, l
                     user=USER, drop_privileges=netns is None, ready=lambda h: socket_answers(h.socket),
                     stop_signal=signal.SIGTERM, logs=[], error_lines=_error_lines, leftovers=[stats_socket])
     handle = Handle(engine=KIND, port=int(listen[1]), socket=stats_socket, rundir=rundir, datadir=rundir)
-    names = {b.name: b.name for b in backends}
+    names = {b.name for b in backends}
     facts = {"kind": KIND, "version": version(), "balance": settings["balance"], "config": str(config),
              "settings": dict(settings), "backends": [f"{b.name}={b.address}:{b.port}" for b in backends],
              "netns": netns}

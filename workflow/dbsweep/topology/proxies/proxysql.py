@@ -27,6 +27,7 @@ from dbsweep.engines import (Handle, Launch, chown_tree, check_socket_path, prep
                              supervise, version_line, write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
+from dbsweep.topology.proxies import ProxyHandle
 
 KIND = "proxysql"
 USER = "nobody"
@@ -145,7 +146,6 @@ def run(settings: dict, listen: tuple[str, int], backends: list, rundir: Path, l
     """ProxySQL on listen in front of backends, ready (its admin socket answers); stopped on exit."""
     import pymysql
 
-    from dbsweep.topology.proxies import ProxyHandle
     if login is None:
         raise RuntimeError("ProxySQL logs in to the nodes itself: proxy() needs the benchmark login")
     program = str(settings["path"])
