@@ -122,7 +122,7 @@ def node_counter_rows(raw: Path, record: dict, window_start: float) -> list[dict
     family = engines.family(record["recipe"]["engine"])
     rows = []
     for node, path in topology_figures.node_files(raw, record):
-        counting = proxies if node == topology_figures.PROXY else family
+        counting = proxies.adapter(record["recipe"]["proxy"]["type"]) if node == topology_figures.PROXY else family
         rows += [row | {"node": node} for row in counter_rows(path, window_start, counting)]
     return rows + topology_figures.derived_rows(rows, record, family)
 

@@ -95,7 +95,8 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
         stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
         handle = stack.enter("service", recipe["proxy"]["name"],
                              proxies.proxy(recipe["proxy"]["type"], settings, (client, database.free_port()),
-                                           backends, folder, log, netns=net.namespaces[CLIENT]))
+                                           backends, folder, log, netns=net.namespaces[CLIENT],
+                                           login=(first.conn.user, first.conn.password)))
         first = through(first, handle.address, handle.port)
     here = socket.gethostname()
     declared = topology.get("hosts", {})
