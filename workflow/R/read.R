@@ -27,7 +27,8 @@ DATABASE_SAMPLES_COLUMNS <- c("tps", "qps")
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
 TEXT_COLUMNS <- c("tool", "kind", "device", "name", "check", "phase", "op", "metric", "ci_method", "axis",
-                  "baseline", "axis_value", "verdict", "test", "source", "host", "node")
+                  "baseline", "axis_value", "verdict", "test", "source", "host", "node",
+                  "action", "target", "outcome", "error")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
 # The axis names from snakemake@params[["axes"]], checked.

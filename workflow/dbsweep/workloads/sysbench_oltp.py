@@ -328,6 +328,41 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
     seconds = [r["second"] for r in rows]
     if seconds != sorted(set(seconds)):
         raise ValueError(f"{path}: interval lines are not in increasing seconds: {seconds}")
+    return _with_waits(rows, Path(rawdir) / stdout.replace("stdout", "stderr"), start)
+
+
+# --- what a stall second still shows (workflow/lua/wait_report.lua) ---------------------------
+
+WAIT_REPORT = Path(__file__).resolve().parents[2] / "lua" / "wait_report.lua"
+MAX_LINE = re.compile(r"^dbsweep-max (\d+) ([0-9.]+)$", re.M)
+LONG_LINE = re.compile(r"^dbsweep-long ([0-9.]+) ([0-9.]+)$", re.M)
+
+
+def wait_report(argv: list[str], origin: float) -> tuple[list[str], dict]:
+    """A `run` command made to run its script through wait_report.lua (per-second maximum latency, and
+    the start and end of every long transaction, on stderr), and the environment it needs."""
+    if argv[-1] != "run":
+        return argv, {}
+    return [argv[0], str(WAIT_REPORT), *argv[2:]], {"DBSWEEP_SCRIPT": argv[1], "DBSWEEP_ORIGIN": f"{origin:.6f}"}
+
+
+def _with_waits(rows: list[dict], stderr: Path, start: float) -> list[dict]:
+    """Rows with lat_max_ms (the longest transaction that ended in the second) and wait_ms (the longest
+    any transaction had been running by the second's end, counting one still running then: in a second
+    without a completed transaction, how long its transactions had waited), where the run reported them."""
+    text = stderr.read_text(errors="replace") if stderr.exists() else ""
+    if "dbsweep-" not in text:
+        return rows
+    worst: dict[int, float] = {}
+    for second, ms in MAX_LINE.findall(text):
+        worst[int(second)] = max(worst.get(int(second), 0.0), float(ms))
+    long = [(float(a), float(b)) for a, b in LONG_LINE.findall(text)]
+    for row in rows:
+        k = row["second"]
+        row["lat_max_ms"] = worst.get(k)
+        begin, end = start + k - 1, start + k
+        waited = [min(b, end) - a for a, b in long if a < end and b > begin]
+        row["wait_ms"] = round(1000 * max(waited), 3) if waited else row["lat_max_ms"]
     return rows
 
 
@@ -440,4 +475,5 @@ WORKLOAD = Workload(
     summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True,
     dataset_options=(*DATASET_DEFAULTS, ENGINE), settings=("dataset_options", "prepare_threads"),
     analyses=("statistics", "figures", "db_tables", "db_plots"),
-    percentiles=percentiles, percentile_source="sysbench histogram", client=client)
+    percentiles=percentiles, percentile_source="sysbench histogram", client=client,
+    sample_columns=("lat_max_ms", "wait_ms"), wait_report=wait_report)

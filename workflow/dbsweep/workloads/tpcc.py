@@ -190,4 +190,4 @@ WORKLOAD = Workload(
     summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True,
     dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "db_tables", "db_plots", "tpcc_table"),
     summary_keys=tuple(EXTRA_KEYS), detail_keys=tuple(DETAIL_KEYS), not_applicable=not_applicable,
-    after_run=after_run)
+    after_run=after_run, sample_columns=("lat_max_ms", "wait_ms"), wait_report=oltp.wait_report)
