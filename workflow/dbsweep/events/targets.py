@@ -178,27 +178,32 @@ class Targets:
         _end(proc)
         return f"stress-ng pid {proc.pid} stopped"
 
-    def drop_caches(self, event: dict) -> str:
-        database.drop_caches()
-        return "page cache, dentries and inodes dropped"
+    def drop_caches(self, event: dict, index: int) -> str:
+        return self._background(index, database.drop_caches, "dropped (sync, then page cache, dentries, inodes)")
 
-    # --- server ----------------------------------------------------------------------------
-
-    def sql(self, event: dict, index: int) -> str:
-        node = self.node(event)
-        db = node.db
-
+    def _background(self, index: int, work, said: str) -> str:
+        """work() in a thread of its own (a sync may take seconds; the schedule goes on); its outcome
+        noted when it ends."""
         def run():
             started = time.time()
             try:
-                db.family.admin_sql(db.handle, event["statement"].rstrip().rstrip(";") + ";\n")
-                self.outcomes[index] = f"done after {time.time() - started:.2f} s"
+                work()
+                self.outcomes[index] = f"{said} after {time.time() - started:.2f} s"
             except Exception as e:  # noqa: BLE001 - its outcome, recorded
                 self.outcomes[index] = f"failed after {time.time() - started:.2f} s: {e}"
 
         thread = threading.Thread(target=run, daemon=True)
         thread.start()
         self.threads.append(thread)
+        return "started"
+
+    # --- server ----------------------------------------------------------------------------
+
+    def sql(self, event: dict, index: int) -> str:
+        node = self.node(event)
+        db = node.db
+        statement = event["statement"].rstrip().rstrip(";") + ";\n"
+        self._background(index, lambda: db.family.admin_sql(db.handle, statement), "done")
         return f"running on {node.name}"
 
     def command(self, event: dict, index: int) -> str:
