@@ -166,7 +166,7 @@ class Network:
 
     def measure_rtt(self, count: int = 5) -> dict[str, float]:
         """"a-b" -> the median round trip of count pings from a to b, in ms (nan: no answer, e.g. cut)."""
-        pings = {f"{a}-{b}": subprocess.Popen([*self.enter(a), "ping", "-n", "-U", "-c", str(count), "-i", "0.05",
+        pings = {f"{a}-{b}": subprocess.Popen([*self.enter(a), "ping", "-n", "-U", "-c", str(count), "-i", "0.01",
                                                "-W", "2", self.addresses[b]],
                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
                  for a, b in self._links}
