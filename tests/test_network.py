@@ -234,3 +234,20 @@ def test_unknown_link_and_bad_conditions_are_refused():
             net.set_loss("b", "a", 101)
         with pytest.raises(ValueError, match="latency_ms -2"):
             net.set_latency("b", "a", -2)
+
+
+def test_long_host_names_get_short_interface_names():
+    with network(["client", "replica-in-another-zone"], [LinkSpec("client", "replica-in-another-zone")],
+                 io.StringIO()) as net:
+        links = subprocess.run(["ip", "-n", net.namespaces["client"], "-o", "link"], capture_output=True,
+                               text=True, check=True).stdout
+        assert " peer1@" in links and net.ifname("replica-in-another-zone", "client") == "to-client"
+        assert ping(net, "client", "replica-in-another-zone").returncode == 0
+
+
+def test_a_dead_delayer_is_reported_not_taken_for_a_cut():
+    with network(["a", "b"], [LinkSpec("a", "b", 1.0)], io.StringIO()) as net:
+        net._delayers["b"].kill()
+        net._delayers["b"].wait()
+        with pytest.raises(RuntimeError, match="the delayer of b .* exited with -9"):
+            net.measure_rtt()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import select
+import signal
 import socket
 import struct
 import sys
@@ -165,6 +166,7 @@ class Delayer:
 
 
 def main() -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C is the owner's to handle; it then closes stdin
     Delayer().run()
     return 0
 

@@ -3,7 +3,7 @@
 Each host gets a namespace of its own (named `dbs<pid><random>-<host>`, so repetitions running at once
 on one machine never meet) with `lo` up and one IPv4 address, a /32 on `lo` from 198.18.0.0/15 (the
 range set aside for benchmarks, RFC 2544). Every link is a veth pair (the end in a's namespace is
-named `to-<b>`) with a /32 route to the peer's address over it: nothing is routed anywhere else, and
+named `to-<b>`, or `peer<i>` when that is too long) with a /32 route to the peer's address over it: nothing is routed anywhere else, and
 nothing of it is in the host's namespace.
 
 Link conditions act on what ARRIVES at each end, in that end's iptables INPUT chain, so the sender
@@ -93,7 +93,7 @@ class Network:
     def ifname(self, host: str, peer: str) -> str:
         """The name, in host's namespace, of its end of the link to peer."""
         name = f"to-{peer}"
-        return name if len(name) <= IFNAMSIZ else f"to-{self._index[peer]}"
+        return name if len(name) <= IFNAMSIZ else f"peer{self._index[peer]}"
 
     # link conditions (issue 15's timed events call these during the measured window)
     def cut(self, a: str, b: str) -> None:
@@ -166,6 +166,9 @@ class Network:
 
     def measure_rtt(self, count: int = 5) -> dict[str, float]:
         """"a-b" -> the median round trip of count pings from a to b, in ms (nan: no answer, e.g. cut)."""
+        for host, proc in self._delayers.items():
+            if proc.poll() is not None:  # its links would drop everything: say so, not "cut"
+                raise RuntimeError(f"the delayer of {host} ({self.namespaces[host]}) exited with {proc.returncode}")
         pings = {f"{a}-{b}": subprocess.Popen([*self.enter(a), "ping", "-n", "-U", "-c", str(count), "-i", "0.01",
                                                "-W", "2", self.addresses[b]],
                                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
