@@ -181,7 +181,8 @@ with network(["a", "b"], [LinkSpec("a", "b", 2.0)], sys.stderr, Path(sys.argv[1]
 def test_namespaces_of_a_killed_owner_are_released(tmp_path, how):
     active = tmp_path / "active"
     owner = subprocess.Popen([sys.executable, "-c", OWNER, str(active)], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
+                             stderr=subprocess.DEVNULL, text=True,
+                             env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
     names = set(owner.stdout.readline().split())
     assert len(names) == 2 and names <= namespaces()
     spaces = inodes(names)

@@ -3,8 +3,8 @@
 Each host gets a namespace of its own (named `dbs<pid><random>-<host>`, so repetitions running at once
 on one machine never meet) with `lo` up and one IPv4 address, a /32 on `lo` from 198.18.0.0/15 (the
 range set aside for benchmarks, RFC 2544). Every link is a veth pair (the end in a's namespace is
-named `to-<b>`, or `peer<i>` when that is too long) with a /32 route to the peer's address over it: nothing is routed anywhere else, and
-nothing of it is in the host's namespace.
+named `to-<b>`, or `peer<i>` when that is too long) with a /32 route to the peer's address over it:
+nothing is routed anywhere else, and nothing of it is in the host's namespace.
 
 Link conditions act on what ARRIVES at each end, in that end's iptables INPUT chain, so the sender
 never sees a local error and TCP behaves as over a real link:
@@ -122,11 +122,29 @@ class Network:
         link = self.link(a, b)
         for key, value in conditions.items():
             setattr(link, key, value)
-        self._apply(link.a)
-        self._apply(link.b)
+        self._apply([link.a, link.b])
 
-    def _apply(self, host: str) -> None:
-        """Make host's INPUT chain (and its delayer) match the conditions of its links, in one step."""
+    def _apply(self, hosts: list[str]) -> None:
+        """Make each host's INPUT chain (and its delayer) match the conditions of its links, each in one
+        step, all hosts at once (a cut takes effect at both ends within a few ms)."""
+        texts = {host: self._rules(host) for host in hosts}
+        restores = {}
+        for host, text in texts.items():
+            argv = [*self.enter(host), "iptables-restore"]
+            self._log.write(f"$ {' '.join(argv)}\n")
+            restores[host] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                              stderr=subprocess.STDOUT, text=True)
+            restores[host].stdin.write(text)
+            restores[host].stdin.close()
+        for host, proc in restores.items():
+            out = proc.stdout.read()
+            if proc.wait() != 0:
+                raise RuntimeError(f"iptables-restore in {self.namespaces[host]} failed ({proc.returncode}): "
+                                   f"{out.strip()}")
+            proc.stdout.close()
+
+    def _rules(self, host: str) -> str:
+        """host's INPUT chain for the conditions of its links, as iptables-restore reads it."""
         rules = []
         for link in self._links.values():
             if host not in (link.a, link.b):
@@ -142,8 +160,7 @@ class Network:
                 queue = self._index[peer]
                 self._delay(host, queue, link.latency_ms / 2, link.jitter_ms / 2)
                 rules.append(["-A", "INPUT", "-i", dev, "-j", "NFQUEUE", "--queue-num", str(queue)])
-        text = "*filter\n:INPUT ACCEPT [0:0]\n" + "".join(" ".join(rule) + "\n" for rule in rules) + "COMMIT\n"
-        self._run([*self.enter(host), "iptables-restore"], input=text)
+        return "*filter\n:INPUT ACCEPT [0:0]\n" + "".join(" ".join(rule) + "\n" for rule in rules) + "COMMIT\n"
 
     def _delay(self, host: str, queue: int, delay_ms: float, jitter_ms: float) -> None:
         """Tell host's delayer (started when first needed) the one-way delay of a queue; returns once the
@@ -190,9 +207,9 @@ class Network:
                 "method": "veth pairs; latency: NFQUEUE user-space delayer at each end's input (half each); "
                           "loss and cut: iptables INPUT drop"}
 
-    def _run(self, argv: list[str], input: str | None = None) -> None:
+    def _run(self, argv: list[str]) -> None:
         self._log.write(f"$ {' '.join(argv)}\n")
-        storage.sh(argv, input=input)
+        storage.sh(argv)
 
     def _build(self) -> None:
         for host, ns in self.namespaces.items():
@@ -206,9 +223,7 @@ class Network:
                 self._run(["ip", "-n", ns, "link", "set", dev, "up"])
                 self._run(["ip", "-n", ns, "route", "add", f"{self.addresses[peer]}/32", "dev", dev,
                            "src", self.addresses[host]])
-        for host in self.namespaces:
-            if any(host in pair for pair in self._links):
-                self._apply(host)
+        self._apply([host for host in self.namespaces if any(host in pair for pair in self._links)])
 
     def _close(self) -> None:
         """Stop the delayers, delete the namespaces (and with them every veth and rule); raise if one stays."""
