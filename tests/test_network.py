@@ -2,6 +2,7 @@
 import io
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -41,7 +42,7 @@ def delayers(spaces: set[str]) -> list[int]:
 
 
 def ping(net, a, b, count=1) -> subprocess.CompletedProcess:
-    return subprocess.run([*net.enter(a), "ping", "-n", "-c", str(count), "-i", "0.01", "-W", "0.5", net.addresses[b]],
+    return subprocess.run([*net.enter(a), "ping", "-n", "-U", "-c", str(count), "-i", "0.01", "-W", "0.5", net.addresses[b]],
                           capture_output=True, text=True)
 
 
@@ -78,6 +79,8 @@ def test_latency_adds_its_round_trip_time():
         assert net.measure_rtt(count=10)["client-far"] < 0.5
         net.set_latency("client", "near", 10.0, jitter_ms=2.0)
         assert 9.0 <= net.measure_rtt(count=10)["client-near"] <= 14.0
+        times = [float(t) for t in re.findall(r"time=([0-9.]+)", ping(net, "client", "near", count=20).stdout)]
+        assert len(times) == 20 and max(times) - min(times) > 1.0  # ±1 ms each way: a spread of up to 4 ms
         assert net.facts["links"][0] == {"a": "client", "b": "near", "latency_ms": 10.0, "jitter_ms": 2.0,
                                          "loss_percent": 0.0, "cut": False}
 
