@@ -42,7 +42,8 @@ def delayers(spaces: set[str]) -> list[int]:
 
 
 def ping(net, a, b, count=1) -> subprocess.CompletedProcess:
-    return subprocess.run([*net.enter(a), "ping", "-n", "-U", "-c", str(count), "-i", "0.01", "-W", "0.5", net.addresses[b]],
+    return subprocess.run([*net.enter(a), "ping", "-n", "-U", "-c", str(count), "-i", "0.01", "-W", "0.5",
+                           net.addresses[b]],
                           capture_output=True, text=True)
 
 
