@@ -1,10 +1,10 @@
 """Filesystems for a run: sparse loop images, mkfs, mount, and always release.
 
 Everything set up is recorded in an `active` folder while it exists (mounts, loop
-devices, scratch files that may hold a secret), so what a run killed with SIGKILL
-set up is released by its guardian or the next run on the same host (sweep_stale):
-unmounted and detached for real, never lazily, once the run's processes are
-killed (runtime.cgroup).
+devices, scratch files that may hold a secret, a topology's network namespaces), so
+what a run killed with SIGKILL set up is released by its guardian or the next run on
+the same host (sweep_stale): unmounted, detached and deleted for real, never lazily,
+once the run's processes are killed (runtime.cgroup).
 """
 from __future__ import annotations
 
@@ -22,6 +22,7 @@ from pathlib import Path
 
 LOOP_TYPES = ("ext4", "xfs", "btrfs")
 _FORCE = {"ext4": "-F", "xfs": "-f", "btrfs": "-f"}
+NETNS_DIR = Path("/run/netns")  # where `ip netns` keeps a namespace by name
 
 
 @dataclass
@@ -290,11 +291,24 @@ def _release(active: Path, chosen) -> list[str]:
         if "loop" in record and _loop_backs(record["loop"], record["image"]):
             detach(record["loop"])
             released.append(record["loop"])
+        if "netns" in record:
+            released += [f"netns {name}" for name in delete_netns(record["netns"])]
         if "remove" in record and Path(record["remove"]).exists():
             _remove(Path(record["remove"]))
             released.append(record["remove"])
         entry.unlink(missing_ok=True)
     return released
+
+
+def delete_netns(names: list[str]) -> list[str]:
+    """Delete those of the named network namespaces (topology.network's) that exist, and with them their
+    veths and rules; return the ones deleted."""
+    deleted = []
+    for name in names:
+        if (NETNS_DIR / name).exists():
+            sh(["ip", "netns", "delete", name])
+            deleted.append(name)
+    return deleted
 
 
 def _alive(pid: int) -> bool:
