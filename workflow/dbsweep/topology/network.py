@@ -8,10 +8,11 @@ nothing is routed anywhere else, and nothing of it is in the host's namespace.
 
 Link conditions act on what ARRIVES at each end, in that end's iptables INPUT chain, so the sender
 never sees a local error and TCP behaves as over a real link:
-- latency_ms (the added ROUND TRIP) is half on each end, held by a user-space delayer through
-  NFQUEUE (topology/delayer.py: this host's kernel has no sch_netem); jitter_ms spreads the round
-  trip uniformly by ±jitter_ms (±jitter_ms/2 each way), in order. A link at latency 0 has no rule and
-  no delayer: the plain veth.
+- latency_ms (the added ROUND TRIP) is half on each end: with tc netem on each end's egress where
+  the kernel has sch_netem (Debian's does), else held by a user-space delayer through NFQUEUE at
+  each end's input (topology/delayer.py; some VM kernels, this project's CI host among them, are
+  built without netem; the delayer costs CPU, see BENCHMARKS.md); jitter_ms spreads the round trip by
+  ±jitter_ms (±jitter_ms/2 each way). A link at latency 0 has no rule and no delay: the plain veth.
 - cut drops everything both ways, silently, like a cable pulled between two switches: the interfaces
   stay up and routed, so TCP retransmits and a connect times out, and heal lets the same connections
   go on (a link set down would instead delete the routes and fail sends at once).
@@ -23,6 +24,7 @@ SIGKILL (the delayers end on their own: their stdin closes with the owner).
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 import os
 import pwd
@@ -86,6 +88,7 @@ class Network:
         self._delayers: dict[str, subprocess.Popen] = {}
         self._queued: dict[str, dict[int, tuple[float, float]]] = {}  # host -> queue -> what its delayer was told
         self._rtt: dict[str, float] = {}
+        self._shaped: dict[tuple[str, str], tuple[float, float]] = {}  # (host, its link end) -> netem delay, jitter
 
     def enter(self, host: str, user: str | None = None) -> list[str]:
         return enter_argv(self.namespaces[host], user)
@@ -142,6 +145,25 @@ class Network:
                 raise RuntimeError(f"iptables-restore in {self.namespaces[host]} failed ({proc.returncode}): "
                                    f"{out.strip()}")
             proc.stdout.close()
+        if netem_available():
+            for host in hosts:
+                self._netem(host)
+
+    def _netem(self, host: str) -> None:
+        """With sch_netem: half of each link's round trip as a netem delay on host's end (its egress)."""
+        for link in self._links.values():
+            if host not in (link.a, link.b):
+                continue
+            dev = self.ifname(host, link.b if host == link.a else link.a)
+            wanted = (link.latency_ms / 2, link.jitter_ms / 2)
+            if self._shaped.get((host, dev), (0.0, 0.0)) == wanted:
+                continue
+            if wanted[0] > 0:
+                delay = [f"{wanted[0]:g}ms"] + ([f"{wanted[1]:g}ms"] if wanted[1] > 0 else [])
+                self._run([*self.enter(host), "tc", "qdisc", "replace", "dev", dev, "root", "netem", "delay", *delay])
+            else:
+                self._run([*self.enter(host), "tc", "qdisc", "del", "dev", dev, "root"])
+            self._shaped[(host, dev)] = wanted
 
     def _rules(self, host: str) -> str:
         """host's INPUT chain for the conditions of its links, as iptables-restore reads it."""
@@ -156,7 +178,7 @@ class Network:
             elif link.loss_percent > 0:
                 rules.append(["-A", "INPUT", "-i", dev, "-m", "statistic", "--mode", "random",
                               "--probability", f"{link.loss_percent / 100:.6f}", "-j", "DROP"])
-            if link.latency_ms > 0:
+            if link.latency_ms > 0 and not netem_available():
                 queue = self._index[peer]
                 self._delay(host, queue, link.latency_ms / 2, link.jitter_ms / 2)
                 rules.append(["-A", "INPUT", "-i", dev, "-j", "NFQUEUE", "--queue-num", str(queue)])
@@ -204,8 +226,10 @@ class Network:
                 "links": [{"a": l.a, "b": l.b, "latency_ms": l.latency_ms, "jitter_ms": l.jitter_ms,
                            "loss_percent": l.loss_percent, "cut": l.cut} for l in self._links.values()],
                 "rtt_ms": dict(self._rtt),
-                "method": "veth pairs; latency: NFQUEUE user-space delayer at each end's input (half each); "
-                          "loss and cut: iptables INPUT drop"}
+                "method": "veth pairs; latency: " + ("tc netem at each end's egress (half each)" if netem_available()
+                                                     else "NFQUEUE user-space delayer at each end's input (half "
+                                                          "each): this kernel has no sch_netem")
+                          + "; loss and cut: iptables INPUT drop"}
 
     def _run(self, argv: list[str]) -> None:
         self._log.write(f"$ {' '.join(argv)}\n")
@@ -241,6 +265,21 @@ class Network:
         self._delayers.clear()
         for name in storage.delete_netns(list(self.namespaces.values())):
             self._log.write(f"$ ip netns delete {name}\n")
+
+
+@functools.cache
+def netem_available() -> bool:
+    """Whether this kernel has sch_netem (Debian's has; some VM kernels are built without it), tried once
+    in a namespace of its own."""
+    probe = f"dbs-netem-probe-{os.getpid()}"
+    if subprocess.run(["ip", "netns", "add", probe], capture_output=True).returncode != 0:
+        return False
+    try:
+        done = subprocess.run(["ip", "netns", "exec", probe, "tc", "qdisc", "add", "dev", "lo", "root", "netem",
+                               "delay", "1ms"], capture_output=True)
+        return done.returncode == 0
+    finally:
+        subprocess.run(["ip", "netns", "delete", probe], capture_output=True)
 
 
 def check(hosts: list[str], links: list[LinkSpec]) -> None:
