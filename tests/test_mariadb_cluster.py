@@ -1,0 +1,221 @@
+"""MariaDB topologies with real servers on 127.0.0.1 (distinct ports, no namespaces): GTID replication,
+async and semi-synchronous, and a Galera cluster whose members join by IST from the same image.
+
+One datadir (the "image": a benchmark user and a small table) is initialized per module; every node
+gets its own copy of it, as a topology cell's nodes get the prepared image.
+"""
+import io
+import json
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import pytest
+
+from dbsweep import database
+from dbsweep.engines import family
+from dbsweep.errors import ConfigError
+from dbsweep.topology.nodes import NodeSpec
+
+pytestmark = pytest.mark.workflow
+mariadb = family("innodb")
+
+
+def free_ports(count: int) -> int:
+    """A port p with p .. p+count-1 free on 127.0.0.1 (a Galera member uses four)."""
+    for _ in range(100):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + count > 65535:
+            continue
+        try:
+            holders = [socket.socket() for _ in range(count)]
+            for offset, sock in enumerate(holders):
+                sock.bind(("127.0.0.1", base + offset))
+        except OSError:
+            continue
+        finally:
+            for sock in holders:
+                sock.close()
+        return base
+    raise RuntimeError("no free port range")
+
+
+@pytest.fixture(scope="module")
+def workdir():
+    """A 0755 folder under /tmp: the servers run as mysql, who cannot enter pytest's 0700 tmp_path."""
+    path = Path(tempfile.mkdtemp(prefix="dbsweep-cluster-", dir="/tmp"))
+    path.chmod(0o755)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def tmp(workdir, request):
+    path = workdir / request.node.name[:40]
+    path.mkdir()
+    return path
+
+
+@pytest.fixture(scope="module")
+def image(workdir):
+    """A datadir with the benchmark user and a table of 100 rows, shut down cleanly."""
+    root = workdir / "image"
+    root.mkdir()
+    log = io.StringIO()
+    mariadb.initialize(root / database.DATADIR, log)
+    creds = database.new_credentials(root)
+    with database.running({"engine": "innodb"}, root, log) as db:
+        mariadb.create_user(db.handle, creds["user"], creds["password"], creds["database"])
+        mariadb.user_sql(db.handle, db.conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;\n"
+                         "INSERT INTO t SELECT seq, seq FROM seq_1_to_100;\n")
+    return root
+
+
+def nodes_for(image: Path, tmp: Path, names_roles: list[tuple[str, str]], ports: int) -> list[NodeSpec]:
+    nodes = []
+    for index, (name, role) in enumerate(names_roles):
+        root = tmp / name
+        root.mkdir()
+        root.chmod(0o755)
+        subprocess.run(["cp", "-a", str(image / database.DATADIR), str(root / database.DATADIR)], check=True)
+        subprocess.run(["cp", "-a", str(image / database.CREDENTIALS), str(root)], check=True)
+        nodes.append(NodeSpec(name, role, index, "127.0.0.1", free_ports(ports), root))
+    return nodes
+
+
+@contextmanager
+def cluster(image, tmp, engine, kind, settings, names_roles, clients=("127.0.0.1",)):
+    log = io.StringIO()
+    nodes = nodes_for(image, tmp, names_roles, mariadb.NODE_PORTS[kind])
+    with ExitStack() as stack:
+        def start(node, options):
+            return stack.enter_context(database.running({"engine": engine}, node.root, log, node=node,
+                                                        node_options=options))
+        dbs = mariadb.start_cluster(engine, kind, settings, nodes, start, list(clients), log)
+        yield nodes, dbs, log
+
+
+def query(db, sql: str) -> list[tuple]:
+    session = mariadb.connect(db.conn)
+    try:
+        with session.cursor() as cursor:
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+    finally:
+        session.close()
+
+
+def wait_for(check, timeout: float = 30.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+REPLICA = [("primary", "primary"), ("replica1", "replica")]
+
+
+def test_async_replica_applies_a_write_and_reports_the_primarys_position(image, tmp):
+    with cluster(image, tmp, "innodb", "async", {"replicas": 1}, REPLICA) as (nodes, dbs, log):
+        primary, replica = dbs["primary"], dbs["replica1"]
+        before = mariadb.counters(primary.local)
+        query(primary, "INSERT INTO t VALUES (1000, 1)")
+        assert wait_for(lambda: query(replica, "SELECT v FROM t WHERE id = 1000") == [(1,)])
+        after = mariadb.counters(primary.local)
+        assert after["replication_position"] == before.get("replication_position", 0) + 1
+        seen = wait_for(lambda: mariadb.counters(replica.local).get("replication_position")
+                        == after["replication_position"] and mariadb.counters(replica.local))
+        assert seen and seen["replication_lag_s"] == 0
+        assert "replication_lag_s" not in after  # a primary has no lag
+        assert query(replica, "SELECT @@read_only") == [(1,)]
+        assert nodes[1].facts["source"] == "primary" and nodes[1].facts["provision_s"] > 0
+        # the replication password went through stdin only: not in any log nor config
+        password = mariadb.admin_sql(replica.handle, "SELECT 1;\n") and _master_password(replica)
+        assert password and password not in log.getvalue()
+        for path in (primary.handle.rundir, replica.handle.rundir):
+            for file in path.glob("*"):
+                if file.is_file() and file.suffix in (".log", ".cnf"):
+                    assert password not in file.read_text(errors="replace"), file
+        # a stopped replica reports lag -1, and stays a replica for counters()
+        mariadb.admin_sql(replica.handle, "STOP SLAVE;\n")
+        assert mariadb.counters(replica.local)["replication_lag_s"] == -1
+
+
+def _master_password(db) -> str:
+    """The password the replica stored for its source (master.info, in its datadir)."""
+    lines = (db.handle.datadir / "master.info").read_text().splitlines()
+    return lines[5]
+
+
+def test_semisync_commits_wait_for_the_replica_and_fall_back_when_it_is_gone(image, tmp):
+    settings = {"replicas": 1, "replication": "semisync", "semisync_timeout_ms": 500}
+    with cluster(image, tmp, "innodb", "semisync", settings, REPLICA) as (nodes, dbs, log):
+        primary, replica = dbs["primary"], dbs["replica1"]
+        first = mariadb.counters(primary.local)
+        assert first["Rpl_semi_sync_master_status"] == 1 and first["Rpl_semi_sync_master_clients"] == 1
+        query(primary, "INSERT INTO t VALUES (2000, 1)")
+        second = mariadb.counters(primary.local)
+        assert second["Rpl_semi_sync_master_yes_tx"] == first["Rpl_semi_sync_master_yes_tx"] + 1
+        assert second["Rpl_semi_sync_master_no_tx"] == first["Rpl_semi_sync_master_no_tx"]
+        assert mariadb.counters(replica.local)["Rpl_semi_sync_slave_status"] == 1
+        assert query(primary, "SELECT @@rpl_semi_sync_master_timeout") == [(500,)]
+        assert nodes[0].facts["semisync_timeout_ms"] == 500
+        mariadb.admin_sql(replica.handle, "STOP SLAVE;\n")  # the replica is gone for the primary
+        began = time.monotonic()
+        query(primary, "INSERT INTO t VALUES (2001, 1)")
+        waited = time.monotonic() - began
+        third = mariadb.counters(primary.local)
+        assert third["Rpl_semi_sync_master_status"] == 0
+        assert third["Rpl_semi_sync_master_no_tx"] == second["Rpl_semi_sync_master_no_tx"] + 1
+        assert 0.4 < waited < 5, waited  # it waited for the timeout, then committed without the replica
+
+
+def test_galera3_forms_a_synced_cluster_by_ist_and_replicates_a_write(image, tmp):
+    members = [("node1", "member"), ("node2", "member"), ("node3", "member")]
+    with cluster(image, tmp, "innodb", "galera", {"nodes": 3}, members) as (nodes, dbs, log):
+        for name, db in dbs.items():
+            sample = mariadb.counters(db.local)
+            assert sample["wsrep_cluster_size"] == 3, name
+            assert sample["wsrep_local_state"] == 4, name  # Synced
+        assert nodes[0].facts["state_transfer"] == "bootstrap"
+        for node, db in zip(nodes[1:], list(dbs.values())[1:]):
+            assert node.facts["state_transfer"] in ("ist", "none"), node.facts
+            text = (db.handle.rundir / mariadb.ERROR_LOG).read_text(errors="replace")
+            assert "wsrep_sst_" not in text and "SST" not in text.replace("SST method", ""), node.name
+            assert node.facts["cluster_uuid"] == nodes[0].facts["cluster_uuid"]
+        query(dbs["node1"], "INSERT INTO t VALUES (3000, 7)")
+        assert wait_for(lambda: query(dbs["node3"], "SELECT v FROM t WHERE id = 3000") == [(7,)])
+        assert query(dbs["node3"], "SELECT count(*) FROM t") == [(101,)]  # the image's rows, plus one
+        after = [mariadb.counters(db.local)["replication_position"] for db in dbs.values()]
+        assert len(set(after)) == 1 and after[0] >= 1
+
+
+def test_galera_with_myrocks_is_refused_before_any_server_starts(tmp_path):
+    started = []
+    node = NodeSpec("node1", "member", 0, "127.0.0.1", 1, tmp_path)
+    with pytest.raises(ConfigError, match="'galera' is not applicable to engine myrocks"):
+        mariadb.start_cluster("myrocks", "galera", {"nodes": 3}, [node], lambda n, o: started.append(n),
+                              [], io.StringIO())
+    assert started == [] and mariadb.REPLICATION["myrocks"] == ("async", "semisync")
+    assert "galera" in mariadb.REPLICATION["innodb"]
+
+
+def test_single_node_lets_the_clients_addresses_log_in(image, tmp):
+    with cluster(image, tmp, "innodb", None, {}, [("primary", "primary")],
+                 clients=("127.0.0.1", "10.91.0.2")) as (nodes, dbs, log):
+        hosts = mariadb.admin_sql(dbs["primary"].handle,
+                                  "SELECT host FROM mysql.user WHERE user = 'dbsweep' ORDER BY host;\n").split()
+        assert hosts == ["10.91.0.2", "127.0.0.1", "localhost"]
+        grants = mariadb.admin_sql(dbs["primary"].handle, "SHOW GRANTS FOR 'dbsweep'@'10.91.0.2';\n")
+        assert "GRANT ALL PRIVILEGES ON `dbsweep`.*" in grants
+        assert "replication_position" not in mariadb.counters(dbs["primary"].local)  # no binary log
+    with pytest.raises(ConfigError, match="client address: 'host; DROP' is not an IP address"):
+        mariadb.start_cluster("innodb", None, {}, nodes, lambda n, o: None, ["host; DROP"], io.StringIO())
