@@ -64,6 +64,13 @@ SOCKET_NAME = "mysqld.sock"
 PID_NAME = "mysqld.pid"
 ERROR_LOG = "error.log"
 
+# engine -> the replication kinds it runs (topologies); MyRocks has no Galera: not applicable, listed as such.
+REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
+                                           "myrocks": ("async", "semisync")}
+# Consecutive ports a node of a replication kind uses from its port (several Galera members may share
+# 127.0.0.1): SQL; Galera adds group communication (port+1), IST (port+2) and SST receive (port+3).
+NODE_PORTS = {None: 1, "async": 1, "semisync": 1, "galera": 4}
+
 # What `memory` sets, per engine.
 MEMORY_OPTION = {"innodb": "innodb_buffer_pool_size", "myrocks": "rocksdb_block_cache_size"}
 
@@ -833,5 +840,9 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
     raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
 
 
-# Topologies (replication, Galera) live beside this module; imported last, as it uses the functions above.
-from dbsweep.engines.mariadb_cluster import NODE_PORTS, REPLICATION, start_cluster  # noqa: E402,F401
+
+def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],
+                  log) -> dict:
+    """A topology's nodes started, replicating, reachable from clients: see mariadb_cluster.start_cluster."""
+    from dbsweep.engines import mariadb_cluster  # it builds on this module
+    return mariadb_cluster.start_cluster(engine, kind, settings, nodes, start, clients, log)

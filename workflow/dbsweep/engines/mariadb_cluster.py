@@ -1,13 +1,16 @@
 """MariaDB topologies: one node the clients reach, a primary with GTID replicas (async or semi-synchronous),
-and a Galera cluster (galera-4) whose members join by IST, never SST.
+and a Galera cluster (galera-4) whose members join from their image, never by SST.
 
 Every node's root already holds its own copy of the cell's prepared image (the same datadir), so:
 
 - a replica starts replicating at the image's GTID position (its gtid_slave_pos is set to its own
   @@gtid_binlog_pos, which is the image's and so the primary's): nothing is copied over the network;
-- a Galera member other than the first gets a grastate.dat with the bootstrapped cluster's uuid and
-  seqno before it starts, so it joins with an IST of what it misses (nothing, at start) and never an
-  SST; the SST method is one with no script (NO_SST), so a member that needed one fails loudly.
+- the first Galera member bootstraps a new cluster on its image; before each other member starts, it
+  gets a grastate.dat with that cluster's uuid and its seqno at that moment (each join adds one), so it
+  joins with "state transfer needed: no": no SST and no IST. The SST method is one with no script
+  (NO_SST): a member that needed a transfer stops with "Failed to prepare for 'dbsweep_refuses_sst'
+  SST", never copies. (MariaDB's joiner runs the SST script's prepare step even for an IST, so with
+  NO_SST a member that is behind, e.g. one restarted after writes, cannot rejoin by IST either.)
 
 Setup statements that every node runs for itself (accounts) run with sql_log_bin=0, so the image's GTID
 position stays where it is and replication starts with nothing to apply. Passwords go on the client's
@@ -23,18 +26,13 @@ from pathlib import Path
 from typing import Callable
 
 from dbsweep.engines import mariadb as family
+from dbsweep.engines.mariadb import REPLICATION
 from dbsweep.errors import ConfigError
 
-# engine -> the replication kinds it runs (MyRocks has no Galera: not applicable, listed as such)
-REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
-                                           "myrocks": ("async", "semisync")}
 REPLICATION_USER = "dbsweep_repl"
 CLUSTER_NAME = "dbsweep"
 GALERA_PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
 NO_SST = "dbsweep_refuses_sst"  # no wsrep_sst_<this> script exists: an SST request fails and says so
-# Consecutive ports a node uses from node.port (several Galera members may share 127.0.0.1):
-# SQL, group communication (gmcast), IST, SST receive.
-NODE_PORTS = {None: 1, "async": 1, "semisync": 1, "galera": 4}
 WAIT_S = 120  # for replicas to replicate and members to be Synced
 SEMISYNC_TIMEOUT_MS = 10000  # MariaDB's default rpl_semi_sync_master_timeout
 
@@ -234,9 +232,11 @@ def state_transfer(error_log: Path) -> str:
     text = error_log.read_text(errors="replace") if error_log.is_file() else ""
     if "SST received" in text or "SST succeeded" in text or "Running: 'wsrep_sst_" in text:
         return "sst"
-    if "IST received" in text or "Receiving IST" in text:
+    if "IST received" in text or "Receiving IST" in text or "Prepared IST receiver" in text:
         return "ist"
-    return "none"
+    if "state transfer needed: no" in text:
+        return "none"
+    return "unknown"
 
 
 def _galera(engine, settings, nodes, start, clients, log) -> dict:
@@ -251,11 +251,12 @@ def _galera(engine, settings, nodes, start, clients, log) -> dict:
     boot = dbs[first.name]
     _wait_synced(boot, first.name, 1)
     state = _status(boot, "wsrep_local_state_uuid")["wsrep_local_state_uuid"]
-    seqno = int(_status(boot, "wsrep_last_committed")["wsrep_last_committed"])
-    first.facts.update({"role": "member", "replication": "galera", "cluster_uuid": state, "seqno_start": seqno,
-                        "bootstrap": True, "state_transfer": "bootstrap"})
+    first.facts.update({"role": "member", "replication": "galera", "cluster_uuid": state, "bootstrap": True,
+                        "state_transfer": "bootstrap"})
     for node in others:
         began = time.monotonic()
+        # The cluster's seqno now (each member's joining is one more): a joiner at it needs no state transfer.
+        seqno = int(_status(boot, "wsrep_last_committed")["wsrep_last_committed"])
         write_grastate(node.root / "data", state, seqno)
         db = dbs[node.name] = start(node, node_options("galera", node, nodes, settings, engine))
         _wait_synced(db, node.name, node.index + 1)
