@@ -59,24 +59,34 @@ def workdir():
 
 @pytest.fixture
 def tmp(workdir, request):
-    path = workdir / request.node.name[:40]
-    path.mkdir()
+    path = Path(tempfile.mkdtemp(prefix=request.node.name[:30] + "-", dir=workdir))
+    path.chmod(0o755)
     return path
 
 
 @pytest.fixture(scope="module")
-def image(workdir):
-    """A datadir with the benchmark user and a table of 100 rows, shut down cleanly."""
-    root = workdir / "image"
-    root.mkdir()
-    log = io.StringIO()
-    mariadb.initialize(root / database.DATADIR, log)
-    creds = database.new_credentials(root)
-    with database.running({"engine": "innodb"}, root, log) as db:
-        mariadb.create_user(db.handle, creds["user"], creds["password"], creds["database"])
-        mariadb.user_sql(db.handle, db.conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT) ENGINE=InnoDB;\n"
-                         "INSERT INTO t SELECT seq, seq FROM seq_1_to_100;\n")
-    return root
+def images(workdir):
+    """engine -> a datadir with the benchmark user and a table of 100 rows, shut down cleanly (made once)."""
+    made = {}
+
+    def image(engine: str) -> Path:
+        if engine not in made:
+            root = made[engine] = workdir / f"image-{engine}"
+            root.mkdir()
+            log = io.StringIO()
+            mariadb.initialize(root / database.DATADIR, log)
+            creds = database.new_credentials(root)
+            with database.running({"engine": engine}, root, log) as db:
+                mariadb.create_user(db.handle, creds["user"], creds["password"], creds["database"])
+                mariadb.user_sql(db.handle, db.conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT);\n"
+                                 "INSERT INTO t SELECT seq, seq FROM seq_1_to_100;\n")
+        return made[engine]
+    return image
+
+
+@pytest.fixture
+def image(images):
+    return images("innodb")
 
 
 def nodes_for(image: Path, tmp: Path, names_roles: list[tuple[str, str]], ports: int) -> list[NodeSpec]:
@@ -125,9 +135,12 @@ def wait_for(check, timeout: float = 30.0):
 REPLICA = [("primary", "primary"), ("replica1", "replica")]
 
 
-def test_async_replica_applies_a_write_and_reports_the_primarys_position(image, tmp):
-    with cluster(image, tmp, "innodb", "async", {"replicas": 1}, REPLICA) as (nodes, dbs, log):
+@pytest.mark.parametrize("engine", ["innodb", "myrocks"])
+def test_async_replica_applies_a_write_and_reports_the_primarys_position(images, tmp, engine):
+    with cluster(images(engine), tmp, engine, "async", {"replicas": 1}, REPLICA) as (nodes, dbs, log):
         primary, replica = dbs["primary"], dbs["replica1"]
+        assert query(replica, "SELECT count(*), (SELECT lower(engine) FROM information_schema.tables "
+                              "WHERE table_name = 't') FROM t") == [(100, {"innodb": "innodb", "myrocks": "rocksdb"}[engine])]
         before = mariadb.counters(primary.local)
         query(primary, "INSERT INTO t VALUES (1000, 1)")
         assert wait_for(lambda: query(replica, "SELECT v FROM t WHERE id = 1000") == [(1,)])
