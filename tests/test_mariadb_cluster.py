@@ -1,5 +1,6 @@
 """MariaDB topologies with real servers on 127.0.0.1 (distinct ports, no namespaces): GTID replication,
-async and semi-synchronous, and a Galera cluster whose members join by IST from the same image.
+async and semi-synchronous, and a Galera cluster whose members join from the same image with no state
+transfer (neither SST nor IST).
 
 One datadir (the "image": a benchmark user and a small table) is initialized per module; every node
 gets its own copy of it, as a topology cell's nodes get the prepared image.
@@ -22,7 +23,6 @@ from dbsweep.engines import family, mariadb_cluster
 from dbsweep.errors import ConfigError
 from dbsweep.topology.nodes import NodeSpec
 
-pytestmark = pytest.mark.workflow
 mariadb = family("innodb")
 
 
@@ -135,6 +135,7 @@ def wait_for(check, timeout: float = 30.0):
 REPLICA = [("primary", "primary"), ("replica1", "replica")]
 
 
+@pytest.mark.workflow
 @pytest.mark.parametrize("engine", ["innodb", "myrocks"])
 def test_async_replica_applies_a_write_and_reports_the_primarys_position(images, tmp, engine):
     with cluster(images(engine), tmp, engine, "async", {"replicas": 1}, REPLICA) as (nodes, dbs, log):
@@ -170,6 +171,7 @@ def _master_password(db) -> str:
     return lines[5]
 
 
+@pytest.mark.workflow
 def test_semisync_commits_wait_for_the_replica_and_fall_back_when_it_is_gone(image, tmp):
     settings = {"replicas": 1, "replication": "semisync", "semisync_timeout_ms": 500}
     with cluster(image, tmp, "innodb", "semisync", settings, REPLICA) as (nodes, dbs, log):
@@ -193,7 +195,8 @@ def test_semisync_commits_wait_for_the_replica_and_fall_back_when_it_is_gone(ima
         assert 0.4 < waited < 5, waited  # it waited for the timeout, then committed without the replica
 
 
-def test_galera3_forms_a_synced_cluster_by_ist_and_replicates_a_write(image, tmp):
+@pytest.mark.workflow
+def test_galera3_forms_a_synced_cluster_without_state_transfer_and_replicates_a_write(image, tmp):
     members = [("node1", "member"), ("node2", "member"), ("node3", "member")]
     with cluster(image, tmp, "innodb", "galera", {"nodes": 3}, members) as (nodes, dbs, log):
         for name, db in dbs.items():
@@ -213,6 +216,7 @@ def test_galera3_forms_a_synced_cluster_by_ist_and_replicates_a_write(image, tmp
         assert len(set(after)) == 1 and after[0] >= 1
 
 
+@pytest.mark.workflow
 def test_a_galera_joiner_behind_the_cluster_fails_loudly_instead_of_copying(image, tmp):
     """A member whose data is behind would need a state transfer: the SST method has no script, so the
     server stops with the reason, and nothing is copied."""
@@ -242,6 +246,7 @@ def test_galera_with_myrocks_is_refused_before_any_server_starts(tmp_path):
     assert "galera" in mariadb.REPLICATION["innodb"]
 
 
+@pytest.mark.workflow
 def test_single_node_lets_the_clients_addresses_log_in(image, tmp):
     with cluster(image, tmp, "innodb", None, {}, [("primary", "primary")],
                  clients=("127.0.0.1", "10.91.0.2")) as (nodes, dbs, log):
@@ -253,3 +258,43 @@ def test_single_node_lets_the_clients_addresses_log_in(image, tmp):
         assert "replication_position" not in mariadb.counters(dbs["primary"].local)  # no binary log
     with pytest.raises(ConfigError, match="client address: 'host; DROP' is not an IP address"):
         mariadb.start_cluster("innodb", None, {}, nodes, lambda n, o: None, ["host; DROP"], io.StringIO())
+
+
+def test_counters_kinds_of_the_replication_numbers():
+    """Running totals get per-second deltas; levels are drawn as they are."""
+    for name in ("wsrep_flow_control_paused_ns", "wsrep_flow_control_sent", "wsrep_flow_control_recv",
+                 "wsrep_local_cert_failures", "wsrep_replicated", "wsrep_replicated_bytes", "wsrep_received",
+                 "wsrep_last_committed", "replication_position", "Rpl_semi_sync_master_no_tx",
+                 "Rpl_semi_sync_master_yes_tx"):
+        assert mariadb.CUMULATIVE(name), name
+    for name in ("wsrep_flow_control_paused", "wsrep_local_recv_queue", "wsrep_local_recv_queue_avg",
+                 "wsrep_cluster_size", "wsrep_local_state", "replication_lag_s", "Rpl_semi_sync_master_status",
+                 "Rpl_semi_sync_master_clients"):
+        assert not mariadb.CUMULATIVE(name), name
+    assert mariadb.gtid_seq_no("1-2-7,0-1-42") == 42
+    assert mariadb.gtid_seq_no("") is None and mariadb.gtid_seq_no("1-2-7") is None
+
+
+def test_node_options_of_each_kind():
+    nodes = [NodeSpec("primary", "primary", 0, "10.0.0.1", 3306, Path("/x")),
+             NodeSpec("replica1", "replica", 1, "10.0.0.2", 3306, Path("/y"))]
+    settings = {"semisync_timeout_ms": 2000}
+    primary = mariadb_cluster.node_options("semisync", nodes[0], nodes, settings)
+    replica = mariadb_cluster.node_options("semisync", nodes[1], nodes, settings)
+    assert primary["server_id"] == 1 and replica["server_id"] == 2
+    assert primary["rpl_semi_sync_master_timeout"] == 2000 and primary["rpl_semi_sync_master_enabled"] == "ON"
+    assert replica["rpl_semi_sync_slave_enabled"] == "ON" and replica["read_only"] == "ON"
+    assert primary["read_only"] is False and "rpl_semi_sync_master_enabled" not in replica
+    assert "rpl_semi_sync_master_enabled" not in mariadb_cluster.node_options("async", nodes[0], nodes, {})
+    members = [NodeSpec(f"node{i + 1}", "member", i, "127.0.0.1", 5000 + 10 * i, Path("/z")) for i in range(3)]
+    first = mariadb_cluster.node_options("galera", members[0], members, {})
+    second = mariadb_cluster.node_options("galera", members[1], members, {})
+    assert first["wsrep_cluster_address"] == "gcomm://127.0.0.1:5001,127.0.0.1:5011,127.0.0.1:5021"
+    assert first["wsrep_new_cluster"] is True and "wsrep_new_cluster" not in second
+    assert second["wsrep_provider_options"] == "gmcast.listen_addr=tcp://127.0.0.1:5011;ist.recv_addr=127.0.0.1:5012"
+    assert second["wsrep_sst_method"] == mariadb_cluster.NO_SST and mariadb.NODE_PORTS["galera"] == 4
+    # the my.cnf a node gets: dbsweep's node options win over a study's
+    text = mariadb.config_text("innodb", None, {"binlog_format": "MIXED"}, Path("/d"), Path("/r"), 5000,
+                               node_options=second)
+    assert "binlog_format=ROW" in text and "binlog_format=MIXED" not in text
+    assert 'wsrep_provider_options=gmcast.listen_addr=tcp://127.0.0.1:5011;ist.recv_addr=127.0.0.1:5012' in text
