@@ -133,18 +133,21 @@ def wait_for(check, timeout: float = 30.0):
 
 
 REPLICA = [("primary", "primary"), ("replica1", "replica")]
+REPLICAS = [("primary", "primary"), ("replica1", "replica"), ("replica2", "replica")]
 
 
 @pytest.mark.workflow
 @pytest.mark.parametrize("engine", ["innodb", "myrocks"])
 def test_async_replica_applies_a_write_and_reports_the_primarys_position(images, tmp, engine):
-    with cluster(images(engine), tmp, engine, "async", {"replicas": 1}, REPLICA) as (nodes, dbs, log):
+    with cluster(images(engine), tmp, engine, "async", {"replicas": 2}, REPLICAS) as (nodes, dbs, log):
         primary, replica = dbs["primary"], dbs["replica1"]
         assert query(replica, "SELECT count(*), (SELECT lower(engine) FROM information_schema.tables "
                               "WHERE table_name = 't') FROM t") == [(100, {"innodb": "innodb", "myrocks": "rocksdb"}[engine])]
         before = mariadb.counters(primary.local)
         query(primary, "INSERT INTO t VALUES (1000, 1)")
-        assert wait_for(lambda: query(replica, "SELECT v FROM t WHERE id = 1000") == [(1,)])
+        for name in ("replica1", "replica2"):
+            assert wait_for(lambda: query(dbs[name], "SELECT v FROM t WHERE id = 1000") == [(1,)]), name
+        assert [n.facts["gtid_start"] for n in nodes] == ["", "", ""]  # the image's position: no binary log yet
         after = mariadb.counters(primary.local)
         assert after["replication_position"] == before.get("replication_position", 0) + 1
         seen = wait_for(lambda: mariadb.counters(replica.local).get("replication_position")
@@ -291,6 +294,7 @@ def test_node_options_of_each_kind():
     second = mariadb_cluster.node_options("galera", members[1], members, {})
     assert first["wsrep_cluster_address"] == "gcomm://127.0.0.1:5001,127.0.0.1:5011,127.0.0.1:5021"
     assert first["wsrep_new_cluster"] is True and "wsrep_new_cluster" not in second
+    assert "wsrep_new_cluster" not in mariadb_cluster.node_options("galera", members[0], members, {}, bootstrap=False)
     assert second["wsrep_provider_options"] == "gmcast.listen_addr=tcp://127.0.0.1:5011;ist.recv_addr=127.0.0.1:5012"
     assert second["wsrep_sst_method"] == mariadb_cluster.NO_SST and mariadb.NODE_PORTS["galera"] == 4
     # the my.cnf a node gets: dbsweep's node options win over a study's

@@ -44,8 +44,11 @@ def check(engine: str, kind: str | None) -> None:
                           f"(it runs {', '.join(REPLICATION.get(engine, ())) or 'none'})")
 
 
-def node_options(kind: str | None, node, nodes: list, settings: dict, engine: str = "innodb") -> dict:
-    """The server options dbsweep sets for node in a topology of kind (they win over a study's options)."""
+def node_options(kind: str | None, node, nodes: list, settings: dict, engine: str = "innodb",
+                 bootstrap: bool | None = None) -> dict:
+    """The server options dbsweep sets for node in a topology of kind (they win over a study's options).
+    bootstrap (Galera): whether the node starts a new cluster; default: the first node does. A member
+    restarted into a running cluster (a timed event) needs bootstrap=False."""
     if kind is None:
         return {}
     if kind in ("async", "semisync"):
@@ -69,7 +72,7 @@ def node_options(kind: str | None, node, nodes: list, settings: dict, engine: st
                                           f"ist.recv_addr={node.address}:{node.port + 2}",
                 "wsrep_sst_method": NO_SST, "binlog_format": "ROW", "default_storage_engine": "InnoDB",
                 "innodb_autoinc_lock_mode": 2, "server_id": node.index + 1}
-        if node.index == 0:
+        if node.index == 0 if bootstrap is None else bootstrap:
             opts["wsrep_new_cluster"] = True
         return opts
     raise ConfigError(f"replication: {kind!r} is not one of async, semisync, galera")
