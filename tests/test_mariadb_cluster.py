@@ -5,6 +5,7 @@ transfer (neither SST nor IST).
 One datadir (the "image": a benchmark user and a small table) is initialized per module; every node
 gets its own copy of it, as a topology cell's nodes get the prepared image.
 """
+import dataclasses
 import io
 import os
 import json
@@ -302,3 +303,20 @@ def test_node_options_of_each_kind():
                                node_options=second)
     assert "binlog_format=ROW" in text and "binlog_format=MIXED" not in text
     assert 'wsrep_provider_options=gmcast.listen_addr=tcp://127.0.0.1:5011;ist.recv_addr=127.0.0.1:5012' in text
+
+
+@pytest.mark.workflow
+def test_sessions_through_sockets_are_per_server_when_nodes_share_a_port(image, tmp):
+    """Nodes in namespaces may all listen on one port, and this process reaches them through their sockets:
+    the cached sessions of counters() and variables() are the socket's, not the port's."""
+    port = free_ports(1)
+    log = io.StringIO()
+    nodes = nodes_for(image, tmp, [("a", "primary"), ("b", "primary")], 1)
+    with ExitStack() as stack:
+        ids = {}
+        for n, node in enumerate(nodes):
+            node.address, node.port = f"127.0.0.{n + 2}", port
+            db = stack.enter_context(database.running({"engine": "innodb"}, node.root, log, node=node,
+                                                      node_options={"server_id": 11 + n}))
+            ids[node.name] = dataclasses.replace(db.conn, host=None)
+        assert [dict(mariadb.variables(ids[name]))["server_id"] for name in ("a", "b")] == ["11", "12"]

@@ -525,7 +525,7 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
         with supervise(launch, handle, log, cgroup) as running:
             yield running
     finally:
-        _forget(handle.port)
+        _forget(handle.port, handle.socket)
 
 
 def admin_sql(handle: Handle, sql: str) -> str:
@@ -633,7 +633,9 @@ _sessions: dict[tuple, object] = {}
 
 def _query(conn: Conn, sql: str, by_name: bool = False) -> list:
     """The rows of sql (tuples, or dicts by column name) in the cached session."""
-    key = (conn.host, conn.port, conn.user, conn.database, threading.get_ident())
+    # A session through the socket is the socket's: nodes in namespaces may all listen on one port.
+    key = (conn.host, conn.port, str(conn.socket) if conn.host is None else None, conn.user, conn.database,
+           threading.get_ident())
     for attempt in (1, 2):
         session = _sessions.get(key)
         if session is None:
@@ -653,10 +655,10 @@ def _query(conn: Conn, sql: str, by_name: bool = False) -> list:
     return []
 
 
-def _forget(port: int) -> None:
-    """Close the cached sessions of the server on port (it is stopping); forget it was a replica."""
-    _replicas.difference_update({key for key in _replicas if key[1] == port})
-    for key in [key for key in list(_sessions) if key[1] == port]:
+def _forget(port: int, socket: Path) -> None:
+    """Close the cached sessions of the server on port and socket (it is stopping); forget it was a replica."""
+    _replicas.difference_update({key for key in _replicas if key[1] == port and key[2] == socket})
+    for key in [key for key in list(_sessions) if key[1] == port and key[2] in (None, str(socket))]:
         session = _sessions.pop(key, None)
         try:
             if session is not None:
