@@ -65,6 +65,13 @@ SOCKET_NAME = "mysqld.sock"
 PID_NAME = "mysqld.pid"
 ERROR_LOG = "error.log"
 
+# engine -> the replication kinds it runs (topologies); MyRocks has no Galera: not applicable, listed as such.
+REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
+                                           "myrocks": ("async", "semisync")}
+# Consecutive ports a node of a replication kind uses from its port (several Galera members may share
+# 127.0.0.1): SQL; Galera adds group communication (port+1), IST (port+2) and SST receive (port+3).
+NODE_PORTS = {None: 1, "async": 1, "semisync": 1, "galera": 4}
+
 # What `memory` sets, per engine.
 MEMORY_OPTION = {"innodb": "innodb_buffer_pool_size", "myrocks": "rocksdb_block_cache_size"}
 
@@ -519,7 +526,7 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
         with supervise(launch, handle, log, cgroup) as running:
             yield running
     finally:
-        _forget(handle.port)
+        _forget(handle.port, handle.socket)
 
 
 def admin_sql(handle: Handle, sql: str) -> str:
@@ -532,6 +539,21 @@ def admin_sql(handle: Handle, sql: str) -> str:
         client, env = b.tool(b.client)
     return run_client([*client, f"--socket={handle.socket}", "--user=root",
                        "--batch", "--skip-column-names"], sql, env=env)
+
+
+def admin_sql_rows(handle: Handle, sql: str) -> list[dict[str, str]]:
+    """Like admin_sql, the rows of its last result set by column name (NULL as "NULL")."""
+    if handle.basedir is None:
+        client, env = [binary("mariadb", "/usr/bin"), "--no-defaults"], ENV
+    else:
+        b = build(handle.basedir)
+        client, env = b.tool(b.client)
+    out = run_client([*client, f"--socket={handle.socket}", "--user=root", "--batch"], sql, env=env)
+    lines = out.splitlines()
+    if not lines:
+        return []
+    names = lines[0].split("\t")
+    return [dict(zip(names, line.split("\t"))) for line in lines[1:]]
 
 
 def user_sql(handle: Handle, conn: Conn, sql: str) -> str:
@@ -610,14 +632,17 @@ def sysbench_args(engine: str) -> list[str]:
 _sessions: dict[tuple, object] = {}
 
 
-def _query(conn: Conn, sql: str) -> list[tuple]:
-    key = (conn.host, conn.port, conn.user, conn.database, threading.get_ident())
+def _query(conn: Conn, sql: str, by_name: bool = False) -> list:
+    """The rows of sql (tuples, or dicts by column name) in the cached session."""
+    # A session through the socket is the socket's: nodes in namespaces may all listen on one port.
+    key = (conn.host, conn.port, str(conn.socket) if conn.host is None else None, conn.user, conn.database,
+           threading.get_ident())
     for attempt in (1, 2):
         session = _sessions.get(key)
         if session is None:
             session = _sessions[key] = connect(conn)
         try:
-            with session.cursor() as cursor:
+            with session.cursor(pymysql.cursors.DictCursor if by_name else None) as cursor:
                 cursor.execute(sql)
                 return list(cursor.fetchall())
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
@@ -631,9 +656,10 @@ def _query(conn: Conn, sql: str) -> list[tuple]:
     return []
 
 
-def _forget(port: int) -> None:
-    """Close the cached sessions of the server on port (it is stopping)."""
-    for key in [key for key in list(_sessions) if key[1] == port]:
+def _forget(port: int, socket: Path) -> None:
+    """Close the cached sessions of the server on port and socket (it is stopping); forget it was a replica."""
+    _replicas.difference_update({key for key in _replicas if key[1] == port and key[2] == socket})
+    for key in [key for key in list(_sessions) if key[1] == port and key[2] in (None, str(socket))]:
         session = _sessions.pop(key, None)
         try:
             if session is not None:
@@ -651,13 +677,56 @@ def version(conn: Conn) -> str:
 
 
 def counters(conn: Conn) -> dict[str, float]:
-    """One sample of SHOW GLOBAL STATUS, numeric values only (ON/OFF as 1/0), names as the server gives them."""
+    """One sample of SHOW GLOBAL STATUS, numeric values only (ON/OFF as 1/0), names as the server gives them,
+    plus, where the server replicates, with one more query at most:
+
+    - replication_position: a number that grows with every transaction: wsrep_last_committed on a Galera
+      member (from the status: no query); on a replica the seq_no of the domain-0 GTID of @@gtid_slave_pos;
+      else the seq_no of the domain-0 GTID of @@gtid_binlog_pos (absent without a binary log);
+    - replication_lag_s, on a replica only: Seconds_Behind_Master of its default connection, -1 when the
+      server reports NULL (its threads do not run).
+
+    A server is a replica once its status counts a running replica thread (Slaves_running); it stays one
+    (a stopped replica reports lag -1) until SHOW ALL SLAVES STATUS has no connection left. The benchmark
+    user reads that with SLAVE MONITOR, which start_cluster grants on replicated nodes."""
     sample = {}
     for name, value in _query(conn, "SHOW GLOBAL STATUS"):
         number = status_number(value)
         if number is not None:
             sample[name] = number
+    key = (conn.host, conn.port, conn.socket)
+    if "wsrep_last_committed" in sample:
+        sample["replication_position"] = sample["wsrep_last_committed"]
+    elif sample.get("Slaves_running", 0) > 0 or key in _replicas:
+        rows = _query(conn, "SHOW ALL SLAVES STATUS", by_name=True)
+        default = [row for row in rows if not row.get("Connection_name")]
+        if default:
+            _replicas.add(key)
+            row = default[0]
+            position = gtid_seq_no(row.get("Gtid_Slave_Pos"))
+            if position is not None:
+                sample["replication_position"] = float(position)
+            lag = row.get("Seconds_Behind_Master")
+            sample["replication_lag_s"] = -1.0 if lag is None else float(lag)
+        else:
+            _replicas.discard(key)
+    else:
+        position = gtid_seq_no(_query(conn, "SELECT @@global.gtid_binlog_pos")[0][0])
+        if position is not None:
+            sample["replication_position"] = float(position)
     return sample
+
+
+_replicas: set[tuple] = set()  # servers (host, port, socket) counters() has seen replicating
+
+
+def gtid_seq_no(text, domain: int = 0) -> int | None:
+    """The seq_no of domain's GTID in a GTID list ("0-1-42,1-2-7" -> 42), None when it has none."""
+    for gtid in str(text or "").split(","):
+        parts = gtid.strip().split("-")
+        if len(parts) == 3 and parts[0].isdigit() and int(parts[0]) == domain and parts[2].isdigit():
+            return int(parts[2])
+    return None
 
 
 def status_number(value) -> float | None:
@@ -733,7 +802,11 @@ _GAUGE = re.compile(
     r"qcache_(free_blocks|free_memory|queries_in_cache|total_blocks)$|rpl_semi_sync_\w*(clients|status|avg_\w*|"
     r"wait_sessions)$|slave_(heartbeat_period|open_temp_tables|running)$|slaves_|ssl_|"
     r"table_open_cache_active_instances$|tc_log_(max_pages_used|page_size)$|threadpool_|"
-    r"threads_(cached|connected|running)$|wsrep|"
+    r"threads_(cached|connected|running)$|replication_lag_s$|"
+    # every wsrep_ status but the running totals: bytes, write sets, flow control events and pause time,
+    # certification failures, aborts and replays, last committed seqno
+    r"wsrep_(?!(replicated(_bytes)?|received(_bytes)?|repl_\w+|local_(commits|cert_failures|bf_aborts|replays)|"
+    r"flow_control_(paused_ns|sent|recv)|last_committed)$)\w*$|"
     r"rocksdb_(memtable_(total|unflushed)|num_iterators|manual_compactions_running|block_cache_usage|"
     r"block_cache_pinned_usage|estimate_\w+|num_running_\w+|cur_size_\w+|size_all_mem_tables|"
     r"actual_delayed_write_rate|is_write_stopped|num_snapshots|oldest_snapshot_time|\w*_pending\w*)$)",
@@ -768,3 +841,11 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
             return None
         return hit / (hit + miss)
     raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
+
+
+
+def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],
+                  log) -> dict:
+    """A topology's nodes started, replicating, reachable from clients: see mariadb_cluster.start_cluster."""
+    from dbsweep.engines import mariadb_cluster  # it builds on this module
+    return mariadb_cluster.start_cluster(engine, kind, settings, nodes, start, clients, log)
