@@ -2,6 +2,7 @@
 of the image streams, a synchronous commit waits for its standby, a single node's own hba lets the benchmark
 user in through the socket. One datadir (pgbench -i, scale 1) is loaded per module and copied per node."""
 import io
+import re
 import shutil
 import signal
 import subprocess
@@ -40,6 +41,21 @@ def test_check_cluster_settings_refuses_in_one_line():
         with pytest.raises(ConfigError) as error:
             cluster.check_cluster_settings(kind, settings)
         assert str(error.value) == said
+
+
+def test_start_cluster_refuses_before_starting_anything(tmp_path):
+    def start(node, options):
+        raise AssertionError("started a node")
+    nodes = [NodeSpec("primary", "primary", 0, "127.0.0.1", 1, tmp_path),
+             NodeSpec("Replica-1", "replica", 1, "127.0.0.1", 2, tmp_path)]
+    for kind, settings, given, said in [
+            ("async", {"replicas": 1}, nodes, "topology: node name 'Replica-1' is not a replication slot name"),
+            ("async", {"replicas": 1}, nodes[:1], "topology.replicas: replication async needs at least one standby"),
+            (None, {}, nodes, "topology: a PostgreSQL node without replication is one node, not 2"),
+            ("semisync", {}, nodes, "topology.replication: 'semisync' is not one PostgreSQL runs")]:
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            postgresql.start_cluster("postgresql", kind, settings, given, start, ["127.0.0.1"], io.StringIO())
+    assert not list(tmp_path.iterdir())
 
 
 def test_counter_kinds():

@@ -16,12 +16,16 @@ Replication settings (the topology's entry, besides replicas and replication):
     sync_standbys       "sync" only: how many standbys confirm each commit, ANY n of them (quorum,
                         synchronous_standby_names = 'ANY n (replica1, replica2, ...)'); default 1
     synchronous_commit  the primary's: on (default), remote_write, remote_apply, local or off
+Everything else is PostgreSQL's default (e.g. hot_standby_feedback off: a long query on a standby may be
+cancelled by a conflict with the primary's vacuum); a study's server_options may set it for every node.
+The standbys' passfile and standby.signal stay in their copies of the image, which the repetition drops.
 """
 from __future__ import annotations
 
 import ipaddress
 import json
 import os
+import re
 import secrets
 import time
 from pathlib import Path
@@ -38,7 +42,7 @@ HBA_NAME = "dbsweep_hba.conf"  # in the node's datadir
 PASSFILE_NAME = "dbsweep_replication.pgpass"  # in a standby's datadir, 0600, owned by postgres
 SYNCHRONOUS_COMMIT = ("on", "remote_write", "remote_apply", "local", "off")
 STREAMING_TIMEOUT_S = 120
-SETTINGS = ("sync_standbys", "synchronous_commit")
+SLOT_NAME = re.compile(r"^[a-z0-9_]{1,63}$")
 
 
 def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:
@@ -166,8 +170,9 @@ def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list[Nod
     if kind is not None and len(nodes) < 2:
         raise ConfigError(f"topology.replicas: replication {kind} needs at least one standby")
     primary, standbys = nodes[0], nodes[1:]
-    for node in standbys:
-        pg.check_identifier("node name", node.name)
+    for node in standbys:  # its slot's and application_name
+        if not SLOT_NAME.match(node.name):
+            raise ConfigError(f"topology: node name {node.name!r} is not a replication slot name (a-z, 0-9, _)")
     hbas = {node.name: write_hba(node, clients, nodes) for node in nodes}
     log.write(f"postgresql topology: {kind or 'single'}, nodes {', '.join(n.name for n in nodes)}; "
               f"clients {', '.join(clients) or '(none)'}\n")
