@@ -188,6 +188,20 @@ def test_async_standbys_stream_from_the_image_copy(image):
             assert on_primary[f"{name}.sent_replay_bytes"] >= 0
             assert {f"{name}.replay_lag_s", f"{name}.write_lag_s", f"{name}.flush_lag_s"} <= set(on_primary) or \
                 on_primary[f"{name}.sent_replay_bytes"] > 0
+        # Replay held (the standby's startup process stopped; its WAL receiver goes on): the lag shows on both.
+        startup = [proc for proc in datadir_processes(nodes[1].root / "data", "postgres").values()
+                   if "startup" in " ".join(proc.cmdline())]
+        assert len(startup) == 1
+        startup[0].send_signal(signal.SIGSTOP)
+        try:
+            sql(primary, "INSERT INTO written_on_primary VALUES (43)")
+            wait_for(lambda: postgresql.counters(standby.local).get("replication_lag_s", 0) > 0,
+                     what="replication_lag_s on the standby while its replay is stopped")
+            assert postgresql.counters(primary.local)["replica1.sent_replay_bytes"] > 0
+        finally:
+            startup[0].send_signal(signal.SIGCONT)
+        wait_for(same_position, what="the standby catching up again")
+        assert postgresql.counters(standby.local)["replication_lag_s"] == 0.0
         # The replication password: only in the standby's 0600 passfile, never in a config, log or command line.
         passfile = nodes[1].root / "data" / cluster.PASSFILE_NAME
         assert passfile.stat().st_mode & 0o777 == 0o600
