@@ -2,6 +2,7 @@
 of the image streams, a synchronous commit waits for its standby, a single node's own hba lets the benchmark
 user in through the socket. One datadir (pgbench -i, scale 1) is loaded per module and copied per node."""
 import io
+import os
 import re
 import shutil
 import signal
@@ -265,6 +266,46 @@ def test_single_node_lets_the_benchmark_user_in_through_the_socket(image):
         assert not [name for name in counters if name.endswith("_lag_s")]
         conf = next(db.handle.rundir.glob("postgresql.conf")).read_text()
         assert f"hba_file = '{nodes[0].root / 'data' / cluster.HBA_NAME}'" in conf
+
+
+@contextmanager
+def namespace():
+    """A network namespace of this test's own with its loopback up; deleted afterwards."""
+    name = f"dbsweep-pgtest-{os.getpid()}"
+    subprocess.run(["ip", "netns", "add", name], check=True)
+    try:
+        subprocess.run(["ip", "-n", name, "link", "set", "lo", "up"], check=True)
+        yield name
+    finally:
+        subprocess.run(["ip", "netns", "delete", name], check=True)
+
+
+@pytest.mark.workflow
+def test_single_node_in_a_namespace_takes_its_client_by_tcp_and_this_process_by_the_socket(image):
+    with namespace() as netns:
+        base = Path(tempfile.mkdtemp(prefix="topo-", dir=image))
+        base.chmod(0o755)
+        node = node_copies(image / "image", base, 0)[0]
+        node.netns = netns
+        log = io.StringIO()
+        try:
+            with ExitStack() as stack:
+                def start(node, options):
+                    return stack.enter_context(database.running(RECIPE, node.root, log, node=node,
+                                                                node_options=options))
+                db = cluster.start_cluster("postgresql", None, {}, [node], start, ["127.0.0.1"], log)["primary"]
+                assert db.local.host is None  # the node's address is inside its namespace
+                assert postgresql.counters(db.local)["replication_position"] > 0
+                # The client, in the namespace, over TCP with SCRAM (psql with the password in a 0600 file).
+                program, env = postgresql.client("psql", None)
+                with postgresql.client_env(db.conn, db.handle.rundir) as connection:
+                    done = subprocess.run([*node.enter(), program, "-w", "-X", "-A", "-t", "-c",
+                                           "SELECT count(*) FROM pgbench_branches"],
+                                          capture_output=True, text=True, env=env | connection)
+                assert (done.returncode, done.stdout.strip()) == (0, "1"), done.stderr
+            assert datadir_processes(node.root / "data", "postgres") == {}
+        finally:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def test_plain_server_keeps_initdbs_hba(tmp_path):
