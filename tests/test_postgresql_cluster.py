@@ -37,7 +37,9 @@ def test_check_cluster_settings_refuses_in_one_line():
                                                            "sync only"),
            ("async", {"replicas": 0}, "topology.replicas: 0 is not a whole number of at least 1"),
            ("sync", {"synchronous_commit": "maybe"}, "topology.synchronous_commit: 'maybe' is not one of on, "
-                                                     "remote_write, remote_apply, local, off")]
+                                                     "remote_write, remote_apply, local, off"),
+           (None, {"synchronous_commit": "on"}, "topology.synchronous_commit: 'on' applies to replication: "
+                                                "async or sync only")]
     for kind, settings, said in bad:
         with pytest.raises(ConfigError) as error:
             cluster.check_cluster_settings(kind, settings)
@@ -77,6 +79,7 @@ def test_hba_text_and_node_options(tmp_path):
         "host  replication  dbsweep_replication  10.9.0.4/32  scram-sha-256"]
     with pytest.raises(ConfigError, match="clients: 'nowhere' is not an IP address"):
         cluster.hba_text("dbsweep", ["nowhere"], [])
+    assert "host  all  dbsweep  10.9.1.0/24  scram-sha-256" in cluster.hba_text("dbsweep", ["10.9.1.7/24"], [])
     nodes = [NodeSpec("primary", "primary", 0, "10.9.0.3", 5432, tmp_path / "p"),
              NodeSpec("replica1", "replica", 1, "10.9.0.4", 5432, tmp_path / "r1"),
              NodeSpec("replica2", "replica", 2, "10.9.0.5", 5432, tmp_path / "r2")]

@@ -60,9 +60,10 @@ def check_cluster_settings(kind: str | None, settings: dict, where: str = "topol
                               f"replicas ({replicas})")
     if "synchronous_commit" in settings:
         value = settings["synchronous_commit"]
-        if kind is None or str(value).lower() not in SYNCHRONOUS_COMMIT:
-            raise ConfigError(f"{where}.synchronous_commit: {value!r} is not one of {', '.join(SYNCHRONOUS_COMMIT)}"
-                              + ("" if kind else " with replication"))
+        if kind is None:
+            raise ConfigError(f"{where}.synchronous_commit: {value!r} applies to replication: async or sync only")
+        if str(value).lower() not in SYNCHRONOUS_COMMIT:
+            raise ConfigError(f"{where}.synchronous_commit: {value!r} is not one of {', '.join(SYNCHRONOUS_COMMIT)}")
 
 
 def _replicas(settings: dict, where: str) -> int:
@@ -73,9 +74,9 @@ def _replicas(settings: dict, where: str) -> int:
 
 
 def _network(address: str, what: str) -> str:
+    """An address (or network) as hba wants it: 10.0.0.2 -> 10.0.0.2/32."""
     try:
-        return ipaddress.ip_network(address, strict=False).with_prefixlen if "/" in address else \
-            ipaddress.ip_network(ipaddress.ip_address(address)).with_prefixlen
+        return ipaddress.ip_network(str(address), strict=False).with_prefixlen
     except ValueError:
         raise ConfigError(f"{what}: {address!r} is not an IP address") from None
 
@@ -137,7 +138,7 @@ def node_options(kind: str | None, settings: dict, node: NodeSpec, primary: Node
     senders = max(10, len(standbys) + 2)
     options |= {"wal_level": "replica", "max_wal_senders": senders, "max_replication_slots": senders,
                 "hot_standby": True}
-    if node is primary:
+    if node.name == primary.name:
         options["synchronous_commit"] = str(settings.get("synchronous_commit", "on")).lower()
         if kind == "sync":
             names = ", ".join(f'"{s.name}"' for s in standbys)
