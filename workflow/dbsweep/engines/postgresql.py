@@ -85,6 +85,9 @@ BASE = [
     ("default_text_search_config", "pg_catalog.english"),
 ]
 
+# Topologies (engines.postgresql_cluster): streaming replication, asynchronous or synchronous.
+REPLICATION = {"postgresql": ("async", "sync")}
+
 # Set by dbsweep from the paths and port it is given; an option set may not move them.
 RESERVED = {"data_directory", "config_file", "hba_file", "ident_file", "listen_addresses", "port",
             "unix_socket_directories", "external_pid_file", "logging_collector", "log_destination"}
@@ -213,7 +216,8 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
                 basedir: Path | None = None, listen: str = "127.0.0.1", node_options: dict | None = None) -> str:
     """The complete postgresql.conf: where to listen (listen: a topology node's address) and log, the base,
     then memory, then options, then node_options: what dbsweep sets for a node of a topology (replication),
-    which the user's options cannot change. The same for every version from 13 on (basedir only has to
+    which the user's options cannot change; its hba_file, when given, replaces the datadir's pg_hba.conf
+    (a topology node's own logins, see postgresql_cluster). The same for every version from 13 on (basedir only has to
     hold a server)."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
@@ -233,12 +237,16 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         if name.lower() in RESERVED:
             raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
         settings[name.lower()] = (name, value)
-    for name, value in (node_options or {}).items():
-        settings[str(name).lower()] = (str(name), value)
     datadir, rundir = Path(datadir).absolute(), Path(rundir).absolute()
+    hba = datadir / "pg_hba.conf"
+    for name, value in (node_options or {}).items():
+        if str(name).lower() == "hba_file":  # a topology node's own (engines.postgresql_cluster.write_hba)
+            hba = Path(value)
+            continue
+        settings[str(name).lower()] = (str(name), value)
     lines = [f"# dbsweep: PostgreSQL, memory {memory or 'base'}; written for one run, no passwords here",
              f"data_directory = {_value('data_directory', datadir)}",
-             f"hba_file = {_value('hba_file', datadir / 'pg_hba.conf')}",
+             f"hba_file = {_value('hba_file', hba)}",
              f"ident_file = {_value('ident_file', datadir / 'pg_ident.conf')}",
              f"listen_addresses = {_value('listen_addresses', listen)}",
              f"port = {int(port)}",
@@ -456,38 +464,88 @@ _versions: dict[tuple, int] = {}  # (host, port) -> server_version_num
 
 
 def counters_sql(version_num: int) -> tuple[list[str], str]:
-    """The prefixes and the one query of counters() for a server version, e.g. 150000 for 15.0."""
+    """The prefixes and the one query of counters() for a server version, e.g. 150000 for 15.0. After the
+    views' rows: the WAL position in bytes (replayed on a standby, written elsewhere), whether the server is a
+    standby, its replay delay, and one JSON row per standby streaming from it (pg_stat_replication)."""
     views = [(prefix, view) for prefix, view, since in STAT_VIEWS if version_num >= since]
     columns = ", ".join(f"row_to_json({view.split()[-1]})" for _, view in views)
-    sql = (f"SELECT {columns}, pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8\n"
+    sql = (f"SELECT {columns}, pg_wal_lsn_diff(CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn() "
+           f"ELSE pg_current_wal_lsn() END, '0/0')::float8,\n"
+           f"  pg_is_in_recovery(),\n"
+           f"  CASE WHEN pg_last_wal_receive_lsn() IS NULL THEN NULL\n"
+           f"       WHEN pg_last_wal_receive_lsn() > pg_last_wal_replay_lsn()\n"
+           f"       THEN extract(epoch FROM now() - pg_last_xact_replay_timestamp())::float8 ELSE 0 END,\n"
+           f"  (SELECT json_agg(json_build_object('name', application_name, 'streaming', state = 'streaming',\n"
+           f"     'sync', sync_state IN ('sync', 'quorum'), 'write_lag_s', extract(epoch FROM write_lag),\n"
+           f"     'flush_lag_s', extract(epoch FROM flush_lag), 'replay_lag_s', extract(epoch FROM replay_lag),\n"
+           f"     'sent_replay_bytes', pg_wal_lsn_diff(sent_lsn, replay_lsn))) FROM pg_stat_replication)\n"
            f"FROM {', '.join(view for _, view in views)}\nWHERE d.datname = current_database()")
     return [prefix for prefix, _ in views], sql
 
 
 def counters(conn: Conn) -> dict[str, float]:
     """One sample in one query: pg_stat_database of conn's database ("db."), pg_stat_bgwriter ("bgwriter."),
-    pg_stat_wal ("wal.", from 14), pg_stat_checkpointer ("checkpointer.", from 17) and wal_lsn_bytes, the WAL
-    position in bytes."""
+    pg_stat_wal ("wal.", from 14), pg_stat_checkpointer ("checkpointer.", from 17), and replication:
+
+    - wal_lsn_bytes: the WAL position in bytes this server wrote (not on a standby, which writes none);
+    - replication_position: the WAL position in bytes, the replayed one on a standby (pg_last_wal_replay_lsn),
+      else the written one (= wal_lsn_bytes); equal on a primary and a caught-up standby;
+    - replication_lag_s (standby only): now() - pg_last_xact_replay_timestamp() while it has received WAL it
+      has not replayed yet, else 0 (caught up with what it received: a standby cut off from its primary
+      reads 0; the primary's <standby>.replay_lag_s sees that). Missing before it received any WAL;
+    - per standby streaming from this server (pg_stat_replication; the benchmark user needs
+      pg_read_all_stats to see it, which start_cluster grants), keyed by its application_name:
+      <name>.write_lag_s, .flush_lag_s, .replay_lag_s (PostgreSQL's lag columns in seconds; NULL, i.e. no
+      recent measurement, reads 0 when the standby has replayed all it was sent, else is left out),
+      <name>.sent_replay_bytes (sent but not replayed yet), <name>.streaming and <name>.sync (1/0: state
+      streaming; sync_state sync or quorum)."""
     key = (conn.host, conn.port)
     if key not in _versions:
         _versions[key] = int(_query(conn, "SHOW server_version_num")[0][0])
     prefixes, sql = counters_sql(_versions[key])
-    *rows, lsn = _query(conn, sql)[0]
+    *rows, lsn, standby, lag, senders = _query(conn, sql)[0]
     sample = {}
     for prefix, row in zip(prefixes, rows):
         for name, value in row.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name != "datid":
                 sample[prefix + name] = float(value)
-    sample["wal_lsn_bytes"] = float(lsn)
+    if not standby:
+        sample["wal_lsn_bytes"] = float(lsn)
+    sample["replication_position"] = float(lsn)
+    if standby and lag is not None:
+        sample["replication_lag_s"] = max(0.0, float(lag))
+    for sender in senders or []:
+        sample.update(_sender(sender))
     return sample
 
 
-_GAUGE = {"db.numbackends"}
+def _sender(row: dict) -> dict[str, float]:
+    """The counters of one pg_stat_replication row (see counters)."""
+    name = row.get("name")
+    if not name:
+        return {}
+    behind = row.get("sent_replay_bytes")
+    out = {f"{name}.streaming": float(bool(row.get("streaming"))), f"{name}.sync": float(bool(row.get("sync")))}
+    if behind is not None:
+        out[f"{name}.sent_replay_bytes"] = float(behind)
+    for lag in ("write_lag_s", "flush_lag_s", "replay_lag_s"):
+        if row.get(lag) is not None:
+            out[f"{name}.{lag}"] = float(row[lag])
+        elif behind is not None and float(behind) == 0:
+            out[f"{name}.{lag}"] = 0.0
+    return out
+
+
+_GAUGE = {"db.numbackends", "replication_lag_s"}
+# Per standby, "<application_name>.<suffix>" (no statistics view's column ends so).
+_GAUGE_SUFFIXES = (".write_lag_s", ".flush_lag_s", ".replay_lag_s", ".sent_replay_bytes", ".streaming", ".sync")
 
 
 def CUMULATIVE(name: str) -> bool:  # noqa: N802 - the interface's name
-    """Whether a counter is a running total (per-second deltas make sense) or a level."""
-    return name not in _GAUGE
+    """Whether a counter is a running total (per-second deltas make sense) or a level. Levels: backends, the
+    replication lags and bytes behind, streaming and sync flags; replication_position and wal_lsn_bytes grow
+    (their deltas are WAL bytes per second)."""
+    return name not in _GAUGE and not name.endswith(_GAUGE_SUFFIXES)
 
 
 def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
@@ -502,3 +560,16 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
     if hit + read <= 0:
         return None
     return hit / (hit + read)
+
+
+def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],
+                  log) -> dict:
+    """A topology's nodes started, replicating: see engines.postgresql_cluster.start_cluster."""
+    from dbsweep.engines import postgresql_cluster  # it imports this module
+    return postgresql_cluster.start_cluster(engine, kind, settings, nodes, start, clients, log)
+
+
+def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:
+    """A topology entry PostgreSQL cannot run refused in one line, at load: see postgresql_cluster."""
+    from dbsweep.engines import postgresql_cluster
+    postgresql_cluster.check_cluster_settings(kind, settings, where)
