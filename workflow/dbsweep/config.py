@@ -102,7 +102,7 @@ class Study:
         memory = values.get("memory")
         overhead = self.server.get("cgroup_overhead")
         version = str(values.get("version", servers.DEBIAN))
-        timed = events.schedule(self.topologies, values)
+        timed = events.of_cell(self.topologies, values)
         return recipe | topology.recipe(self.topologies, values) | ({"events": timed} if timed is not None else {}) | {
             "engine": engine,
             "version": version,
@@ -484,14 +484,14 @@ def _events_not_applicable(cell: Cell, wls: dict, declared: dict) -> str | None:
         return None
     workload = workloads.get(wl["tool"])
     options = {k: _substitute(v, values) for k, v in wl["options"].items()}
-    return events.not_applicable(events.schedule(declared, values), workload.duration(options),
+    return events.not_applicable(events.of_cell(declared, values), workload.duration(options),
                                  workload.measure is not None)
 
 
 def _check_events(cell: Cell, wls: dict, declared: dict) -> None:
     """A schedule the cell cannot keep (an event after its window, a node its topology lacks) is refused."""
     values = cell.as_dict()
-    schedule = events.schedule(declared, values)
+    schedule = events.of_cell(declared, values)
     if not schedule or not workloads.get(wls[values["workload"]]["tool"]).database:
         return
     workload = workloads.get(wls[values["workload"]]["tool"])

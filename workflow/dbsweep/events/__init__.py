@@ -60,7 +60,7 @@ def _check_event(event: dict, where: str) -> None:
     action.check(event, where)
 
 
-def schedule(config: dict, cell: dict) -> list[dict] | None:
+def of_cell(config: dict, cell: dict) -> list[dict] | None:
     """The cell's schedule (events sorted by time), or None without the events axis."""
     if AXIS not in cell:
         return None
