@@ -1,6 +1,7 @@
-"""PostgreSQL topologies with real servers on 127.0.0.1 (distinct ports, no namespaces): a standby from a copy
-of the image streams, a synchronous commit waits for its standby, a single node's own hba lets the benchmark
-user in through the socket. One datadir (pgbench -i, scale 1) is loaded per module and copied per node."""
+"""PostgreSQL topologies with real servers on 127.0.0.1 (distinct ports): standbys from copies of the image
+stream, a synchronous commit waits for its standby, a single node's own hba lets the benchmark user in through
+the socket (and, in a network namespace of the test's own, its client over TCP). One datadir (pgbench -i,
+scale 1) is loaded per module and copied per node."""
 import io
 import os
 import re
