@@ -24,6 +24,9 @@ family and version it is; the differences are handled here:
 - the benchmark user: mysql_native_password in MySQL (sysbench's libmariadb
   and PyMySQL speak it; MySQL 8.4 gets mysql_native_password=ON); MySQL 9,
   which no longer has it, is refused.
+
+Topologies (REPLICATION, NODE_PORTS, check_replication, start_cluster): GTID
+replicas, async or semi-synchronous, and Galera clusters, in mariadb_cluster.py.
 """
 from __future__ import annotations
 
