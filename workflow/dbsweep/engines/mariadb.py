@@ -24,6 +24,9 @@ family and version it is; the differences are handled here:
 - the benchmark user: mysql_native_password in MySQL (sysbench's libmariadb
   and PyMySQL speak it; MySQL 8.4 gets mysql_native_password=ON); MySQL 9,
   which no longer has it, is refused.
+
+Topologies (REPLICATION, NODE_PORTS, check_replication, start_cluster): GTID
+replicas, async or semi-synchronous, and Galera clusters, in mariadb_cluster.py.
 """
 from __future__ import annotations
 
@@ -581,17 +584,23 @@ def _native_hash(password: str) -> str:
     return "*" + hashlib.sha1(hashlib.sha1(password.encode()).digest()).hexdigest().upper()
 
 
-def create_user(handle: Handle, user: str, password: str, database: str) -> None:
-    """user@127.0.0.1 and user@localhost with all privileges on database (created if missing)."""
+def create_user(handle: Handle, user: str, password: str, database: str,
+                hosts: tuple[str, ...] = ("127.0.0.1", "localhost"), binlog: bool = True) -> None:
+    """user@host for each of hosts (IP addresses, or localhost) with all privileges on database (created if
+    missing). binlog=False: the statements stay out of the binary log (each node of a topology runs them)."""
     check_identifier("user", user)
     check_identifier("database", database)
+    for host in hosts:
+        if host != "localhost" and not re.fullmatch(r"[0-9A-Fa-f.:]+", host):
+            raise ConfigError(f"client address: {host!r} is not an IP address")
     secret = _native_hash(password)
     mysql = handle.basedir is not None and build(handle.basedir).family == "mysql"
     # MySQL has no IDENTIFIED BY PASSWORD; both take the hash as mysql_native_password's AS.
     identified = (f"IDENTIFIED WITH mysql_native_password AS '{secret}'" if mysql
                   else f"IDENTIFIED BY PASSWORD '{secret}'")
-    sql = [f"CREATE DATABASE IF NOT EXISTS `{database}`;"]
-    for host in ("127.0.0.1", "localhost"):
+    sql = [] if binlog else ["SET SESSION sql_log_bin = 0;"]
+    sql.append(f"CREATE DATABASE IF NOT EXISTS `{database}`;")
+    for host in hosts:
         account = f"'{user}'@'{host}'"
         sql += [f"CREATE USER IF NOT EXISTS {account} {identified};",
                 f"ALTER USER {account} {identified};",
@@ -842,6 +851,33 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
         return hit / (hit + miss)
     raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
 
+
+
+def check_replication(engine: str, kind: str | None, basedir: Path | None = None) -> None:
+    """ConfigError (one line) when engine, on the build in basedir (None: Debian's), cannot run kind:
+    replication is MariaDB's (GTID, semi-sync built in from 10.3); Galera needs Debian's MariaDB with
+    galera-4 (a fetched or user's build has no wsrep library to match)."""
+    if kind is None:
+        return
+    if kind not in REPLICATION.get(engine, ()):
+        raise ConfigError(f"replication: {kind!r} is not applicable to engine {engine} "
+                          f"(it runs {', '.join(REPLICATION.get(engine, ())) or 'none'})")
+    if basedir is None:
+        return
+    b = build(basedir)
+    if b.family != FAMILY or b.version < (10, 3, 0):
+        raise ConfigError(f"replication: {kind!r} needs MariaDB 10.3 or later, not {b.family} "
+                          f"{'.'.join(map(str, b.version))} in {b.basedir}")
+    if kind == "galera":
+        raise ConfigError(f"replication: 'galera' runs only on Debian's MariaDB (with galera-4), not on the build "
+                          f"in {b.basedir}")
+
+
+def monitor_privilege(basedir: Path | None = None) -> str:
+    """The privilege that lets a user read SHOW SLAVE STATUS: SLAVE MONITOR from 10.5.9, REPLICATION CLIENT
+    before."""
+    b = build(basedir) if basedir is not None else None
+    return "SLAVE MONITOR" if b is None or b.version >= (10, 5, 9) else "REPLICATION CLIENT"
 
 
 def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],

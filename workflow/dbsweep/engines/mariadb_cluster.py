@@ -37,11 +37,9 @@ WAIT_S = 120  # for replicas to replicate and members to be Synced
 SEMISYNC_TIMEOUT_MS = 10000  # MariaDB's default rpl_semi_sync_master_timeout
 
 
-def check(engine: str, kind: str | None) -> None:
-    """ConfigError (one line) when engine cannot run kind."""
-    if kind is not None and kind not in REPLICATION.get(engine, ()):
-        raise ConfigError(f"replication: {kind!r} is not applicable to engine {engine} "
-                          f"(it runs {', '.join(REPLICATION.get(engine, ())) or 'none'})")
+def check(engine: str, kind: str | None, basedir: Path | None = None) -> None:
+    """ConfigError (one line) when engine (on the build in basedir) cannot run kind."""
+    family.check_replication(engine, kind, basedir)
 
 
 def node_options(kind: str | None, node, nodes: list, settings: dict, engine: str = "innodb",
@@ -91,7 +89,7 @@ def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, st
         if len(nodes) != 1:
             raise ConfigError(f"topology: one node without replication, got {len(nodes)}")
         db = start(nodes[0], {})
-        allow_clients(db, clients, replicated=False)
+        allow_clients(db, clients, replicated=True)
         nodes[0].facts.update({"role": nodes[0].role})
         return {nodes[0].name: db}
     if kind == "galera":
@@ -114,21 +112,15 @@ def _quote(text: str) -> str:
 def allow_clients(db, clients: list[str], replicated: bool, monitor: bool = False) -> None:
     """The benchmark user (as in db.conn) may log in from each client address, with the same rights on its
     database as its 127.0.0.1 and localhost accounts from the image: one account per address (each exact,
-    nothing wider). monitor: it may also read SHOW SLAVE STATUS (SLAVE MONITOR), for the per-second lag.
+    nothing wider). monitor: it may also read SHOW SLAVE STATUS, for the per-second lag.
     replicated=False: the statements stay out of the binary log (every node runs them itself)."""
     conn = db.conn
-    family.check_identifier("user", conn.user)
-    family.check_identifier("database", conn.database)
-    secret = family._native_hash(conn.password)
-    sql = [] if replicated else ["SET SESSION sql_log_bin = 0;"]
-    hosts = ["127.0.0.1", "localhost"] + [_address(a) for a in clients if _address(a) != "127.0.0.1"]
-    for host in dict.fromkeys(hosts):
-        account = f"'{conn.user}'@{_quote(host)}"
-        sql += [f"CREATE USER IF NOT EXISTS {account} IDENTIFIED BY PASSWORD '{secret}';",
-                f"GRANT ALL PRIVILEGES ON `{conn.database}`.* TO {account};"]
-        if monitor:
-            sql.append(f"GRANT SLAVE MONITOR ON *.* TO {account};")
-    family.admin_sql(db.handle, "\n".join(sql) + "\n")
+    hosts = tuple(dict.fromkeys(["127.0.0.1", "localhost"] + [_address(a) for a in clients]))
+    family.create_user(db.handle, conn.user, conn.password, conn.database, hosts=hosts, binlog=replicated)
+    if monitor:
+        privilege = family.monitor_privilege(db.handle.basedir)
+        family.admin_sql(db.handle, "SET SESSION sql_log_bin = 0;\n" + "".join(
+            f"GRANT {privilege} ON *.* TO '{conn.user}'@{_quote(host)};\n" for host in hosts))
 
 
 def _status(db, like: str) -> dict[str, str]:
@@ -149,6 +141,7 @@ def _replication(engine, kind, settings, nodes, start, clients, log) -> dict:
     primary = primary[0]
     dbs = {primary.name: start(primary, node_options(kind, primary, nodes, settings, engine))}
     source = dbs[primary.name]
+    check(engine, kind, source.handle.basedir)  # a build that cannot replicate: said before any SQL fails
     password = secrets.token_urlsafe(24)
     secret = family._native_hash(password)
     sql = ["SET SESSION sql_log_bin = 0;"]
@@ -252,6 +245,7 @@ def _galera(engine, settings, nodes, start, clients, log) -> dict:
     (first.root / "data" / "grastate.dat").unlink(missing_ok=True)  # the image's data, a new cluster
     dbs = {first.name: start(first, node_options("galera", first, nodes, settings, engine))}
     boot = dbs[first.name]
+    check(engine, "galera", boot.handle.basedir)
     _wait_synced(boot, first.name, 1)
     state = _status(boot, "wsrep_local_state_uuid")["wsrep_local_state_uuid"]
     first.facts.update({"role": "member", "replication": "galera", "cluster_uuid": state, "bootstrap": True,
