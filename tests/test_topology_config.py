@@ -69,3 +69,28 @@ def test_a_network_without_a_topology_axis_is_refused():
     del config["network"]
     with pytest.raises(ConfigError, match=r"^axes.network: \['lan'\]: links join the nodes of a topology"):
         load(config)
+
+
+def test_a_topology_an_engine_cannot_run_is_listed_not_applicable():
+    config = copy.deepcopy(STUDY)
+    config["axes"]["engine"] = ["innodb", "myrocks", "postgresql"]
+    study = load(config)
+    why = dict(study.not_applicable)
+    galera = {p: w for p, w in why.items() if "topology~galera3" in p}
+    assert {p.split("/")[0] for p in galera} == {"engine~myrocks", "engine~postgresql"}
+    assert all("galera replication does not apply" in w for w in galera.values())
+    semi = [w for p, w in why.items() if "topology~semi/" in p]
+    assert semi and all("postgresql replicates async, sync" in w for w in semi)
+    ran = {cell.path.split("/")[0] for cell in study.cells if cell["topology"] == "galera3"}
+    assert ran == {"engine~innodb"}
+
+
+def test_postgresql_refuses_more_sync_standbys_than_replicas_at_load():
+    config = copy.deepcopy(STUDY)
+    config["axes"]["engine"] = ["postgresql"]
+    config["axes"]["topology"] = ["single", "sync"]
+    config["topologies"] = {"sync": {"replicas": 1, "replication": "sync", "sync_standbys": 1}}
+    assert load(config)
+    config["topologies"]["sync"]["replicas"] = 0
+    with pytest.raises(ConfigError, match=r"^topologies.sync"):
+        load(config)

@@ -215,7 +215,7 @@ def load(config: dict) -> Study:
     not_applicable = []
     for cell in list(cells):
         why = (_not_applicable(cell, wls, versions, axes)
-               or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False))
+               or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False), versions)
                or _events_not_applicable(cell, wls, declared))
         if why:
             cells.remove(cell)
@@ -229,6 +229,8 @@ def load(config: dict) -> Study:
         _check_cell(cell, filesystems, wls, order, used_fs)
         _check_server_cell(cell, wls, option_sets)
         _check_events(cell, wls, declared)
+        if "engine" in cell.as_dict() and workloads.get(wls[cell["workload"]]["tool"]).database:
+            topology.check_cell(cell["engine"], topology.recipe(declared, cell.as_dict()))
     warnings += _check_memory(cells, config.get("allow_oversize_memory", False))
     for name, fs in used_fs.items():
         _check_filesystem(name, fs)
@@ -466,14 +468,20 @@ def _not_applicable(cell: Cell, wls: dict, builds: dict, axes: dict) -> str | No
     return _workload_not_applicable(cell, wls)
 
 
-def _topology_not_applicable(cell: Cell, wls: dict, declared: dict, cold_start: bool) -> str | None:
+def _topology_not_applicable(cell: Cell, wls: dict, declared: dict, cold_start: bool,
+                             versions: dict) -> str | None:
     """Why the cell's topology cannot run its engine or workload (topology.not_applicable), or None."""
     values = cell.as_dict()
     wl = wls.get(values["workload"])
     if wl is None or "engine" not in values or not topology.has_topology(values):
         return None
     in_process = workloads.get(wl["tool"]).measure is not None
-    return topology.not_applicable(values["engine"], topology.recipe(declared, values), in_process, cold_start)
+    family = engines.ENGINES[values["engine"]]
+    version = str(values.get("version", servers.DEBIAN))
+    basedir = versions[version]["basedir"] if version in versions else servers.dest_for(family, version) \
+        if version in servers.available(family) else None
+    return topology.not_applicable(values["engine"], topology.recipe(declared, values), in_process, cold_start,
+                                   basedir)
 
 
 def _events_not_applicable(cell: Cell, wls: dict, declared: dict) -> str | None:

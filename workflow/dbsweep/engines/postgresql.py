@@ -423,7 +423,7 @@ _sessions: dict[tuple, psycopg.Connection] = {}
 
 
 def _query(conn: Conn, sql: str) -> list[tuple]:
-    key = (conn.host, conn.port, conn.user, conn.database, threading.get_ident())
+    key = (conn.host, conn.port, str(conn.socket), conn.user, conn.database, threading.get_ident())
     for attempt in (1, 2):
         session = _sessions.get(key)
         if session is None or session.closed:

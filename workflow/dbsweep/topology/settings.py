@@ -12,6 +12,8 @@ caches) exactly as before.
 """
 from __future__ import annotations
 
+from pathlib import Path
+
 from dbsweep import engines
 from dbsweep.errors import ConfigError
 
@@ -115,8 +117,9 @@ def recipe(config: dict, cell: dict) -> dict:
     }
 
 
-def not_applicable(engine: str, recipe_part: dict, in_process: bool, cold_start: bool) -> str | None:
-    """Why a topology cell cannot run on engine, or None."""
+def not_applicable(engine: str, recipe_part: dict, in_process: bool, cold_start: bool,
+                   basedir: str | None = None) -> str | None:
+    """Why a topology cell cannot run on engine (on the build in basedir), or None."""
     if not recipe_part:
         return None
     topology = recipe_part["topology"]
@@ -132,4 +135,20 @@ def not_applicable(engine: str, recipe_part: dict, in_process: bool, cold_start:
     if kind not in kinds:
         can = f"{engine} replicates {', '.join(kinds)}" if kinds else f"{engine} has no replication in dbsweep"
         return f"{topology['name']}: {kind} replication does not apply ({can})"
+    if hasattr(family, "check_replication"):  # what the build itself cannot run
+        try:
+            family.check_replication(engine, kind, Path(basedir) if basedir else None)
+        except ConfigError as e:
+            return f"{topology['name']}: {e}"
     return None
+
+
+def check_cell(engine: str, recipe_part: dict) -> None:
+    """Refuse (ConfigError) a topology's settings the cell's server family would refuse."""
+    if not recipe_part or recipe_part["topology"]["replication"] is None:
+        return
+    family = engines.family(engine)
+    topology = recipe_part["topology"]
+    if hasattr(family, "check_cluster_settings"):
+        spec = topology["settings"] | {"replicas": len(topology["nodes"]) - 1}
+        family.check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")
