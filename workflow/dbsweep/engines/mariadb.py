@@ -69,6 +69,10 @@ PID_NAME = "mysqld.pid"
 ERROR_LOG = "error.log"
 
 # engine -> the replication kinds it runs (topologies); MyRocks has no Galera: not applicable, listed as such.
+# Status variables the topology figures read (topology/figures.py): 1 while the primary's commits wait
+# for a semi-sync replica, and the running total of time Galera's flow control paused replication.
+SYNC_STATUS, SYNC_KINDS = "Rpl_semi_sync_master_status", ("semisync",)
+FLOW_PAUSED_NS = "wsrep_flow_control_paused_ns"
 REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
                                            "myrocks": ("async", "semisync")}
 # Consecutive ports a node of a replication kind uses from its port (several Galera members may share
