@@ -40,6 +40,7 @@ from dbsweep.events.schedule import Schedule
 from dbsweep.events.targets import Node, Targets, sampler_reader
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology import cell as topology_cell
+from dbsweep.topology.network import program
 
 REJECTED = "rejected.json"
 
@@ -190,10 +191,11 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
             record["measure_end"] = time.time()
     if schedule is not None and schedule.errors:
         raise RuntimeError(f"timed events failed: {'; '.join(schedule.errors)}")
+    name = program(argv)
     if record["exit_status"] > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
-        refused(f"{argv[0]} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
+        refused(f"{name} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
     if record["exit_status"] != 0:
-        raise RuntimeError(f"{argv[0]} was killed by signal {-record['exit_status']}")
+        raise RuntimeError(f"{name} was killed by signal {-record['exit_status']}")
 
 
 def refused(message: str, db=None) -> None:
@@ -406,10 +408,12 @@ def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path
 
 
 def _tail(raw: Path, *names: str, lines: int = 3) -> str:
-    """The last lines of the first of names that has any (sysbench prints its errors on stdout)."""
+    """The last lines of the first of names that has any (sysbench prints its errors on stdout), but the
+    wait report's own (dbsweep-…)."""
     for name in names:
         path = raw / name
         text = path.read_text(errors="replace").strip().splitlines() if path.exists() else []
+        text = [line for line in text if not line.startswith("dbsweep-")]
         if text:
             return " | ".join(text[-lines:])
     return "(no output)"

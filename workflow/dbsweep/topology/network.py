@@ -45,6 +45,11 @@ HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 IFNAMSIZ = 15
 
 
+def program(argv: list[str]) -> str:
+    """The program an argv runs, whether or not it enters a namespace first (for messages)."""
+    return argv[4] if argv[:3] == ["ip", "netns", "exec"] and len(argv) > 4 else argv[0]
+
+
 def enter_argv(netns: str | None, user: str | None = None) -> list[str]:
     """The argv prefix that runs a program inside namespace netns (none: this one), as user when given
     (setns needs root, so the switch to user comes after it; the user's own primary group, whatever
