@@ -536,16 +536,19 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
         _forget(handle.port, handle.socket)
 
 
-def admin_sql(handle: Handle, sql: str) -> str:
-    """Run sql as root over the socket (unix_socket / auth_socket authentication); rows tab-separated, no header.
-    The client is the build's own when it has one that runs here, else Debian's."""
+def admin_sql(handle: Handle, sql: str, database: str | None = None) -> str:
+    """Run sql as root over the socket (unix_socket / auth_socket authentication), in database when given;
+    rows tab-separated, no header. The client is the build's own when it has one that runs here, else
+    Debian's."""
     if handle.basedir is None:
         client, env = [binary("mariadb", "/usr/bin"), "--no-defaults"], ENV
     else:
         b = build(handle.basedir)
         client, env = b.tool(b.client)
-    return run_client([*client, f"--socket={handle.socket}", "--user=root",
-                       "--batch", "--skip-column-names"], sql, env=env)
+    if database is not None:
+        check_identifier("database", database)
+    return run_client([*client, f"--socket={handle.socket}", "--user=root", "--batch", "--skip-column-names",
+                       *([f"--database={database}"] if database else [])], sql, env=env)
 
 
 def admin_sql_rows(handle: Handle, sql: str) -> list[dict[str, str]]:

@@ -315,12 +315,14 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
         _forget(port)
 
 
-def admin_sql(handle: Handle, sql: str) -> str:
-    """Run sql as postgres over the socket (peer login); rows tab-separated, no header. psql is the build's
-    own when it has one, else Debian's."""
+def admin_sql(handle: Handle, sql: str, database: str | None = None) -> str:
+    """Run sql as postgres over the socket (peer login), in database (default postgres); rows tab-separated,
+    no header. psql is the build's own when it has one, else Debian's."""
     program = _client("psql", handle.basedir)
+    if database is not None:
+        check_identifier("database", database)
     return run_client([program, "-h", str(handle.rundir), "-p", str(handle.port), "-U", "postgres",
-                       "-d", "postgres", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-F", "\t"],
+                       "-d", database or "postgres", "-v", "ON_ERROR_STOP=1", "-X", "-q", "-A", "-t", "-F", "\t"],
                       sql, user=SERVICE_USER, env=_env(program, handle.basedir))
 
 

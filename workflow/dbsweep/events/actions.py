@@ -5,8 +5,8 @@ schedules at its end). The mechanisms are events.targets'; each action is one me
     link    cut / heal (the link's veth pair down / up), delay (latency_ms, jitter_ms added round trip),
             loss (percent)
     host    cpu_hog (stress-ng --cpu workers), drop_caches
-    server  sql (a statement, run as the server's admin through its socket), command (argv: a program
-            and its arguments, never a shell string)
+    server  sql (a statement, run as the server's administrator through its socket, in the benchmark's
+            database), command (argv: a program and its arguments, never a shell string)
 """
 from __future__ import annotations
 

@@ -203,7 +203,7 @@ class Targets:
         node = self.node(event)
         db = node.db
         statement = event["statement"].rstrip().rstrip(";") + ";\n"
-        self._background(index, lambda: db.family.admin_sql(db.handle, statement), "done")
+        self._background(index, lambda: db.family.admin_sql(db.handle, statement, db.conn.database), "done")
         return f"running on {node.name}"
 
     def command(self, event: dict, index: int) -> str:

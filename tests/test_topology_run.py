@@ -1,0 +1,103 @@
+"""Topology cells end to end, on real servers in real network namespaces: a semi-sync replica two
+milliseconds away (the primary waits a round trip per commit, the link's round trip is measured, every
+node's counters carry their node), the same replica cut off for longer than the semi-sync timeout (the
+primary falls back to async and says so), and a Galera member killed behind haproxy and never started
+again (the client reconnects through the proxy; the dead member is released at the end). Nothing is
+left: no server, namespace or mount."""
+import csv
+import gzip
+import json
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from conftest import leftovers
+
+pytestmark = pytest.mark.workflow
+
+WINDOW_S = 8
+
+
+@pytest.fixture
+def workdir():
+    """A folder the servers, which run as mysql, can reach (pytest's are 0700)."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-topology-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    if not leftovers(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def rows(path):
+    with gzip.open(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def namespaces() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def config() -> dict:
+    return {
+        "study": "topology",
+        "axes": {"engine": ["innodb"], "memory": ["32M"], "filesystem": ["ext4"], "threads": [2],
+                 "workload": ["write"], "topology": ["single", "semisync", "galera3"], "proxy": ["none", "rr"],
+                 "events": ["none", "outage", "loss"]},
+        "include": [],
+        "exclude": [{"topology": "single", "events": ["outage", "loss"]},
+                    {"topology": "semisync", "events": "loss"}, {"topology": "semisync", "proxy": "rr"},
+                    {"topology": "galera3", "events": ["none", "outage"]}, {"topology": "galera3", "proxy": "none"},
+                    {"topology": "single", "proxy": "rr"}],
+        "topologies": {"semisync": {"replicas": 1, "replication": "semisync", "semisync_timeout_ms": 500},
+                       "galera3": {"nodes": 3, "replication": "galera"}},
+        "network": {"node_latency_ms": 2},
+        "proxies": {"rr": {"type": "haproxy", "balance": "roundrobin"}},
+        "events": {"outage": [{"at": 2, "for": 3, "action": "cut", "target": "link primary-replica1"}],
+                   "loss": [{"at": 3, "action": "kill", "target": "node2"}]},
+        "filesystems": {"ext4": {"type": "ext4", "size": "600M"}},
+        "workloads": {"write": {"tool": "sysbench", "options": {"script": "oltp_write_only", "tables": 1,
+                                                                 "table_size": 1000, "time": WINDOW_S}}},
+    }
+
+
+def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
+    before = namespaces()
+    study = study_factory(config())
+    study.run()
+    summary = {(r["topology"], r["events"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
+    assert set(summary) == {("single", "none"), ("semisync", "none"), ("semisync", "outage"), ("galera3", "loss")}
+
+    # a commit waits a round trip to the replica: about 2 ms more per transaction than alone
+    single, semi = summary[("single", "none")], summary[("semisync", "none")]
+    assert float(semi["lat_mean_ms"]) > float(single["lat_mean_ms"]) + 1.0
+    assert 1.5 < float(semi["rtt_node_ms"]) < 6 and float(semi["rtt_client_ms"]) < 1.5
+    run = json.loads(next(study.path("results/runs").glob("**/topology~semisync/**/events~none/rep~1/run.json"))
+                     .read_text())
+    nodes = {node["name"]: node for node in run["topology"]["nodes"]}
+    assert set(nodes) == {"primary", "replica1"} and nodes["replica1"]["provision_s"] > 0
+    counters = rows(study.path("results/tables/counters.csv.gz"))
+    semi_rows = [r for r in counters if r["topology"] == "semisync" and r["events"] == "none"]
+    assert {r["node"] for r in semi_rows} == {"primary", "replica1"}
+    assert any(r["name"] == "replication_behind" and r["node"] == "replica1" for r in semi_rows)
+    assert all(r["value"] == "1.0" for r in semi_rows if r["name"] == "sync_on")
+
+    # the replica cut off for longer than the timeout: the primary stops waiting, then catches up
+    outage = summary[("semisync", "outage")]
+    assert float(outage["sync_off_s"]) >= 2
+    recovery = {(r["topology"], r["action"]): r for r in rows(study.path("results/tables/recovery.csv.gz"))}
+    assert float(recovery[("semisync", "cut")]["sync_off_s"]) >= 2
+
+    # a member killed behind haproxy: the client reconnected, the run completed, the member stays down
+    samples = [r for r in rows(study.path("results/tables/samples.csv.gz")) if r["topology"] == "galera3"]
+    assert sum(float(r["reconn_s"] or 0) for r in samples) >= 1
+    events = [r for r in rows(study.path("results/tables/events.csv.gz")) if r["topology"] == "galera3"]
+    assert [(r["action"], r["target"]) for r in events] == [("kill", "node2")] and not events[0]["error"]
+
+    assert namespaces() == before  # every namespace of every repetition deleted
+    assert leftovers(study.root) == []
+    assert Path(study.path("results/plots/replication.png")).stat().st_size > 10_000
+    assert "lag_max_s" in Path(study.path("results/tables/topology.md")).read_text()
