@@ -1,8 +1,11 @@
 """Shared helpers: run the real workflow in a temp dir, and check nothing was left behind."""
+import csv
+import gzip
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import psutil
@@ -86,6 +89,24 @@ def _job_lines(output: str, rule: str):
             current = stripped.split()[1].rstrip(":")
         elif current == rule and stripped.startswith("wildcards: cell="):
             yield stripped
+
+
+@pytest.fixture
+def server_workdir():
+    """A folder the servers, which run as mysql and postgres, can reach (pytest's are 0700); kept when
+    something was left in it."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-test-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    yield folder
+    if not leftovers(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def table_rows(path) -> list[dict]:
+    """The rows of a CSV table, gzipped or not."""
+    opener = gzip.open if str(path).endswith(".gz") else open
+    with opener(path, "rt", newline="") as f:
+        return list(csv.DictReader(f))
 
 
 @pytest.fixture

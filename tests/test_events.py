@@ -2,15 +2,11 @@
 with its outcome, and the measurement shows it: a paused server's stall carries how long its
 transactions waited, and the recovery table names the seconds lost. (A node killed and never started
 again: tests/test_topology_run.py, where the client has another node to talk to.)"""
-import csv
-import gzip
-import shutil
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import leftovers
+from conftest import leftovers, table_rows as rows
 
 pytestmark = pytest.mark.workflow
 
@@ -18,19 +14,8 @@ WINDOW_S = 12
 
 
 @pytest.fixture
-def workdir():
-    """A folder the server, which runs as mysql, can reach (pytest's are 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="dbsweep-events-", dir="/var/tmp"))
-    folder.chmod(0o755)
-    yield folder
-    if not leftovers(folder):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def rows(path):
-    opener = gzip.open if str(path).endswith(".gz") else open
-    with opener(path, "rt", newline="") as f:
-        return list(csv.DictReader(f))
+def workdir(server_workdir):
+    return server_workdir
 
 
 def config(schedules: dict) -> dict:

@@ -4,17 +4,13 @@ node's counters carry their node), the same replica cut off for longer than the 
 primary falls back to async and says so), and a Galera member killed behind haproxy and never started
 again (the client reconnects through the proxy; the dead member is released at the end). Nothing is
 left: no server, namespace or mount."""
-import csv
-import gzip
 import json
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
 
-from conftest import leftovers
+from conftest import leftovers, table_rows as rows
 
 pytestmark = pytest.mark.workflow
 
@@ -22,23 +18,8 @@ WINDOW_S = 8
 
 
 @pytest.fixture
-def workdir():
-    """A folder the servers, which run as mysql, can reach (pytest's are 0700)."""
-    folder = Path(tempfile.mkdtemp(prefix="dbsweep-topology-", dir="/var/tmp"))
-    folder.chmod(0o755)
-    yield folder
-    if not leftovers(folder):
-        shutil.rmtree(folder, ignore_errors=True)
-
-
-def rows(path):
-    with gzip.open(path, "rt", newline="") as f:
-        return list(csv.DictReader(f))
-
-
-def namespaces() -> set[str]:
-    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    return {line.split()[0] for line in out.splitlines() if line.strip()}
+def workdir(server_workdir):
+    return server_workdir
 
 
 def config() -> dict:

@@ -358,3 +358,54 @@ def test_a_full_disk_during_prepare_says_why_on_stderr_in_the_log_and_on_the_sum
     assert f'href="{log.relative_to(root / "results")}"' in page
     assert leftovers(root) == []
     shutil.rmtree(root, ignore_errors=True)
+
+
+def topology_config() -> dict:
+    config = db_config(window=8)
+    config["study"] = "faults-topology"
+    config["axes"]["topology"] = ["semisync"]
+    config["topologies"] = {"semisync": {"replicas": 1, "replication": "semisync"}}
+    config["network"] = {"node_latency_ms": 1}
+    config["filesystems"]["ext4"]["size"] = "400M"
+    return config
+
+
+def _netns() -> set[str]:
+    out = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    return {line.split()[0] for line in out.splitlines() if line.strip()}
+
+
+def test_sigkill_of_a_topology_job_leaves_no_node_namespace_or_link(prepared):
+    """The job of a primary, a replica and their client, each in a namespace of its own joined by links
+    with a user-space delay, is SIGKILLed in its window: its guardian kills both servers, the client and
+    the delayers, and deletes the namespaces (and with them the veths and rules); the rerun completes."""
+    root = new_root()
+    study = Study(root, topology_config())
+    shutil.copytree(prepared("topology", topology_config()), root / "resources", copy_function=os.link)
+    before = _netns()
+    with open(root / "snakemake.out", "w") as out:
+        snakemake = subprocess.Popen(study.argv(), cwd=root, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+    try:
+        job, rep = wait_for(lambda: measuring_window(root, "sysbench"), what="the measured window")
+        time.sleep(1)
+        ours = {ns for ns in _netns() - before if ns.startswith(f"dbs{job}")}
+        assert len(ours) == 3, ours  # client, primary, replica1
+        servers = [p.pid for p in psutil.Process(job).children(recursive=True) if p.name() == "mariadbd"]
+        assert len(servers) == 2
+        os.kill(job, signal.SIGKILL)
+        snakemake.wait(timeout=180)
+        wait_for(lambda: not (_netns() & ours), timeout=30, what="the namespaces deleted")
+        assert not [pid for pid in servers if psutil.pid_exists(pid)
+                    and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        assert not [p for p in psutil.process_iter(["cmdline"])
+                    if "dbsweep.topology.delayer" in " ".join(p.info["cmdline"] or [])]
+        assert leftovers(root) == [] and not (rep / "run.json").exists()
+        done = study.run(check=False)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        assert (rep / "run.json").exists() and _netns() == before
+    finally:
+        if snakemake.poll() is None:
+            snakemake.kill()
+        if not leftovers(root):
+            shutil.rmtree(root, ignore_errors=True)

@@ -3,8 +3,8 @@
 KINDS maps a proxy kind (a value of the `proxy` axis, a key of the study's `proxies:`) to its adapter
 module. Every adapter declares the same things, and nothing outside its module tests its kind:
 
-    SETTINGS                       the settings it takes, with their defaults
-    check_settings(settings, where)  refuse bad settings when the study loads (ConfigError, one line)
+    SETTINGS, BALANCE, LIMITS      the settings it takes with their defaults, its balance modes, numeric ranges
+    check_settings(settings, where)  optional: what else it refuses when the study loads (ConfigError, one line)
     run(settings, listen, backends, rundir, log, netns, login, cgroup)
                                    context manager: the proxy, ready; yields a ProxyHandle; always stopped
     CUMULATIVE(name)               whether a stats() number is a running total (per-second deltas)
@@ -75,7 +75,16 @@ def check_settings(kind: str, settings: dict | None, where: str | None = None) -
     if unknown:
         raise ConfigError(f"{where}.{unknown[0]}: {(settings or {})[unknown[0]]!r} is not a setting of "
                           f"{kind} ({', '.join(module.SETTINGS)})")
-    module.check_settings(settings or {}, where)
+    settings = settings or {}
+    balance = settings.get("balance", module.SETTINGS["balance"])
+    if balance not in module.BALANCE:
+        raise ConfigError(f"{where}.balance: {balance!r} is not one of {', '.join(module.BALANCE)}")
+    for key, (low, high) in module.LIMITS.items():
+        value = settings.get(key, module.SETTINGS[key])
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise ConfigError(f"{where}.{key}: {value!r} is not a whole number from {low} to {high}")
+    if hasattr(module, "check_settings"):  # what only that proxy checks (ProxySQL: its binary)
+        module.check_settings(settings, where)
 
 
 def check_backends(backends: list[Backend]) -> None:

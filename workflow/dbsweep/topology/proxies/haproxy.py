@@ -28,7 +28,6 @@ from typing import Callable, Iterator
 
 from dbsweep.engines import (Handle, Launch, binary, check_socket_path, prepare_rundir, socket_answers,
                              supervise, version_line, write_config)
-from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
 from dbsweep.topology.proxies import ProxyHandle
 
@@ -48,17 +47,6 @@ COLUMNS = {"scur": "sessions_current", "stot": "sessions_total", "bin": "bytes_i
 TOTALS = {"sessions_total", "bytes_in", "bytes_out", "connection_errors", "request_errors", "response_errors",
           "retries", "redispatches", "downtime_s"}
 STATS_TIMEOUT_S = 2
-
-
-def check_settings(settings: dict, where: str = f"proxies.{KIND}") -> None:
-    """Refuse settings haproxy would refuse, one line each (the keys are checked by the caller)."""
-    balance = settings.get("balance", SETTINGS["balance"])
-    if balance not in BALANCE:
-        raise ConfigError(f"{where}.balance: {balance!r} is not one of {', '.join(BALANCE)}")
-    for key, (low, high) in LIMITS.items():
-        value = settings.get(key, SETTINGS[key])
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{where}.{key}: {value!r} is not a whole number from {low} to {high}")
 
 
 def CUMULATIVE(name: str) -> bool:  # noqa: N802 - the interface's name

@@ -47,7 +47,7 @@ TOTALS = {"sessions_total", "bytes_in", "bytes_out", "connection_errors", "reque
 
 
 def check_settings(settings: dict, where: str = f"proxies.{KIND}") -> None:
-    """Refuse a missing or unusable binary and settings ProxySQL would refuse, one line each."""
+    """Refuse a missing or unusable binary, one line (balance and limits: proxies.check_settings)."""
     path = settings.get("path")
     if path is None:
         raise ConfigError(f"{where}.path: None: ProxySQL is not packaged here; give the path of your own "
@@ -58,13 +58,6 @@ def check_settings(settings: dict, where: str = f"proxies.{KIND}") -> None:
         raise ConfigError(f"{where}.path: {path!r}: no such file")
     if not os.access(path, os.X_OK):
         raise ConfigError(f"{where}.path: {path!r} is not executable")
-    balance = settings.get("balance", SETTINGS["balance"])
-    if balance not in BALANCE:
-        raise ConfigError(f"{where}.balance: {balance!r} is not one of {', '.join(BALANCE)}")
-    for key, (low, high) in LIMITS.items():
-        value = settings.get(key, SETTINGS[key])
-        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-            raise ConfigError(f"{where}.{key}: {value!r} is not a whole number from {low} to {high}")
 
 
 def CUMULATIVE(name: str) -> bool:  # noqa: N802 - the interface's name
