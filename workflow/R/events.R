@@ -65,7 +65,8 @@ rule_recovery <- function(input, output, params, log = snakemake_log()) {
   axes <- axes_param(params)
   recovery <- read_table(input[["recovery"]], axes, c("rep", "index", "action", "at_s"))
   caption <- caption_text(read_provenance(input[["provenance"]]))
-  cols <- setdiff(names(recovery), c(axes, "rep", "index", "action", "target", "at_s", "for_s"))
+  cols <- setdiff(names(recovery)[vapply(recovery, is.numeric, TRUE)],
+                  c(axes, "rep", "index", "at_s", "for_s"))
   table <- recovery[, c(list(reps = .N), lapply(.SD, median_or_na)),
                     by = c(axes, "index", "action", "target", "at_s", "for_s"), .SDcols = cols]
   keep <- names(table)[vapply(names(table), function(n) !all(is.na(table[[n]])), TRUE) |

@@ -1,0 +1,49 @@
+# rule_topology and rule_recovery end to end on the real tables of a topology study with timed events
+# (tests/fixtures/topology_tables: a semi-sync replica cut off for 4 s, a Galera member killed).
+
+fixture <- function(name) test_path("..", "fixtures", "topology_tables", name)
+AXES <- c("engine", "memory", "filesystem", "threads", "workload", "topology", "proxy", "events")
+
+test_that("the topology table has each cell's replication figures and the replication plot its series", {
+  dir <- tempfile("topology-")
+  dir.create(dir)
+  output <- list(table_csv = file.path(dir, "topology.csv"), table_md = file.path(dir, "topology.md"),
+                 replication = file.path(dir, "replication.png"))
+  input <- list(summary = fixture("summary.csv.gz"), counters = fixture("counters.csv.gz"),
+                events = fixture("events.csv.gz"), provenance = fixture("provenance.json"))
+  p <- rule_topology(input, output, list(axes = AXES), log = file.path(dir, "topology.log"))
+  table <- fread(output$table_csv)
+  expect_equal(sort(table$topology), c("galera3", "semisync"))
+  semi <- table[topology == "semisync"]
+  expect_gte(semi$sync_off_s, 2)  # the primary stopped waiting for its cut-off replica
+  expect_gt(semi$rtt_node_ms, 0)
+  expect_true(all(c("lag_max_s", "behind_max") %in% names(table)))
+  expect_match(paste(readLines(output$table_md), collapse = "\n"), "share its CPUs")
+  expect_gt(file.size(output$replication), 10000)
+  built <- ggplot_build(p)
+  metrics <- levels(built$plot$data$.metric)
+  expect_true(all(c("behind the primary", "primary waits for a replica (1/0)") %in% metrics))
+  spans <- built$plot$layers[[length(built$plot$layers)]]$data  # the event names
+  expect_setequal(spans$label, c("cut link primary-replica1", "kill node2"))
+})
+
+test_that("event spans run from each action to its undo, and an action without an end is a mark", {
+  spans <- event_spans(read_events(fixture("events.csv.gz"), AXES), AXES)
+  cut <- spans[topology == "semisync"]
+  expect_equal(c(cut$xmin, cut$xmax), c(3.002, 7.0), tolerance = 1e-6)
+  kill <- spans[topology == "galera3"]
+  expect_equal(kill$xmax - kill$xmin, EVENT_MARK_S)
+  expect_equal(kill$label, "kill node2")
+})
+
+test_that("the recovery table has one row per event with what it cost", {
+  dir <- tempfile("topology-")
+  dir.create(dir)
+  output <- list(table_csv = file.path(dir, "recovery.csv"), table_md = file.path(dir, "recovery.md"))
+  input <- list(recovery = fixture("recovery.csv.gz"), provenance = fixture("provenance.json"))
+  table <- rule_recovery(input, output, list(axes = AXES), log = file.path(dir, "recovery.log"))
+  expect_equal(sort(table$action), c("cut", "kill"))
+  expect_gt(table[action == "kill", lost_tx], 0)
+  expect_gte(table[action == "cut", sync_off_s], 2)
+  expect_match(paste(readLines(output$table_md), collapse = "\n"), "Recovery from timed events")
+})
