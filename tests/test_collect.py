@@ -3,7 +3,7 @@ pgbench_counters: the sampler entered just before pgbench started, as run.py doe
 from collections import Counter
 from pathlib import Path
 
-from dbsweep.collect import counter_rows
+from dbsweep.collect import counter_rows, read_samples
 from dbsweep.engines import postgresql
 from dbsweep.workloads import pgbench
 
@@ -16,7 +16,7 @@ def test_each_counter_lands_in_the_second_its_tick_closes():
     so every second of the window has exactly one row per counter."""
     samples = pgbench.samples(RAW, float((RAW / "start.txt").read_text()))
     window_start = samples[0]["time"] - 1  # as collect() numbers them
-    rows = counter_rows(RAW / "counters.jsonl", window_start, postgresql)
+    rows = counter_rows(read_samples(RAW / "counters.jsonl"), window_start, postgresql)
     commits = [r for r in rows if r["name"] == "db.xact_commit"]  # cumulative: deltas from the second tick on
     assert [r["second"] for r in commits] == [s["second"] for s in samples] == [1, 2, 3, 4, 5]
     assert all(abs(r["time"] - (window_start + r["second"])) < 0.5 for r in rows)

@@ -19,7 +19,7 @@
 
 # The final figures of efficiency.csv, in this order.
 EFFICIENCY_COLUMNS <- c("tps", "lat_p95_ms", "hit_ratio", "kb_read_per_txn",
-                        "kb_written_per_txn", "cpu_us_per_txn",
+                        "kb_written_per_txn", "cpu_us_per_txn", "server_cpu_us_per_txn",
                         "datadir_mb_start", "datadir_mb_end", "memory_limit_mb")
 
 # Stops on a repetition that counted transactions but reports no throughput.
@@ -92,6 +92,8 @@ binlog_tables <- function(stats, axes) {
 # One row per database cell: repetitions and the medians of the final figures.
 efficiency_table <- function(summary, axes) {
   if (nrow(summary) == 0) return(not_applicable_table(NO_DATABASE_CELLS))
+  summary <- copy(summary)
+  for (col in setdiff(EFFICIENCY_COLUMNS, names(summary))) set(summary, j = col, value = NA_real_)  # older tables
   out <- summary[, c(list(reps = .N), lapply(.SD, median_or_na)), by = axes,
                  .SDcols = EFFICIENCY_COLUMNS]
   order_by_axes(out, axes)
@@ -103,7 +105,9 @@ EFFICIENCY_PREAMBLE <- paste(
   "tps: transactions/s; lat_p95_ms: 95th percentile latency (ms); hit_ratio:",
   "share of page reads served from memory (0..1); kb_read_per_txn,",
   "kb_written_per_txn: device KB per transaction (iostat); cpu_us_per_txn:",
-  "CPU microseconds per transaction (vmstat us + sy); datadir_mb_start,",
+  "CPU microseconds per transaction (vmstat us + sy: the whole host);",
+  "server_cpu_us_per_txn: CPU microseconds of the servers' own processes per",
+  "transaction (every node's, in a topology); datadir_mb_start,",
   "datadir_mb_end: data directory size (MB) at the start and end;",
   "memory_limit_mb: the server's memory cap (MB), NA when none."
 )

@@ -30,7 +30,7 @@ RATE_KEYS = ["rate", "rate_achieved", "queue_max", "queue_end", "rate_short"]
 SHORT_SHARE = 0.05
 POISSON_SIGMAS = 3
 QUEUE_SHARE = 0.1
-DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_per_txn",
+DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_per_txn", "server_cpu_us_per_txn",
                  "datadir_mb_start", "datadir_mb_end", "memory_limit_mb"]
 
 
@@ -63,6 +63,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
         summary |= topology_figures.figures(counters, record, len(samples))
+        summary["server_cpu_us_per_txn"] = server_cpu_per_txn(counters, samples)
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
@@ -116,25 +117,40 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
             "cpu_us_per_txn": per_txn(cpu_us)}
 
 
+def server_cpu_per_txn(counters: list[dict], samples: list[dict]) -> float | None:
+    """CPU microseconds of the servers' own processes (every node's: server_cpu_s) per transaction over
+    the measured window; where vmstat's cpu_us_per_txn counts the whole host (client and monitors too)."""
+    window = {row["second"] for row in samples}
+    cpu = [row["value"] for row in counters if row["name"] == "server_cpu_s" and row["second"] in window]
+    txn = sum(row["tps"] or 0 for row in samples)
+    return sum(cpu) * 1e6 / txn if cpu and txn else None
+
+
 def node_counter_rows(raw: Path, record: dict, window_start: float) -> list[dict]:
     """Every node's counter rows (one node, named "", without a topology), the proxy's, and each replica's
     derived rows (topology.figures: replication_behind, sync_on, flow_paused)."""
     family = engines.family(record["recipe"]["engine"])
-    rows = []
+    rows, positions = [], {}
     for node, path in topology_figures.node_files(raw, record):
         counting = proxies.adapter(record["recipe"]["proxy"]["type"]) if node == topology_figures.PROXY else family
-        rows += [row | {"node": node} for row in counter_rows(path, window_start, counting)]
-    return rows + topology_figures.derived_rows(rows, record, family)
+        samples = read_samples(path)
+        rows += [row | {"node": node} for row in counter_rows(samples, window_start, counting)]
+        positions[node] = topology_figures.positions(samples, window_start)
+    return rows + topology_figures.derived_rows(rows, record, family, positions)
 
 
-def counter_rows(path: Path, window_start: float, family) -> list[dict]:
+def read_samples(path: Path) -> list[dict]:
+    """A counters.jsonl's samples (none when the file is missing)."""
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def counter_rows(samples: list[dict], window_start: float, family) -> list[dict]:
     """Per-second server counters, long: deltas for cumulative counters, values for gauges,
     and the datadir size where it was taken. A tick belongs to the second it closes, the nearest whole
     second after window_start (the tool's second k ends at window_start + k): the sampler ticks within
     a few ms of those, a hair before or after, so rounding up would put some in the next second."""
-    if not path.exists():
-        return []
-    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     rows = []
     previous = None
     for sample in samples:

@@ -309,7 +309,8 @@ def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: 
     else:
         argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file)
         with client(db, argv) as (argv, env):
-            _measure(argv, scratch, fs.devices, raw, record, log, sampler, db, env, timed)
+            _measure(argv, scratch, topology.devices if topology else fs.devices, raw, record, log, sampler, db,
+                     env, timed)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server

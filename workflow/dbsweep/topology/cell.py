@@ -34,6 +34,7 @@ class Topology:
     proxy: object | None  # topology.proxies.ProxyHandle
     facts: dict = field(default_factory=dict)  # for run.json: nodes, links (measured round trips), proxy
     open: dict = field(default_factory=dict)  # node name -> () -> a context starting its server again
+    devices: list = field(default_factory=list)  # every node's block devices (iostat watches them all)
 
     def client_argv(self, argv: list[str]) -> list[str]:
         """argv run on the client's host (its namespace)."""
@@ -62,11 +63,12 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
     from dbsweep.topology.network import network
     topology = recipe["topology"]
     names, kind = topology["nodes"], topology["replication"]
-    roots = [fs.path]
+    roots, devices = [fs.path], {names[0]: list(fs.devices)}
     for name in names[1:]:
         node_fs = stack.enter("filesystem", f"{recipe['filesystem']['type']} {name}",
                               storage.filesystem(recipe["filesystem"], scratch / name, runtime.active, image))
         roots.append(node_fs.path)
+        devices[name] = list(node_fs.devices)
     net = stack.enter("network", topology["name"], network([CLIENT, *names], links(recipe, names), log,
                                                              runtime.active))
     specs = [NodeSpec(name=name, role=role(kind, i), index=i, address=net.addresses[name], port=database.free_port(),
@@ -103,12 +105,13 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
     facts = {
         "name": topology["name"], "replication": kind,
         "nodes": [{"name": s.name, "role": s.role, "address": s.address, "port": s.port, "host": here,
+                   "devices": devices[s.name],
                    **({"declared_host": declared[s.name]} if s.name in declared else {}), **s.facts}
                   for s in specs],
         "client": client, "network": net.facts | {"rtt_ms": net.measure_rtt()},
         "proxy": None if handle is None else handle.facts,
     }
-    return Topology(first, dbs, specs, net, handle, facts, openers)
+    return Topology(first, dbs, specs, net, handle, facts, openers, [d for n in names for d in devices[n]])
 
 
 def through(db: database.Database, host: str, port: int) -> database.Database:

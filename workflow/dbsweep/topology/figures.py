@@ -39,8 +39,9 @@ def node_files(raw: Path, record: dict) -> list[tuple[str, Path]]:
     return files
 
 
-def derived_rows(rows: list[dict], record: dict, family) -> list[dict]:
-    """replication_behind, sync_on and flow_paused rows (see above) from the nodes' own."""
+def derived_rows(rows: list[dict], record: dict, family, positions: dict[str, dict[int, float]]) -> list[dict]:
+    """replication_behind, sync_on and flow_paused rows (see above) from the nodes' own; positions: each
+    node's replication_position as sampled (node -> second -> value: not a per-second delta)."""
     topology = record.get("topology")
     if not topology or topology.get("replication") is None:
         return []
@@ -54,28 +55,21 @@ def derived_rows(rows: list[dict], record: dict, family) -> list[dict]:
             out.append(row | {"name": "sync_on", "value": 1.0 if row["value"] else 0.0})
         elif paused and row["name"] == paused:
             out.append(row | {"name": "flow_paused", "value": row["value"] / 1e9})
-    return out + _behind_rows(rows, topology)
-
-
-def _behind_rows(rows: list[dict], topology: dict) -> list[dict]:
-    """replication_behind per replica and second, from the nodes' replication_position rows."""
-    if topology["replication"] == "galera":
-        return []
-    primary = topology["nodes"][0]["name"]
-    positions: dict[str, dict[int, float]] = {}
-    for row in rows:
-        if row["name"] == "replication_position":
-            positions.setdefault(row["node"], {})[row["second"]] = row["value"]
-    head = positions.get(primary, {})
-    out = []
-    for node, seconds in positions.items():
-        if node == primary:
-            continue
-        for second, value in sorted(seconds.items()):
-            if second in head:
-                out.append({"second": second, "time": "", "node": node, "name": "replication_behind",
-                            "value": max(0.0, head[second] - value)})
+    if topology["replication"] != "galera":
+        head = positions.get(primary, {})
+        for node, seconds in positions.items():
+            if node == primary:
+                continue
+            out += [{"second": second, "time": "", "node": node, "name": "replication_behind",
+                     "value": max(0.0, head[second] - value)} for second, value in sorted(seconds.items())
+                    if second in head]
     return out
+
+
+def positions(samples: list[dict], window_start: float) -> dict[int, float]:
+    """A node's replication_position by second (the counter rows' seconds), as sampled."""
+    return {round(s["time"] - window_start): s["counters"]["replication_position"] for s in samples
+            if "replication_position" in s["counters"]}
 
 
 def figures(rows: list[dict], record: dict, seconds: int) -> dict:
