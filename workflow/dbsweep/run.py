@@ -31,7 +31,7 @@ from pathlib import Path
 
 import psutil
 
-from dbsweep import database, engines, manifest, storage, workloads
+from dbsweep import database, disturbances, engines, manifest, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
 from dbsweep.runtime import cgroup, owned
@@ -185,6 +185,7 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
     progress = Follow(raw / tool.live_from, tool.live, recipe["duration_s"], log)
     with Monitors(raw, devices) as mon, (sampler or nullcontext()):
         record["monitors"] = mon.commands
+        _look_around(record, log)
         record["measure_start"] = time.time()
         with (timed or _untimed)(record["measure_start"]) as schedule:
             record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env)
@@ -196,6 +197,16 @@ def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: 
         refused(f"{name} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
     if record["exit_status"] != 0:
         raise RuntimeError(f"{name} was killed by signal {-record['exit_status']}")
+
+
+def _look_around(record: dict, log) -> None:
+    """What on the host may disturb the window about to start (disturbances.py), into run.json and, as
+    warnings, into the log."""
+    own = set(cgroup.current.pids()) if cgroup.current else set()
+    record["disturbances"] = disturbances.look(own)
+    for warning in record["disturbances"]["warnings"]:
+        log.write(f"warning: {warning}\n")
+    log.flush()
 
 
 def refused(message: str, db=None) -> None:
@@ -295,6 +306,7 @@ def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: 
         window.restart = restart
         with Monitors(raw, fs.devices) as mon:
             record["monitors"] = mon.commands
+            _look_around(record, log)
             record["measure_start"] = time.time()
             tool.measure(window)
             record["measure_end"] = time.time()
@@ -384,6 +396,7 @@ def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path
     done = []
     with Monitors(raw, fs.devices) as mon, sampler:
         record["monitors"] = mon.commands
+        _look_around(record, log)
         record["measure_start"] = time.time()
         with (timed or _untimed)(record["measure_start"]) as schedule:
             for name, argv in phases:
