@@ -27,18 +27,24 @@ def config() -> dict:
         "study": "topology",
         "axes": {"engine": ["innodb"], "memory": ["32M"], "filesystem": ["ext4"], "threads": [2],
                  "workload": ["write"], "topology": ["single", "semisync", "galera3"], "proxy": ["none", "rr"],
-                 "events": ["none", "outage", "loss"]},
+                 "events": ["none", "outage", "loss", "misc"]},
         "include": [],
         "exclude": [{"topology": "single", "events": ["outage", "loss"]},
                     {"topology": "semisync", "events": "loss"}, {"topology": "semisync", "proxy": "rr"},
-                    {"topology": "galera3", "events": ["none", "outage"]}, {"topology": "galera3", "proxy": "none"},
+                    {"topology": "single", "events": "misc"},
+                    {"topology": "galera3", "events": ["none", "outage", "misc"]}, {"topology": "galera3", "proxy": "none"},
                     {"topology": "single", "proxy": "rr"}],
         "topologies": {"semisync": {"replicas": 1, "replication": "semisync", "semisync_timeout_ms": 500},
                        "galera3": {"nodes": 3, "replication": "galera"}},
         "network": {"node_latency_ms": 2},
         "proxies": {"rr": {"type": "haproxy", "balance": "roundrobin"}},
         "events": {"outage": [{"at": 2, "for": 3, "action": "cut", "target": "link primary-replica1"}],
-                   "loss": [{"at": 3, "action": "kill", "target": "node2"}]},
+                   "loss": [{"at": 3, "action": "kill", "target": "node2"}],
+                   "misc": [{"at": 1, "for": 1, "action": "delay", "target": "link client-primary", "latency_ms": 20},
+                            {"at": 2.5, "for": 1, "action": "loss", "target": "link primary-replica1", "percent": 50},
+                            {"at": 4, "action": "stop", "target": "replica1"},
+                            {"at": 5, "action": "start", "target": "replica1"},
+                            {"at": 6, "action": "restart", "target": "replica1"}]},
         "filesystems": {"ext4": {"type": "ext4", "size": "600M"}},
         "workloads": {"write": {"tool": "sysbench", "options": {"script": "oltp_write_only", "tables": 1,
                                                                  "table_size": 1000, "time": WINDOW_S}}},
@@ -50,7 +56,8 @@ def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     study = study_factory(config())
     study.run()
     summary = {(r["topology"], r["events"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
-    assert set(summary) == {("single", "none"), ("semisync", "none"), ("semisync", "outage"), ("galera3", "loss")}
+    assert set(summary) == {("single", "none"), ("semisync", "none"), ("semisync", "outage"), ("galera3", "loss"),
+                            ("semisync", "misc")}
 
     # a commit waits a round trip to the replica: about 2 ms more per transaction than alone
     single, semi = summary[("single", "none")], summary[("semisync", "none")]
@@ -77,6 +84,15 @@ def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     assert sum(float(r["reconn_s"] or 0) for r in samples) >= 1
     events = [r for r in rows(study.path("results/tables/events.csv.gz")) if r["topology"] == "galera3"]
     assert [(r["action"], r["target"]) for r in events] == [("kill", "node2")] and not events[0]["error"]
+
+    # every other action at its time: a slower link, lossy link, a replica stopped, started, restarted
+    misc = [r for r in rows(study.path("results/tables/events.csv.gz")) if r["events"] == "misc"]
+    assert [r["action"] for r in misc] == ["delay", "undelay", "loss", "unloss", "stop", "start", "restart"]
+    for r in misc:
+        assert not r["error"] and abs(float(r["actual_s"]) - float(r["planned_s"])) < 0.1, r
+    assert "started, ready after" in next(r["outcome"] for r in misc if r["action"] == "start")
+    slow = [r for r in rows(study.path("results/tables/samples.csv.gz")) if r["events"] == "misc"]
+    assert max(float(r["lat_pct_ms"] or 0) for r in slow if r["second"] == "2") > 20  # +20 ms round trip
 
     assert namespaces() == before  # every namespace of every repetition deleted
     assert leftovers(study.root) == []
