@@ -25,7 +25,7 @@ def scripts() -> list:
 
 def test_every_benchmark_is_found():
     names = {p.values[0] for p in scripts()}
-    assert {"planning.py", "noop.py", "slurm.py", "proxy_overhead.py", "provisioning.py"} <= names
+    assert {"planning.py", "noop.py", "slurm.py", "proxy_overhead.py", "provisioning.py", "link_delay.py"} <= names
 
 
 @pytest.mark.parametrize("script", scripts())
