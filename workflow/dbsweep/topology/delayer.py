@@ -3,8 +3,8 @@
 This host's kernel has no sch_netem (CONFIG_NET_SCH_NETEM is not set; no modules), so a link's
 latency is added here: an iptables rule in the receiving namespace hands each packet that arrives
 over a link to a queue (one queue per link end), the kernel holds it, and this process accepts it
-once its delay, counted from the packet's arrival (the kernel's receive timestamp), is over; it
-wakes early by its own average lateness. Only metadata crosses into user space (copy mode META,
+once its delay, counted from the packet's arrival (the kernel's receive timestamp), is over, never
+before; it wakes early by its own average lateness and waits out the rest. Only metadata crosses into user space (copy mode META,
 GSO packets kept whole), and packets leave a queue in the order they came (a jittered delay never
 overtakes the one before it, as on a real link), so a whole batch is accepted by one verdict.
 A delay shorter than the trip through user space (about 0.2 ms each way on a loaded 2-core host)
@@ -129,9 +129,9 @@ class Delayer:
         now, wait = time.monotonic(), None
         for queue, held in self.held.items():
             last = None
-            while held and held[0][0] <= now + self.late:
+            while held and held[0][0] <= now:  # never before its time: a delay is at least what was asked
                 due, last = held.popleft()
-                self.late += 0.05 * (min(max(now - due + self.late, 0.0), 0.002) - self.late)
+                self.late += 0.05 * (min(now - due, 0.002) - self.late)
             if last is not None:  # one verdict accepts every packet of the queue up to this id
                 self.sock.send(_message(NFQNL_MSG_VERDICT_BATCH, queue,
                                         _attr(NFQA_VERDICT_HDR, struct.pack(">II", NF_ACCEPT, last))))
