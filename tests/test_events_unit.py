@@ -35,7 +35,7 @@ def test_a_schedule_the_cell_cannot_keep_is_refused(event, message):
 
 def test_the_wait_report_gives_a_stalled_second_its_wait():
     """oltp_read_only, 2 threads; the server SIGSTOPped from 3 s to 5.5 s of the window."""
-    raw = FIXTURES / "oltp_wait_report"
+    raw = FIXTURES / "wait_report_pause"
     start = float((raw / "measure_start.txt").read_text())
     rows = {row["second"]: row for row in sysbench_oltp.samples(raw, start)}
     stalled = [k for k, row in rows.items() if row["tps"] == 0]
@@ -47,7 +47,7 @@ def test_the_wait_report_gives_a_stalled_second_its_wait():
 
 def test_a_lost_connection_the_wait_report_survived_is_an_error_and_a_reconnect_not_a_failure():
     """oltp_write_only through haproxy to a Galera cluster; node2 SIGKILLed at 4 s."""
-    raw = FIXTURES / "oltp_reconnect"
+    raw = FIXTURES / "wait_report_reconnect"
     start = float((raw / "measure_start.txt").read_text())
     assert "FATAL: mysql_stmt_execute() returned error 2013" in (raw / "stdout.txt").read_text()
     summary = sysbench_oltp.summary(raw)  # sysbench's FATAL line for the lost query is not the run's error
@@ -59,7 +59,7 @@ def test_a_lost_connection_the_wait_report_survived_is_an_error_and_a_reconnect_
 
 def test_the_fatal_line_of_a_lost_query_fails_a_run_that_did_not_reconnect(tmp_path):
     for name in ("stdout.txt",):
-        (tmp_path / name).write_text((FIXTURES / "oltp_reconnect" / name).read_text())
+        (tmp_path / name).write_text((FIXTURES / "wait_report_reconnect" / name).read_text())
     (tmp_path / "stderr.txt").write_text("")  # no wait report: sysbench itself met the lost connection
     with pytest.raises(ValueError, match="sysbench reported an error: FATAL: mysql_stmt_execute"):
         sysbench_oltp.summary(tmp_path)
