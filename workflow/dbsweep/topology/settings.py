@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dbsweep import engines
+from dbsweep.topology import proxies as proxy_kinds
 from dbsweep.errors import ConfigError
 
 AXES = ("topology", "proxy", "network")
@@ -52,7 +53,6 @@ def check(config: dict, axes: dict) -> None:
             if node not in node_names(spec):
                 raise ConfigError(f"{where}.hosts.{node}: {host!r}: no such node ({', '.join(node_names(spec))})")
     proxies = _proxies(config)
-    from dbsweep.topology import proxies as proxy_kinds
     for name, spec in proxies.items():
         proxy_kinds.check_settings(spec["type"], {k: v for k, v in spec.items() if k != "type"},
                                    f"proxies.{name}")
@@ -78,7 +78,7 @@ def _proxies(config: dict) -> dict[str, dict]:
         if name == NO_PROXY:
             raise ConfigError(f"proxies.{name}: {spec!r}: none means no proxy; choose another name")
         out[name] = {"type": spec.get("type", name)} | spec
-        if out[name]["type"] not in ("haproxy", "proxysql"):
+        if out[name]["type"] not in proxy_kinds.KINDS:
             raise ConfigError(f"proxies.{name}.type: missing (the name {name!r} is not a proxy program)")
         if out[name]["type"] == "haproxy":
             out[name] = {"balance": "roundrobin"} | out[name]
