@@ -160,9 +160,17 @@ def _rundirs_holding(secret: bytes) -> list[str]:
 
 
 def completed(root: Path) -> dict[str, str]:
-    """rep folder -> the attempt its run.json names."""
-    return {str(p.parent.relative_to(root)): json.loads(p.read_text())["attempt"]
-            for p in root.glob("results/runs/**/rep~*/run.json")}
+    """rep folder -> the attempt its run.json names.
+
+    os.walk, not glob: a repetition removes its scratch folder while this walks the tree, and
+    glob's scandir of a vanished folder raises where os.walk skips it."""
+    found = {}
+    for folder, dirs, files in os.walk(root / "results" / "runs"):
+        here = Path(folder)
+        if here.name.startswith("rep~") and "run.json" in files:
+            dirs.clear()
+            found[str(here.relative_to(root))] = json.loads((here / "run.json").read_text())["attempt"]
+    return found
 
 
 def trial(prepared, name: str, config: dict, tool: str, kill, during: str = "window") -> dict:
