@@ -32,6 +32,7 @@ from common import median, table, tempdir, use_pipeline_code  # noqa: E402
 use_pipeline_code()
 from dbsweep import config, database, run, storage  # noqa: E402
 from dbsweep.monitors import Monitors  # noqa: E402
+from dbsweep.recipe import Recipe  # noqa: E402
 
 ENGINES = ("innodb", "myrocks", "postgresql")
 TPS = re.compile(r"transactions:\s+\d+\s+\(([\d.]+) per sec\.\)")
@@ -51,24 +52,25 @@ def reload(spec: dict, image: Path, tmp: Path, log) -> float:
     """Load the dataset from nothing into `image` (as the prepare rule does); seconds."""
     image.unlink(missing_ok=True)
     start = time.perf_counter()
-    storage.prepare_image(spec["filesystem"], image, lambda root: run.fill(spec, root, tmp, log), tmp / "active")
+    storage.prepare_image(spec["filesystem"], image, lambda root: run.fill(Recipe.preparing(spec), root, tmp, log),
+                          tmp / "active")
     return time.perf_counter() - start
 
 
-def restore(recipe: dict, image: Path, tmp: Path, log) -> tuple[float, float]:
+def restore(recipe: Recipe, image: Path, tmp: Path, log) -> tuple[float, float]:
     """Restore image and start the server until ready; (seconds, of which start-to-ready)."""
     start = time.perf_counter()
-    with storage.filesystem(recipe["filesystem"], tmp / "scratch", tmp / "active", image) as fs:
-        with database.running(recipe, fs.path, log, recipe["memory"]) as db:
+    with storage.filesystem(recipe.filesystem, tmp / "scratch", tmp / "active", image) as fs:
+        with database.running(recipe, fs.path, log, recipe.memory) as db:
             elapsed = time.perf_counter() - start
             ready = db.handle.ready_seconds
     return elapsed, ready
 
 
-def tps(db, recipe: dict, raw: Path, devices: list[str], datadir: Path, monitored: bool) -> float:
+def tps(db, recipe: Recipe, raw: Path, devices: list[str], datadir: Path, monitored: bool) -> float:
     from dbsweep import workloads
     tool = workloads.get("sysbench")
-    argv = db.sysbench(tool.command(recipe["options"], recipe["threads"], raw, db.option_file))
+    argv = db.sysbench(tool.command(recipe.options, recipe.threads, raw, db.option_file))
     if monitored:
         with Monitors(raw, devices), database.Sampler(database.server_counters(db), datadir, raw / "counters.jsonl"):
             out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -107,8 +109,8 @@ def main() -> None:
                              f"{median(loads) / median(restores):.1f}x", f"{median(readies):.2f}"])
 
         with_, without = [], []
-        with storage.filesystem(recipe["filesystem"], tmp / "scratch", tmp / "active", image) as fs, \
-                database.running(recipe, fs.path, log, recipe["memory"]) as db:
+        with storage.filesystem(recipe.filesystem, tmp / "scratch", tmp / "active", image) as fs, \
+                database.running(recipe, fs.path, log, recipe.memory) as db:
             for i in range(args.repeats * 2):
                 raw = tmp / f"raw-{engine}-{i}"
                 raw.mkdir()

@@ -36,6 +36,7 @@ from common import leftovers, table, tempdir, use_pipeline_code  # noqa: E402
 use_pipeline_code()
 from dbsweep import config, database, progress, run, storage  # noqa: E402
 from dbsweep import monitors as monitors_module  # noqa: E402
+from dbsweep.recipe import Recipe  # noqa: E402
 
 GOAL = 0.01
 
@@ -77,7 +78,7 @@ class Recorded:
 def window_costs(s: config.Study, image: Path, tmp: Path, rep: int, log, recorded: Recorded) -> dict:
     """One repetition through run.repetition; CPU seconds per monitor and the window's length."""
     cell = s.cells[0]
-    out = tmp / "runs" / s.recipe(cell)["engine"] / f"rep~{rep}" / "run.json"
+    out = tmp / "runs" / s.recipe(cell).engine / f"rep~{rep}" / "run.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     record = run.repetition(cell.as_dict(), rep, s.recipe(cell), out, image, tmp / "active", log)
     cpu = {"vmstat": 0.0, "iostat": 0.0, "sampler": 0.0, "follower": 0.0}
@@ -109,8 +110,8 @@ def tree_cpu_s(pid: int) -> float:
 def server_side(s: config.Study, image: Path, tmp: Path, log, samples: int) -> tuple[float, float]:
     """Server CPU seconds per counter sample (idle CPU taken out), and this side's for comparison."""
     recipe = s.recipe(s.cells[0])
-    with storage.filesystem(recipe["filesystem"], tmp / "scratch", tmp / "active", image) as fs, \
-            database.running(recipe, fs.path, log, recipe["memory"]) as db:
+    with storage.filesystem(recipe.filesystem, tmp / "scratch", tmp / "active", image) as fs, \
+            database.running(recipe, fs.path, log, recipe.memory) as db:
         db.family.counters(db.conn)  # the session exists before anything is timed
         time.sleep(1)
         pid = db.handle.pid
@@ -149,8 +150,8 @@ def main() -> None:
             s = study(engine, args.tables, args.table_size, args.seconds, args.threads)
             image = tmp / f"{engine}.img"
             spec = s.image_spec(s.cells[0])
-            storage.prepare_image(spec["filesystem"], image, lambda root: run.fill(spec, root, tmp, log),
-                                  tmp / "active")
+            storage.prepare_image(spec["filesystem"], image,
+                                  lambda root: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active")
             load = []
             reps = []
             for rep in range(1, args.repeats + 1):

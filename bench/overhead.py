@@ -85,6 +85,7 @@ def main() -> None:
     use_pipeline_code(workflow)
     global collect, config, run, storage
     from dbsweep import collect, config, run, storage
+    from dbsweep.recipe import Recipe
     active = tmp / "active"
     s = study(2, "16M") if args.smoke else study()
     window_s = 2 if args.smoke else WINDOW_S
@@ -104,17 +105,17 @@ def main() -> None:
                 work.mkdir()
                 got = {}
                 got["mkfs+mount"], got["mkfs teardown"] = timed_context(
-                    storage.filesystem(recipe["filesystem"], work / "fresh", active))
+                    storage.filesystem(recipe.filesystem, work / "fresh", active))
 
                 image = work / "images" / "prepared.img"
                 image.parent.mkdir()
                 t0 = time.perf_counter()
                 storage.prepare_image(spec["filesystem"], image,
-                                      lambda root: run.fill(spec, root, work / "prepare-scratch", log), active)
+                                      lambda root: run.fill(Recipe.preparing(spec), root, work / "prepare-scratch", log), active)
                 got["prepare"] = time.perf_counter() - t0
 
                 got["restore+mount"], got["restore teardown"] = timed_context(
-                    storage.filesystem(recipe["filesystem"], work / "restored", active, image))
+                    storage.filesystem(recipe.filesystem, work / "restored", active, image))
 
                 rep = work / "results" / "rep~1"
                 rep.mkdir(parents=True)

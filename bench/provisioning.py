@@ -34,10 +34,12 @@ from common import leftovers, median, table, tempdir, use_pipeline_code  # noqa:
 use_pipeline_code()
 from dbsweep import database  # noqa: E402
 from dbsweep.engines import family  # noqa: E402
+from dbsweep.recipe import Recipe  # noqa: E402
 from dbsweep.topology.nodes import NodeSpec  # noqa: E402
 
 mariadb = family("innodb")
-RECIPE = {"engine": "innodb"}
+RECIPE = Recipe.preparing({"engine": "innodb", "tool": "sysbench", "filesystem": {"type": "tmpfs"},
+                           "dataset": {}})
 GOAL = 10.0
 
 

@@ -37,16 +37,18 @@ from common import median, table, tempdir, use_pipeline_code  # noqa: E402
 use_pipeline_code()
 from dbsweep import database  # noqa: E402
 from dbsweep.engines import as_user, chown_tree, postgresql  # noqa: E402
+from dbsweep.recipe import Recipe  # noqa: E402
 from dbsweep.topology.nodes import NodeSpec  # noqa: E402
 from dbsweep.workloads import tpcc  # noqa: E402
 
 GOAL = 10.0
 
 
-def recipe(dataset: str, scale: int) -> dict:
+def recipe(dataset: str, scale: int) -> Recipe:
     """pgbench's tables at scale, or the TPC-C-like tables (tpcc.lua) with scale warehouses."""
     data = tpcc.dataset({"scale": scale}) if dataset == "tpcc" else {"scale": scale, "fillfactor": 100}
-    return {"engine": "postgresql", "tool": dataset, "dataset": data, "server_options": {}, "basedir": None}
+    return Recipe.preparing({"engine": "postgresql", "tool": dataset, "dataset": data, "server_options": {},
+                             "basedir": None, "filesystem": {"type": "tmpfs"}})
 
 
 # Rows in every table of the benchmark database's public schema, counted (not the planner's estimate).
@@ -66,7 +68,7 @@ def copy(image: Path, root: Path) -> float:
     return time.perf_counter() - start
 
 
-def standby(spec: dict, image: Path, tmp: Path, log) -> dict:
+def standby(spec: Recipe, image: Path, tmp: Path, log) -> dict:
     """copy s, and start_cluster's time after the primary's start (see the docstring)."""
     primary_root, standby_root = tmp / "primary", tmp / "replica1"
     subprocess.run(["cp", "-a", str(image), str(primary_root)], check=True)
@@ -86,7 +88,7 @@ def standby(spec: dict, image: Path, tmp: Path, log) -> dict:
     return out
 
 
-def dump_load(spec: dict, source, tmp: Path, log) -> dict:
+def dump_load(spec: Recipe, source, tmp: Path, log) -> dict:
     """initdb, start, user, pg_dump | psql from source, CHECKPOINT: seconds."""
     root = tmp / "fresh"
     root.mkdir(mode=0o755)

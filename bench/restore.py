@@ -38,6 +38,7 @@ from common import ROOT, leftovers, median, table, tempdir, use_pipeline_code  #
 
 use_pipeline_code()
 from dbsweep import config, database, run, storage  # noqa: E402
+from dbsweep.recipe import Recipe  # noqa: E402
 
 STUDIES = ["innodb-vs-myrocks-memory", "postgresql-tuning", "tpcc-innodb-vs-myrocks-memory",
            "tpcc-postgresql-tuning", "binlog-filesystem", "versions", "open-loop"]
@@ -90,14 +91,14 @@ def copy_pair(image: Path, tmp: Path) -> dict:
     return out
 
 
-def restore_pair(recipe: dict, image: Path, tmp: Path, log) -> dict:
+def restore_pair(recipe: Recipe, image: Path, tmp: Path, log) -> dict:
     out = {}
     start = time.perf_counter()
-    with storage.filesystem(recipe["filesystem"], tmp / "scratch", tmp / "active", image) as fs:
+    with storage.filesystem(recipe.filesystem, tmp / "scratch", tmp / "active", image) as fs:
         out["restore"] = time.perf_counter() - start
         out["restore_sync"] = timed(lambda: fsync(tmp / "scratch" / "fs.img"))
         started = time.perf_counter()
-        with database.running(recipe, fs.path, log, recipe.get("memory")):
+        with database.running(recipe, fs.path, log, recipe.memory):
             out["start"] = time.perf_counter() - started
     return out
 
@@ -125,7 +126,7 @@ def main() -> None:
                 image = tmp / "image.img"
                 load = os.getloadavg()[0]
                 reload_s = timed(lambda: storage.prepare_image(
-                    spec["filesystem"], image, lambda root: run.fill(spec, root, tmp, log), tmp / "active"))
+                    spec["filesystem"], image, lambda root: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active"))
                 allocated = os.stat(image).st_blocks * 512
                 subprocess.run(["cat", str(image)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
                 pairs = []

@@ -31,6 +31,7 @@ from common import table, tempdir, use_pipeline_code  # noqa: E402
 
 use_pipeline_code()
 from dbsweep import config, database, run, storage  # noqa: E402
+from dbsweep.recipe import Recipe  # noqa: E402
 from dbsweep.workloads import tpcc  # noqa: E402
 
 ENGINES = ("innodb", "myrocks", "postgresql")
@@ -52,7 +53,7 @@ def prepare(spec: dict, image: Path, tmp: Path, log) -> tuple[float, int]:
     size = []
 
     def fill(root: Path):
-        commands = run.fill(spec, root, tmp, log)
+        commands = run.fill(Recipe.preparing(spec), root, tmp, log)
         size.append(database.datadir_bytes(root / database.DATADIR))
         return commands
 
@@ -74,11 +75,11 @@ def tree_cpu(pid: int) -> float:
     return total
 
 
-def client_cpu(recipe: dict, image: Path, tmp: Path, log) -> tuple[int, float, float, float]:
+def client_cpu(recipe: Recipe, image: Path, tmp: Path, log) -> tuple[int, float, float, float]:
     """(transactions, tps, client CPU s, server CPU s) of one run on the restored image."""
-    with storage.filesystem(recipe["filesystem"], tmp / "scratch", tmp / "active", image) as fs, \
-            database.running(recipe, fs.path, log, recipe["memory"]) as db:
-        argv = db.sysbench(tpcc.command(recipe["options"], recipe["threads"], tmp, db.option_file))
+    with storage.filesystem(recipe.filesystem, tmp / "scratch", tmp / "active", image) as fs, \
+            database.running(recipe, fs.path, log, recipe.memory) as db:
+        argv = db.sysbench(tpcc.command(recipe.options, recipe.threads, tmp, db.option_file))
         server_before = tree_cpu(db.handle.pid)
         with open(tmp / "run.stdout.txt", "w") as out:
             proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT)

@@ -35,10 +35,10 @@ def test_demo_study_expands_to_its_matrix():
     assert len(storage) == 8, "engine and memory do not multiply storage cells"
     assert len(databases) == 6 and {c["threads"] for c in databases} == {4}
     recipe = study.recipe(storage[0])
-    assert recipe["threads"] == 1 and recipe["tool"] == "fio" and recipe["duration_s"] == 5
+    assert recipe.threads == 1 and recipe.tool == "fio" and recipe.duration_s == 5
     assert storage[0].path == "filesystem~ext4/threads~1/workload~fio-randread"
     db = study.recipe(databases[0])
-    assert (db["engine"], db["memory"], db["warmup_s"]) == ("innodb", "16M", 2)
+    assert (db.engine, db.memory, db.warmup_s) == ("innodb", "16M", 2)
     assert databases[0].path == "engine~innodb/memory~16M/filesystem~xfs/threads~4/workload~oltp-rw"
 
 
@@ -84,7 +84,7 @@ def test_user_axis_fills_workload_options():
     config = with_change("axes.bs", ["4k", "16k"])
     config["workloads"]["fio-randread"]["options"]["bs"] = "{bs}"
     study = load(config)
-    bs = {study.recipe(c)["options"]["bs"] for c in study.cells if c["workload"] == "fio-randread"}
+    bs = {study.recipe(c).options["bs"] for c in study.cells if c["workload"] == "fio-randread"}
     assert bs == {"4k", "16k"}
     assert study.cells[0].path.endswith("/bs~4k")
 
@@ -158,9 +158,9 @@ def test_option_sets_build_the_server_options():
     config["server"] = {"options": {"mariadb": {"innodb_flush_method": "O_DIRECT"}}, "cgroup_overhead": "256M"}
     study = load(config)
     db = [study.recipe(c) for c in study.cells if "engine" in c.as_dict()]
-    sync1 = next(r for r in db if r["server_options"].get("sync_binlog") == 7)
-    assert sync1["server_options"]["innodb_flush_method"] == "O_DIRECT"
-    assert sync1["memory_limit"] == (16 + 256) << 20 or sync1["memory_limit"] == (256 + 256) << 20
+    sync1 = next(r for r in db if r.server_options.get("sync_binlog") == 7)
+    assert sync1.server_options["innodb_flush_method"] == "O_DIRECT"
+    assert sync1.memory_limit == (16 + 256) << 20 or sync1.memory_limit == (256 + 256) << 20
     assert {study.image(c) for c in study.cells if "engine" in c.as_dict()} == \
         {study.image(next(c for c in study.cells if "engine" in c.as_dict()))}, "option sets do not re-prepare"
 
@@ -234,7 +234,7 @@ def test_a_rate_from_an_axis_is_checked_per_cell():
         load(config)
     config["axes"]["arrivals"] = [500, 2000]
     study = load(config)
-    assert {c["options"]["rate"] for c in map(study.recipe, study.cells) if c["tool"] == "sysbench"} == {"500", "2000"}
+    assert {r.options["rate"] for r in map(study.recipe, study.cells) if r.tool == "sysbench"} == {"500", "2000"}
 
 
 def test_fio_rate_is_fios_own_bandwidth_limit():

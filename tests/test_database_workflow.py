@@ -59,7 +59,7 @@ def password_of(study, config) -> str:
     """Read the generated password from inside a prepared image."""
     s = load(config)
     image = study.path(s.image(s.cells[0]))
-    spec = s.recipe(s.cells[0])["filesystem"]
+    spec = s.recipe(s.cells[0]).filesystem
     with storage.filesystem(spec, study.path("peek"), study.path("results/.active"), image) as fs:
         creds = json.loads((fs.path / CREDENTIALS).read_text())
         assert oct((fs.path / CREDENTIALS).stat().st_mode & 0o777) == "0o600"

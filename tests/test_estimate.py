@@ -4,13 +4,16 @@ import json
 import pytest
 
 from dbsweep import estimate
+from dbsweep.recipe import Recipe
+
+
+def recipe(duration_s, warmup=0, engine=None):
+    return Recipe(tool="sysbench" if engine else "fio", options={}, threads=1, filesystem={"type": "tmpfs"},
+                  dataset={}, duration_s=duration_s, engine=engine, warmup_s=warmup)
 
 
 def run_json(tmp_path, name, wall, window, warmup=0, engine=None, status="ok"):
-    recipe = {"tool": "sysbench" if engine else "fio", "duration_s": 10, "warmup_s": warmup}
-    if engine:
-        recipe["engine"] = engine
-    record = {"status": status, "recipe": recipe, "started": "2026-11-23T10:00:00.000+00:00",
+    record = {"status": status, "recipe": recipe(10, warmup, engine).as_dict(), "started": "2026-11-23T10:00:00.000+00:00",
               "ended": f"2026-11-23T10:00:{wall:06.3f}+00:00", "measure_start": 1000.0,
               "measure_end": 1000.0 + window}
     path = tmp_path / f"{name}.json"
@@ -24,7 +27,7 @@ def test_overhead_is_the_run_step_beyond_its_window_and_warmup(tmp_path):
             run_json(tmp_path, "failed", 50.0, 1.0, status="failed")]
     assert estimate.measured(done) == {"storage": [pytest.approx(2.3), pytest.approx(2.9)],
                                        "database": [pytest.approx(15.0)]}
-    missing = [{"duration_s": 60}, {"duration_s": 60, "warmup_s": 10, "engine": "innodb"}, {"duration_s": None}]
+    missing = [recipe(60), recipe(60, warmup=10, engine="innodb"), recipe(None)]
     e = estimate.estimate(missing, done)
     storage, database = 1.0 + 2.6, 1.0 + 15.0  # JOB_START_S + the median
     assert e["per_rep_s"] == {"storage": pytest.approx(storage), "database": pytest.approx(database)}
@@ -37,14 +40,14 @@ def test_overhead_is_the_run_step_beyond_its_window_and_warmup(tmp_path):
 
 
 def test_defaults_without_earlier_runs():
-    e = estimate.estimate([{"duration_s": 3600, "engine": "innodb"}] * 3, [])
+    e = estimate.estimate([recipe(3600, engine="innodb")] * 3, [])
     assert e["per_rep_s"] == {"database": 1.0 + estimate.DEFAULT_STEP_S["database"]}
     assert "about 3 h 00 min" in estimate.describe(e) and "; defaults)" in estimate.describe(e)
     assert estimate.describe(estimate.estimate([], [])) == "dbsweep: no repetition missing"
 
 
 def test_describe_counts_repetitions_run_again():
-    e = estimate.estimate([{"duration_s": 10}] * 3, [])
+    e = estimate.estimate([recipe(10)] * 3, [])
     assert estimate.describe(e, again=2).endswith("; 2 of them again (changed or incomplete)")
 
 

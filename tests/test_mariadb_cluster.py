@@ -22,9 +22,15 @@ import pytest
 from dbsweep import database
 from dbsweep.engines import family, mariadb_cluster
 from dbsweep.errors import ConfigError
+from dbsweep.recipe import Recipe
 from dbsweep.topology.nodes import NodeSpec
 
 mariadb = family("innodb")
+
+
+def server(engine: str) -> Recipe:
+    """What database.running needs to start an engine's server on a datadir."""
+    return Recipe.preparing({"engine": engine, "tool": "sysbench", "filesystem": {"type": "tmpfs"}, "dataset": {}})
 
 
 def free_ports(count: int) -> int:
@@ -77,7 +83,7 @@ def images(workdir):
             log = io.StringIO()
             mariadb.initialize(root / database.DATADIR, log)
             creds = database.new_credentials(root)
-            with database.running({"engine": engine}, root, log) as db:
+            with database.running(server(engine), root, log) as db:
                 mariadb.create_user(db.handle, creds["user"], creds["password"], creds["database"])
                 mariadb.user_sql(db.handle, db.conn, "CREATE TABLE t (id INT PRIMARY KEY, v INT);\n"
                                  "INSERT INTO t SELECT seq, seq FROM seq_1_to_100;\n")
@@ -108,7 +114,7 @@ def cluster(image, tmp, engine, kind, settings, names_roles, clients=("127.0.0.1
     nodes = nodes_for(image, tmp, names_roles, mariadb.NODE_PORTS[kind])
     with ExitStack() as stack:
         def start(node, options):
-            return stack.enter_context(database.running({"engine": engine}, node.root, log, keep=node.root, node=node,
+            return stack.enter_context(database.running(server(engine), node.root, log, keep=node.root, node=node,
                                                         node_options=options))
         dbs = mariadb.start_cluster(engine, kind, settings, nodes, start, list(clients), log)
         yield nodes, dbs, log
@@ -235,7 +241,7 @@ def test_a_galera_joiner_behind_the_cluster_fails_loudly_instead_of_copying(imag
         options = mariadb_cluster.node_options("galera", joiner, cluster_nodes, {})
         options["wsrep_cluster_address"] = f"gcomm://127.0.0.1:{nodes[0].port + 1}"
         with pytest.raises(RuntimeError, match="Failed to prepare for 'dbsweep_refuses_sst' SST"):
-            with database.running({"engine": "innodb"}, joiner.root, log, node=joiner, node_options=options):
+            with database.running(server("innodb"), joiner.root, log, node=joiner, node_options=options):
                 pass
         assert query(dbs["node1"], "SELECT count(*) FROM t") == [(101,)]
 
@@ -318,7 +324,7 @@ def test_sessions_through_sockets_are_per_server_when_nodes_share_a_port(image, 
         ids = {}
         for n, node in enumerate(nodes):
             node.address, node.port = f"127.0.0.{n + 2}", port
-            db = stack.enter_context(database.running({"engine": "innodb"}, node.root, log, node=node,
+            db = stack.enter_context(database.running(server("innodb"), node.root, log, node=node,
                                                       node_options={"server_id": 11 + n}))
             ids[node.name] = dataclasses.replace(db.conn, host=None)
         assert [dict(mariadb.variables(ids[name]))["server_id"] for name in ("a", "b")] == ["11", "12"]

@@ -574,7 +574,7 @@ def kv_study(engines=("innodb", "postgresql"), **workload) -> dict:
 def test_user_script_prepare_gets_only_its_declared_dataset_options(config_file):
     from dbsweep.config import load
     study = load(kv_study(dataset_options=["rows"], prepare_threads=2))
-    data = study.recipe(study.cells[0])["dataset"]
+    data = study.recipe(study.cells[0]).dataset
     assert data == {"script": str(KV), "sha256": hashlib.sha256(KV.read_bytes()).hexdigest(), "rows": 50,
                     "prepare_threads": 2}
     assert oltp.prepare(data, config_file) == [
@@ -584,7 +584,7 @@ def test_user_script_prepare_gets_only_its_declared_dataset_options(config_file)
         "tool": "sysbench", "dataset_options": ["rows"], "prepare_threads": 2,
         "options": {"script": str(KV), "rows": 50, "reads": 9, "time": 2}}}})
     assert other.image(other.cells[0]) == study.image(study.cells[0])
-    argv = oltp.command(study.recipe(study.cells[0])["options"], 2, Path("/r"), config_file)
+    argv = oltp.command(study.recipe(study.cells[0]).options, 2, Path("/r"), config_file)
     assert [a for a in argv if a.startswith("--") and not a.startswith(("--config-file", "--threads", "--report",
                                                                          "--percentile"))] == [
         "--rows=50", "--reads=2", "--time=2"]

@@ -22,10 +22,11 @@ from dbsweep import database
 from dbsweep.engines import datadir_processes, postgresql
 from dbsweep.engines import postgresql_cluster as cluster
 from dbsweep.errors import ConfigError
+from dbsweep.recipe import Recipe
 from dbsweep.topology.nodes import NodeSpec
 
-RECIPE = {"engine": "postgresql", "tool": "pgbench", "dataset": {"scale": 1, "fillfactor": 100},
-          "server_options": {}, "basedir": None}
+RECIPE = Recipe.preparing({"engine": "postgresql", "tool": "pgbench", "dataset": {"scale": 1, "fillfactor": 100},
+                           "filesystem": {"type": "tmpfs"}})
 
 
 def test_check_cluster_settings_refuses_in_one_line():

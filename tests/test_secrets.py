@@ -20,10 +20,10 @@ def passwords(study, config) -> list[str]:
     found = []
     for cell in s.cells:
         image, scratch = study.path(s.image(cell)), study.path("peek")
-        with storage.filesystem(s.recipe(cell)["filesystem"], scratch, study.path("results/.active"), image) as fs:
+        with storage.filesystem(s.recipe(cell).filesystem, scratch, study.path("results/.active"), image) as fs:
             found.append(json.loads((fs.path / CREDENTIALS).read_text())["password"])
             assert (scratch / "fs.img").stat().st_mode & 0o777 == 0o600
-            assert (fs.path / "data").stat().st_mode & 0o777 == 0o700, s.recipe(cell)["engine"]
+            assert (fs.path / "data").stat().st_mode & 0o777 == 0o700, s.recipe(cell).engine
     return found
 
 

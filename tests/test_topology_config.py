@@ -27,18 +27,18 @@ def test_a_study_without_topology_axes_has_no_topology_in_its_recipes():
     for axis in ("topology", "proxy"):
         del plain["axes"][axis]
     study = load(plain)
-    assert all("topology" not in recipe and "network" not in recipe for recipe in cells(study).values())
+    assert all(recipe.topology is None and "topology" not in recipe.as_dict() for recipe in cells(study).values())
 
 
 def test_a_topology_cell_carries_its_nodes_links_and_proxy():
     recipes = cells(load(copy.deepcopy(STUDY)))
     semi = next(r for p, r in recipes.items() if "innodb" in p and "topology~semi/" in p and "proxy~haproxy" in p)
-    assert semi["topology"] == {"name": "semi", "replication": "semisync",
+    assert semi.topology == {"name": "semi", "replication": "semisync",
                                 "nodes": ["primary", "replica1", "replica2"], "settings": {"semisync_timeout_ms": 500}}
-    assert semi["network"] == {"client_latency_ms": 0.0, "node_latency_ms": 2, "jitter_ms": 0.0}
-    assert semi["proxy"] == {"name": "haproxy", "type": "haproxy", "balance": "roundrobin"}
+    assert semi.network == {"client_latency_ms": 0.0, "node_latency_ms": 2, "jitter_ms": 0.0}
+    assert semi.proxy == {"name": "haproxy", "type": "haproxy", "balance": "roundrobin"}
     single = next(r for p, r in recipes.items() if "postgresql" in p and "topology~single" in p and "proxy~none" in p)
-    assert single["topology"]["nodes"] == ["primary"] and single["proxy"] is None
+    assert single.topology["nodes"] == ["primary"] and single.proxy is None
 
 
 def test_a_network_axis_chooses_the_links():
@@ -47,7 +47,7 @@ def test_a_network_axis_chooses_the_links():
     config["axes"]["network"] = ["lan", "far"]
     config["networks"] = {"lan": {}, "far": {"node_latency_ms": 5, "client_latency_ms": 1}}
     recipes = cells(load(config))
-    far = [r["network"] for p, r in recipes.items() if "network~far" in p]
+    far = [r.network for p, r in recipes.items() if "network~far" in p]
     assert far and all(n == {"client_latency_ms": 1, "node_latency_ms": 5, "jitter_ms": 0.0} for n in far)
 
 

@@ -144,7 +144,7 @@ def corrupt_district(s, root: Path, cell) -> None:
     active.mkdir(parents=True, exist_ok=True)
     with storage.loop_device(image, active) as dev, storage.mounted(dev, mnt, "ext4", [], active), \
             open(root / "corrupt.log", "w") as log, database.running(recipe, mnt, log) as db:
-        session = engines.family(recipe["engine"]).connect(db.conn)
+        session = engines.family(recipe.engine).connect(db.conn)
         with session.cursor() as cursor:
             cursor.execute("UPDATE district1 SET d_next_o_id = d_next_o_id + 5 WHERE d_w_id = 1 AND d_id = 3")
         session.close()

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from dbsweep import engines, monitors, workloads
 from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS, event_rows, recovery_rows
+from dbsweep.recipe import Recipe
 from dbsweep.topology import figures as topology_figures
 from dbsweep.topology import proxies
 from dbsweep.workloads.contract import Run
@@ -39,29 +40,29 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     table a workload declares (workloads.tables(): every one, with only its header for other workloads)."""
     record = json.loads(run_json.read_text())
     raw = run_json.parent / record["attempt"] / "raw"
-    recipe = record["recipe"]
-    tool = workloads.get(recipe["tool"])
+    recipe = Recipe.from_dict(record["recipe"])
+    tool = workloads.get(recipe.tool)
     samples = tool.samples(raw, record["measure_start"])
     write_csv(out["samples"], sample_columns(), samples)
     # The system clock second that ends sample `second` 1 is window_start + 1.
     window_start = samples[0]["time"] - 1 if samples else record["measure_start"]
     system = system_rows(raw, window_start)
     write_csv(out["system"], SYSTEM_COLUMNS, system)
-    engine = recipe.get("engine")
-    counters = node_counter_rows(raw, record, window_start) if engine else []
+    engine = recipe.engine
+    counters = node_counter_rows(raw, record, recipe, window_start) if engine else []
     write_csv(out["counters"], COUNTER_COLUMNS, counters)
     final = tool.summary(raw)
     final.setdefault("lat_p95_ms", final.get("lat_pct_ms"))
     summary = {k: final.get(k) for k in SUMMARY_KEYS}
     # a workload's own figures (aggregated as columns) and details (summary.json only)
     summary |= {k: final.get(k) for k in [*tool.summary_keys, *tool.detail_keys]}
-    summary |= {"tool": recipe["tool"], "duration_s": recipe["duration_s"], "seconds": len(samples)}
-    target = tool.rate(recipe["options"])
+    summary |= {"tool": recipe.tool, "duration_s": recipe.duration_s, "seconds": len(samples)}
+    target = tool.rate(recipe.options)
     if target:
         summary |= open_loop(target, final, samples)
     if tool.database:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
-        summary |= server_summary(record, raw / "counters.jsonl", window_start, len(samples))
+        summary |= server_summary(recipe, raw / "counters.jsonl", window_start, len(samples))
         summary |= topology_figures.figures(counters, record, len(samples))
         summary["server_cpu_us_per_txn"] = server_cpu_per_txn(counters, samples)
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
@@ -71,7 +72,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         write_csv(out["percentiles"], PERCENTILE_COLUMNS, rows)
     if "events" in out:
         write_csv(out["events"], EVENT_COLUMNS, event_rows(raw))
-        write_csv(out["recovery"], RECOVERY_COLUMNS, recovery_rows(recipe.get("events") or [], samples, counters))
+        write_csv(out["recovery"], RECOVERY_COLUMNS, recovery_rows(recipe.events or [], samples, counters))
     run = Run(system=system, cpus=record["host"]["cpus"])
     for name, columns in workloads.tables().items():
         if name in out:
@@ -126,13 +127,13 @@ def server_cpu_per_txn(counters: list[dict], samples: list[dict]) -> float | Non
     return sum(cpu) * 1e6 / txn if cpu and txn else None
 
 
-def node_counter_rows(raw: Path, record: dict, window_start: float) -> list[dict]:
+def node_counter_rows(raw: Path, record: dict, recipe: Recipe, window_start: float) -> list[dict]:
     """Every node's counter rows (one node, named "", without a topology), the proxy's, and each replica's
     derived rows (topology.figures: replication_behind, sync_on, flow_paused)."""
-    family = engines.family(record["recipe"]["engine"])
+    family = engines.family(recipe.engine)
     rows, positions = [], {}
     for node, path in topology_figures.node_files(raw, record):
-        counting = proxies.adapter(record["recipe"]["proxy"]["type"]) if node == topology_figures.PROXY else family
+        counting = proxies.adapter(recipe.proxy["type"]) if node == topology_figures.PROXY else family
         samples = read_samples(path)
         rows += [row | {"node": node} for row in counter_rows(samples, window_start, counting)]
         positions[node] = topology_figures.positions(samples, window_start)
@@ -168,13 +169,13 @@ def counter_rows(samples: list[dict], window_start: float, family) -> list[dict]
     return rows
 
 
-def server_summary(record: dict, path: Path, window_start: float, seconds: int) -> dict:
+def server_summary(recipe: Recipe, path: Path, window_start: float, seconds: int) -> dict:
     """Hit ratio over the measured window, datadir size at its start and end, the memory cap."""
     samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
     inside = [s for s in samples if -0.5 <= s["time"] - window_start <= seconds + 0.5]
     sizes = [s["datadir_bytes"] for s in samples if "datadir_bytes" in s]
-    engine = record["recipe"]["engine"]
-    limit = record["recipe"].get("memory_limit")
+    engine = recipe.engine
+    limit = recipe.memory_limit
     return {
         "hit_ratio": engines.family(engine).hit_ratio(engine, inside[0]["counters"], inside[-1]["counters"])
         if len(inside) >= 2 else None,

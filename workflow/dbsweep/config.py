@@ -22,6 +22,7 @@ from dbsweep import engines, events, fsprobe, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
+from dbsweep.recipe import Recipe
 from dbsweep.storage import LOOP_TYPES, device_in_use
 from dbsweep.topology import settings as topology
 
@@ -68,31 +69,25 @@ class Study:
     warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
-    def recipe(self, cell: Cell) -> dict:
+    def recipe(self, cell: Cell) -> Recipe:
         """Everything that shapes one cell's measurement, and nothing else. Built once per cell:
         planning asks for it several times per job (params, the image, the Slurm time limit, the
-        estimate, the analysis targets). The same dict is returned each time; do not change it."""
+        estimate, the analysis targets)."""
         if cell not in self._recipes:
             self._recipes[cell] = self._recipe(cell)
         return self._recipes[cell]
 
-    def _recipe(self, cell: Cell) -> dict:
+    def _recipe(self, cell: Cell) -> Recipe:
         values = cell.as_dict()
         wl = self.workloads[values["workload"]]
         options = {k: _substitute(v, values) for k, v in wl["options"].items()}
-        fs = self.filesystems[values["filesystem"]]
         workload = workloads.get(wl["tool"])
         settings = {key: wl[key] for key in workload.settings if key in wl}
-        recipe = {
-            "tool": wl["tool"],
-            "options": options,
-            "threads": int(values.get("threads", 1)),
-            "filesystem": fs,
-            "dataset": workload.dataset(options, **settings),
-            "duration_s": workload.duration(options),
-        }
+        common = {"tool": wl["tool"], "options": options, "threads": int(values.get("threads", 1)),
+                  "filesystem": self.filesystems[values["filesystem"]],
+                  "dataset": workload.dataset(options, **settings), "duration_s": workload.duration(options)}
         if not workload.database:
-            return recipe
+            return Recipe(**common)
         engine = values["engine"]
         family = engines.ENGINES[engine]
         server_options = dict(self.server.get("options", {}).get(family, {}))
@@ -102,17 +97,13 @@ class Study:
         memory = values.get("memory")
         overhead = self.server.get("cgroup_overhead")
         version = str(values.get("version", servers.DEBIAN))
-        timed = events.of_cell(self.topologies, values)
-        return recipe | topology.recipe(self.topologies, values) | ({"events": timed} if timed is not None else {}) | {
-            "engine": engine,
-            "version": version,
-            "basedir": self.basedir(family, version),
-            "memory": memory,
-            "server_options": server_options,
-            "warmup_s": wl.get("warmup", 0),
-            "cold_start": self.server.get("cold_start", False),
-            "memory_limit": units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None,
-        }
+        return Recipe(
+            **common, **topology.recipe(self.topologies, values),
+            events=events.of_cell(self.topologies, values),
+            engine=engine, version=version, basedir=self.basedir(family, version), memory=memory,
+            server_options=server_options, warmup_s=wl.get("warmup", 0),
+            cold_start=self.server.get("cold_start", False),
+            memory_limit=units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None)
 
     def priority(self, rep: int) -> int:
         """Snakemake's priority of a measuring job: with interleave, repetition 1 highest, so that
@@ -131,9 +122,9 @@ class Study:
     def fetched(self, cell: Cell) -> str | None:
         """The resources/servers/… folder a cell's version is fetched into, if it is fetched."""
         r = self.recipe(cell)
-        if "engine" not in r or r["version"] in self.versions or r["basedir"] is None:
+        if not r.database or r.version in self.versions or r.basedir is None:
             return None
-        return r["basedir"]
+        return r.basedir
 
     def image(self, cell: Cell) -> str | None:
         """The prepared image a cell restores from, or None when its files are prepared in the run."""
@@ -147,13 +138,13 @@ class Study:
         """What shapes a cell's prepared image: the filesystem, the tool and its dataset options,
         and for a database the engine and the study-wide server options (some fix the on-disk format)."""
         r = self.recipe(cell)
-        fs = r["filesystem"]
+        fs = r.filesystem
         if fs["type"] not in LOOP_TYPES or fs.get("device"):
             return None
-        spec = {"filesystem": fs, "tool": r["tool"], "dataset": r["dataset"]}
-        if "engine" in r:
-            family = engines.ENGINES[r["engine"]]
-            spec |= {"engine": r["engine"], "version": r["version"], "basedir": r["basedir"],
+        spec = {"filesystem": fs, "tool": r.tool, "dataset": r.dataset}
+        if r.database:
+            family = engines.ENGINES[r.engine]
+            spec |= {"engine": r.engine, "version": r.version, "basedir": r.basedir,
                      "server_options": self.server.get("options", {}).get(family, {})}
         return spec
 
@@ -570,10 +561,10 @@ def _check_fit(study: Study, used_fs: dict) -> None:
         if room is None:
             continue
         recipe = study.recipe(cell)
-        need = workloads.dataset_bytes(recipe["tool"], recipe["dataset"])
+        need = workloads.dataset_bytes(recipe.tool, recipe.dataset)
         if need is not None and need > room:
-            fs = recipe["filesystem"]
-            raise ConfigError(f"workloads.{values['workload']}: dataset {recipe['dataset']} ({_gib(need)}) does not "
+            fs = recipe.filesystem
+            raise ConfigError(f"workloads.{values['workload']}: dataset {recipe.dataset} ({_gib(need)}) does not "
                               f"fit filesystem {values['filesystem']} ({fs['type']}, size {fs.get('size')}: "
                               f"{_gib(room)} free)")
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dbsweep import engines, runtime, servers, storage, workloads
+from dbsweep.recipe import Recipe
 from dbsweep.runtime.memory import memory_cgroup
 from dbsweep.topology.nodes import NodeSpec
 
@@ -63,7 +64,7 @@ def free_port() -> int:
 
 
 @contextmanager
-def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path | None = None, *,
+def running(recipe: Recipe, root: Path, log, memory: str | None = None, keep: Path | None = None, *,
             node: NodeSpec | None = None, node_options: dict | None = None):
     """The cell's server on root/data, ready, with a sysbench option file; stopped on exit.
 
@@ -75,7 +76,7 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
     node_options, the server options dbsweep sets for it (replication); None: one server on
     127.0.0.1. A node's Database has `local`, the connection of this process (through the
     socket: the node's address is inside its namespace)."""
-    engine = recipe["engine"]
+    engine = recipe.engine
     family = engines.family(engine)
     build = basedir(recipe)
     creds = json.loads((root / CREDENTIALS).read_text())
@@ -86,9 +87,9 @@ def running(recipe: dict, root: Path, log, memory: str | None = None, keep: Path
         rundir.chmod(0o755)
         port = node.port if node else free_port()
         listen = node.address if node else "127.0.0.1"
-        config = family.config_text(engine, memory, recipe.get("server_options", {}), root / DATADIR, rundir, port,
+        config = family.config_text(engine, memory, recipe.server_options or {}, root / DATADIR, rundir, port,
                                     basedir=build, listen=listen, node_options=node_options)
-        limit = recipe.get("memory_limit") if memory else None
+        limit = recipe.memory_limit if memory else None
         capped = memory_cgroup(rundir.name, limit) if limit else nullcontext()
         with capped as add, family.server(engine, root / DATADIR, rundir, config, log, cgroup=add,
                                           basedir=build, netns=node.netns if node else None) as handle:
@@ -116,17 +117,17 @@ def _free_name(keep: Path, name: str) -> Path:
     return keep / (f"server-{name}" if n == 1 else f"server{n}-{name}")
 
 
-def load(recipe: dict, root: Path, log) -> list[list[str]]:
+def load(recipe: Recipe, root: Path, log) -> list[list[str]]:
     """A new datadir under root with the workload's dataset loaded, shut down cleanly."""
-    family = engines.family(recipe["engine"])
-    workload = workloads.get(recipe["tool"])
+    family = engines.family(recipe.engine)
+    workload = workloads.get(recipe.tool)
     commands = family.initialize(root / DATADIR, log, basedir=basedir(recipe))
     creds = new_credentials(root)
     with running(recipe, root, log) as db:
         family.create_user(db.handle, creds["user"], creds["password"], creds["database"])
         if workload.load is not None:  # loaded through the engine's own client
-            commands += workload.load(db, recipe["dataset"], log)
-        for argv in workload.prepare(recipe["dataset"], db.option_file):
+            commands += workload.load(db, recipe.dataset, log)
+        for argv in workload.prepare(recipe.dataset, db.option_file):
             with workload.client(db, argv) as (argv, env):
                 log.write(f"$ {' '.join(argv)}\n")
                 log.flush()
@@ -153,15 +154,15 @@ def server_log_tail(db: Database, lines: int = 5) -> list[str]:
     return said
 
 
-def basedir(recipe: dict) -> Path | None:
+def basedir(recipe: Recipe) -> Path | None:
     """The server build a recipe runs: None for Debian's packages."""
-    return Path(recipe["basedir"]).resolve() if recipe.get("basedir") else None
+    return Path(recipe.basedir).resolve() if recipe.basedir else None
 
 
-def origin(recipe: dict) -> dict:
+def origin(recipe: Recipe) -> dict:
     """Where the server binary came from: Debian's package, a registry (origin.json of the fetch),
     or the user's build, with the binary's sha256."""
-    family = engines.family(recipe["engine"])
+    family = engines.family(recipe.engine)
     where = basedir(recipe)
     if where is not None and (where / servers.ORIGIN).exists():
         return json.loads((where / servers.ORIGIN).read_text())

@@ -16,23 +16,21 @@ import statistics
 from datetime import datetime
 from pathlib import Path
 
+from dbsweep.recipe import Recipe
+
 JOB_START_S = 1.0
 DEFAULT_STEP_S = {"storage": 0.6, "database": 2.1}
 MAX_READ = 200  # earlier run.json files read at most, so planning stays fast on large studies
 
 
-def kind(recipe: dict) -> str:
-    return "database" if "engine" in recipe else "storage"
-
-
-def step_overhead(record: dict) -> float | None:
+def step_overhead(record: dict, recipe: Recipe) -> float | None:
     """Seconds of one completed run step beyond its measured window and warm-up."""
     try:
         wall = (datetime.fromisoformat(record["ended"]) - datetime.fromisoformat(record["started"])).total_seconds()
         window = record["measure_end"] - record["measure_start"]
     except (KeyError, TypeError, ValueError):
         return None
-    return max(0.0, wall - window - (record["recipe"].get("warmup_s") or 0))
+    return max(0.0, wall - window - recipe.warmup_s)
 
 
 def measured(run_jsons: list[Path]) -> dict[str, list[float]]:
@@ -41,30 +39,31 @@ def measured(run_jsons: list[Path]) -> dict[str, list[float]]:
     for path in run_jsons[:MAX_READ]:
         try:
             record = json.loads(path.read_text())
-        except (OSError, ValueError):
+            recipe = Recipe.from_dict(record["recipe"])
+        except (OSError, ValueError, KeyError, TypeError):  # unreadable, or another version's run.json
             continue
-        overhead = step_overhead(record)
+        overhead = step_overhead(record, recipe)
         if overhead is not None and record.get("status") == "ok":
-            out[kind(record["recipe"])].append(overhead)
+            out[recipe.kind].append(overhead)
     return out
 
 
-def estimate(missing: list[dict], done: list[Path]) -> dict:
+def estimate(missing: list[Recipe], done: list[Path]) -> dict:
     """missing: the recipes of the repetitions to run; done: run.json files of earlier runs."""
     samples = measured(done)
     per_rep = {k: JOB_START_S + (statistics.median(v) if v else DEFAULT_STEP_S[k])
-               for k, v in samples.items() if any(kind(r) == k for r in missing)}
-    window = sum((r.get("duration_s") or 0) + (r.get("warmup_s") or 0) for r in missing)
-    overhead = sum(per_rep[kind(r)] for r in missing)
+               for k, v in samples.items() if any(r.kind == k for r in missing)}
+    window = sum((r.duration_s or 0) + r.warmup_s for r in missing)
+    overhead = sum(per_rep[r.kind] for r in missing)
     return {"repetitions": len(missing), "window_s": window, "overhead_s": overhead,
             "total_s": window + overhead, "per_rep_s": per_rep,
             "measured_from": sum(len(samples[k]) for k in per_rep),
-            "no_duration": sum(1 for r in missing if r.get("duration_s") is None)}
+            "no_duration": sum(1 for r in missing if r.duration_s is None)}
 
 
-def per_repetition(missing: list[dict], e: dict) -> list[float]:
+def per_repetition(missing: list[Recipe], e: dict) -> list[float]:
     """Seconds expected for each missing repetition (in the order of `missing`), from estimate()'s e."""
-    return [(r.get("duration_s") or 0) + (r.get("warmup_s") or 0) + e["per_rep_s"][kind(r)] for r in missing]
+    return [(r.duration_s or 0) + r.warmup_s + e["per_rep_s"][r.kind] for r in missing]
 
 
 def describe(e: dict, images: int = 0, again: int = 0) -> str:

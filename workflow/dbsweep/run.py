@@ -34,6 +34,7 @@ import psutil
 from dbsweep import database, disturbances, engines, manifest, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
+from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup, owned
 from dbsweep.runtime.resources import Stack
 from dbsweep.events.schedule import Schedule
@@ -97,13 +98,13 @@ def _signal(p: psutil.Process, sig: int) -> None:
         pass
 
 
-def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log,
+def repetition(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None, active: Path, log,
                retry: int = 1) -> dict:
     """Measure one repetition; write out (the repetition's run.json) only on success. `retry` is
     Snakemake's attempt number of the job: above 1, a refusal recorded by an earlier attempt of the
     same recipe is not measured again."""
     rejected = out.parent / REJECTED
-    digest = hashlib.sha256(json.dumps(recipe, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    digest = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
     if retry > 1 and rejected.exists():
         earlier = json.loads(rejected.read_text())
         if earlier.get("recipe") == digest:
@@ -115,25 +116,25 @@ def repetition(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None
         return _attempt(cell, rep, recipe, out, image, active, log, host, rejected, digest)
 
 
-def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, active: Path, log, host: dict,
+def _attempt(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None, active: Path, log, host: dict,
              rejected: Path, digest: str) -> dict:
     """One attempt, inside the repetition's cgroup and measuring lock: its resources entered in order
     (filesystem, server, monitors, the tool) and left in reverse."""
-    tool = workloads.get(recipe["tool"])
+    tool = workloads.get(recipe.tool)
     name = re.sub(r"[^A-Za-z0-9.-]", "_", host["node"] or host["hostname"])
     attempt = out.parent.resolve() / f"attempt~{time.strftime('%Y%m%dT%H%M%S', time.gmtime())}-{name}-{os.getpid()}"
     raw = attempt / "raw"
     raw.mkdir(parents=True)
     scratch = attempt / "scratch"  # the image copy (holding the password) and the mount point
     record = {
-        "cell": cell, "rep": rep, "recipe": recipe, "attempt": attempt.name,
-        "host": host, "tools": {recipe["tool"]: tool.version()}, "dbsweep": manifest.dbsweep_version(),
+        "cell": cell, "rep": rep, "recipe": recipe.as_dict(), "attempt": attempt.name,
+        "host": host, "tools": {recipe.tool: tool.version()}, "dbsweep": manifest.dbsweep_version(),
         "started": manifest.now(), "status": "failed", "commands": [],
     }
     try:
         with storage.scratch_files(scratch, active), Stack(log) as stack:
-            fs = stack.enter("filesystem", recipe["filesystem"]["type"],
-                             storage.filesystem(recipe["filesystem"], scratch, active, image))
+            fs = stack.enter("filesystem", recipe.filesystem["type"],
+                             storage.filesystem(recipe.filesystem, scratch, active, image))
             record["filesystem"] = fs.facts
             record["commands"] += fs.commands
             if image is None:
@@ -141,8 +142,8 @@ def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, 
             if tool.database:
                 _measure_database(recipe, fs, image, raw, scratch, record, log, stack)
             else:
-                argv = tool.command(recipe["options"], recipe["threads"], raw)
-                _measure(argv, fs.path, fs.devices, raw, record, log)
+                argv = tool.command(recipe.options, recipe.threads, raw)
+                _measure(recipe, argv, fs.path, fs.devices, raw, record, log)
             tool.summary(raw)  # refuses output without the tool's final report
         record["status"] = "ok"
     except BaseException as e:
@@ -160,12 +161,12 @@ def _attempt(cell: dict, rep: int, recipe: dict, out: Path, image: Path | None, 
     return record
 
 
-def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
+def fill(recipe: Recipe, root: Path, scratch: Path, log) -> list[list[str]]:
     """Put a dataset on a fresh filesystem at root: the tool's files, or a server datadir with the
-    data loaded. `spec` is a recipe or an image spec (tool, dataset, and engine for a database)."""
-    if workloads.get(spec["tool"]).database:
-        return database.load(spec, root, log)
-    commands = workloads.get(spec["tool"]).prepare(spec["dataset"])
+    data loaded (a cell's recipe, or an image's: Recipe.preparing)."""
+    if recipe.database:
+        return database.load(recipe, root, log)
+    commands = workloads.get(recipe.tool).prepare(recipe.dataset)
     for argv in commands:
         log.write(f"$ {' '.join(argv)}\n")
         log.flush()
@@ -173,16 +174,15 @@ def fill(spec: dict, root: Path, scratch: Path, log) -> list[list[str]]:
     return commands
 
 
-def _measure(argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
+def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
              db=None, env: dict | None = None, timed=None) -> None:
     """The measured window: monitors (and a server sampler) around the tool, and the cell's timed events
     (timed(start): their schedule from the window's start) beside it."""
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
-    recipe = record["recipe"]
-    tool = workloads.get(recipe["tool"])
-    progress = Follow(raw / tool.live_from, tool.live, recipe["duration_s"], log)
+    tool = workloads.get(recipe.tool)
+    progress = Follow(raw / tool.live_from, tool.live, recipe.duration_s, log)
     with Monitors(raw, devices) as mon, (sampler or nullcontext()):
         record["monitors"] = mon.commands
         _look_around(record, log)
@@ -241,12 +241,12 @@ class Window:
     """What a workload that drives the server itself gets: the running server (db), the cell's recipe,
     the raw folder, and restart(): stop the server, drop the OS caches, start it again (sets db)."""
 
-    def __init__(self, db, recipe: dict, raw: Path):
+    def __init__(self, db, recipe: Recipe, raw: Path):
         self.db, self.recipe, self.raw = db, recipe, raw
         self.restart = None
 
 
-def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: Path, record: dict, log,
+def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch: Path, record: dict, log,
                       stack: Stack) -> None:
     """Start the cell's server (or its topology: nodes, network, proxy); warm up; with cold_start stop
     it, drop the OS caches and start it again; then measure with server counters sampled beside vmstat
@@ -254,43 +254,43 @@ def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: 
     drives the server itself (tool.measure, given a Window; no per-second counters, which would disturb
     its own). The tool reaches the server through its declared client (tool.client: argv and
     environment), on the topology's client host when there is one."""
-    tool = workloads.get(recipe["tool"])
+    tool = workloads.get(recipe.tool)
     topology = None
 
     def server():
         nonlocal topology
         try:
-            if recipe.get("topology"):
+            if recipe.topology:
                 topology = topology_cell.start(recipe, fs, image, scratch, raw, log, stack)
                 record["topology"] = topology.facts
                 return topology.target
-            return stack.enter("server", recipe["engine"],
-                               database.running(recipe, fs.path, log, recipe.get("memory"), keep=raw))
+            return stack.enter("server", recipe.engine,
+                               database.running(recipe, fs.path, log, recipe.memory, keep=raw))
         except engines.ServerExited as e:  # it would not start with the cell's options
             raise Rejected(str(e)) from e
 
     def client(db, argv):
         """tool.client, on the topology's client host; in a cell with timed events, through the tool's wait
         report (what a stalled second still shows)."""
-        timed = recipe.get("events") is not None and tool.wait_report is not None
+        timed = recipe.events is not None and tool.wait_report is not None
         return _on_client(tool.client(db, argv), topology, tool.wait_report if timed else None)
 
     db = server()
-    if recipe.get("warmup_s"):
-        argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file, time_s=recipe["warmup_s"])
+    if recipe.warmup_s:
+        argv = tool.command(recipe.options, recipe.threads, raw, db.option_file, time_s=recipe.warmup_s)
         with client(db, argv) as (argv, env):
             record["commands"].append(argv)
-            progress = Follow(raw / f"warmup.{tool.live_from}", tool.live, recipe["warmup_s"], log, "warm-up")
+            progress = Follow(raw / f"warmup.{tool.live_from}", tool.live, recipe.warmup_s, log, "warm-up")
             if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress, env) != 0:
                 refused(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}", db)
-    if recipe.get("cold_start"):
+    if recipe.cold_start:
         stack.close("server")
         database.drop_caches()
         record["caches_dropped"] = manifest.now()
         db = server()
     record["server"] = {"engine": db.engine, "version": db.family.version(db.local),
                         "binary": db.family.server_version(database.basedir(recipe)),
-                        "origin": database.origin(recipe), "memory_limit": recipe.get("memory_limit")}
+                        "origin": database.origin(recipe), "memory_limit": recipe.memory_limit}
     with open(raw / "variables.tsv", "w") as f:
         f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.local))
     if tool.measure is not None:  # the workload drives the server itself, restarts included
@@ -316,17 +316,17 @@ def _measure_database(recipe: dict, fs, image: Path | None, raw: Path, scratch: 
     sampler = _sampling(nodes, topology, raw)
     timed = _timed(recipe, nodes, topology, raw, log)
     if tool.phases is not None:
-        _measure_phases(tool, tool.phases(recipe["options"], recipe["threads"], db.option_file), db, fs, raw,
+        _measure_phases(tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
                         scratch, record, log, sampler, client, timed)
     else:
-        argv = tool.command(recipe["options"], recipe["threads"], raw, db.option_file)
+        argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
         with client(db, argv) as (argv, env):
-            _measure(argv, scratch, topology.devices if topology else fs.devices, raw, record, log, sampler, db,
+            _measure(recipe, argv, scratch, topology.devices if topology else fs.devices, raw, record, log, sampler, db,
                      env, timed)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
-        argv, name = tool.after_run(recipe["options"], recipe["threads"], db.option_file)
+        argv, name = tool.after_run(recipe.options, recipe.threads, db.option_file)
         with client(db, argv) as (argv, env):
             record["commands"].append(argv)
             errors = name.replace("stdout", "stderr")
@@ -345,10 +345,10 @@ def _on_client(tool_client, topology, wait_report=None):
         yield (topology.client_argv(argv) if topology is not None else argv), env
 
 
-def _nodes(recipe: dict, db, topology, fs, raw: Path, log) -> list[Node]:
+def _nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
     """The cell's servers as timed events see them: each with a way to start it again on its datadir."""
     if topology is None:
-        return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.get("memory"),
+        return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.memory,
                                                              keep=raw))]
     return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
 
@@ -366,19 +366,19 @@ def _sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
     return database.Sampling(samplers)
 
 
-def _timed(recipe: dict, nodes: list[Node], topology, raw: Path, log):
+def _timed(recipe: Recipe, nodes: list[Node], topology, raw: Path, log):
     """The cell's timed events as a function of the window's start, or None without any."""
-    if not recipe.get("events"):
+    if not recipe.events:
         return None
     network = topology.network if topology is not None else None
 
     def latency(a: str, b: str) -> tuple[float, float]:  # a link's declared round trip and jitter
-        net = recipe["network"]
+        net = recipe.network
         kind = "client_latency_ms" if "client" in (a, b) else "node_latency_ms"
         return net[kind], net["jitter_ms"]
 
     def timed(start: float) -> Schedule:
-        return Schedule(recipe["events"], Targets(nodes, network, latency, raw, log), start, raw / "events.jsonl",
+        return Schedule(recipe.events, Targets(nodes, network, latency, raw, log), start, raw / "events.jsonl",
                         log)
     return timed
 

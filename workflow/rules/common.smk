@@ -127,7 +127,8 @@ def rep_dirs():
 
 @per_job
 def recipe(wildcards):
-    return STUDY.recipe(CELLS[wildcards.cell])
+    """The cell's recipe as rule run's param (JSON: a changed recipe reruns its cells)."""
+    return STUDY.recipe(CELLS[wildcards.cell]).as_dict()
 
 
 @per_job
@@ -165,8 +166,8 @@ def run_minutes(wildcards, attempt):
     """Slurm's time limit of one repetition, in minutes: twice its warm-up and measured window (a fio
     run bounded by size only counts 10 minutes), plus 10 for restore, start and stop; each retry
     doubles it, so a job cut off at its limit is retried with more time."""
-    r = recipe(wildcards)
-    seconds = (r["duration_s"] or 600) + r.get("warmup_s", 0)
+    r = STUDY.recipe(CELLS[wildcards.cell])
+    seconds = (r.duration_s or 600) + r.warmup_s
     return attempt * (10 + math.ceil(2 * seconds / 60))
 
 
@@ -206,15 +207,15 @@ def analysis_targets():
     """The analysis rules the study's workloads declare (Workload.analyses), version tables with several
     versions, open-loop ones with cells at a fixed rate, topology ones with topology cells, recovery with timed events."""
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
-    used = {name for r in recipes for name in workloads.get(r["tool"]).analyses}
+    used = {name for r in recipes for name in workloads.get(r.tool).analyses}
     names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         names.append("versions")
-    if any(workloads.rate(r["tool"], r["options"]) for r in recipes):
+    if any(workloads.rate(r.tool, r.options) for r in recipes):
         names.append("openloop")
-    if any(r.get("topology") for r in recipes):
+    if any(r.topology for r in recipes):
         names.append("topology")
-    if any(r.get("events") for r in recipes):
+    if any(r.events for r in recipes):
         names.append("recovery")
     return [path for name in names for path in getattr(rules, name).output]
 

@@ -3,11 +3,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(snakemake.scriptdir).parent))
+from dbsweep.recipe import Recipe  # noqa: E402
 from dbsweep.run import repetition  # noqa: E402
 from dbsweep.stops import one_line  # noqa: E402
 
 what = f"run {snakemake.wildcards.cell}/rep~{snakemake.wildcards.rep}"
 with open(snakemake.log[0], "w") as log, one_line(what, log):
     image = Path(snakemake.input.image) if "image" in snakemake.input.keys() else None
-    repetition(snakemake.params.cell, int(snakemake.wildcards.rep), snakemake.params.recipe,
+    repetition(snakemake.params.cell, int(snakemake.wildcards.rep), Recipe.from_dict(snakemake.params.recipe),
                Path(snakemake.output[0]), image, Path("results/.active"), log, snakemake.resources.attempt)

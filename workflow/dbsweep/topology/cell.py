@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbsweep import database, engines, runtime, storage
+from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
 from dbsweep.topology.nodes import NodeSpec
 
@@ -41,10 +42,10 @@ class Topology:
         return self.network.enter(CLIENT) + argv
 
 
-def links(recipe: dict, nodes: list[str]) -> list:
+def links(recipe: Recipe, nodes: list[str]) -> list:
     """Every pair that talks: the client with each node, each node with each other node."""
     from dbsweep.topology.network import LinkSpec
-    net = recipe["network"]
+    net = recipe.network
     jitter = net["jitter_ms"]
     out = [LinkSpec(CLIENT, node, net["client_latency_ms"], jitter) for node in nodes]
     out += [LinkSpec(a, b, net["node_latency_ms"], jitter) for i, a in enumerate(nodes) for b in nodes[i + 1:]]
@@ -57,16 +58,16 @@ def role(kind: str | None, index: int) -> str:
     return "primary" if index == 0 else "replica"
 
 
-def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:
+def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:
     """Start the cell's topology inside stack; fs is the run's filesystem (the first node's)."""
     from dbsweep.topology import proxies
     from dbsweep.topology.network import network
-    topology = recipe["topology"]
+    topology = recipe.topology
     names, kind = topology["nodes"], topology["replication"]
     roots, devices = [fs.path], {names[0]: list(fs.devices)}
     for name in names[1:]:
-        node_fs = stack.enter("filesystem", f"{recipe['filesystem']['type']} {name}",
-                              storage.filesystem(recipe["filesystem"], scratch / name, runtime.active, image))
+        node_fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {name}",
+                              storage.filesystem(recipe.filesystem, scratch / name, runtime.active, image))
         roots.append(node_fs.path)
         devices[name] = list(node_fs.devices)
     net = stack.enter("network", topology["name"], network([CLIENT, *names], links(recipe, names), log,
@@ -79,24 +80,24 @@ def start(recipe: dict, fs, image: Path | None, scratch: Path, raw: Path, log, s
     def start_node(node: NodeSpec, options: dict) -> database.Database:
         keep = raw if node.index == 0 else raw / node.name
         keep.mkdir(exist_ok=True)
-        openers[node.name] = lambda: database.running(recipe, node.root, log, recipe.get("memory"), keep=keep,
+        openers[node.name] = lambda: database.running(recipe, node.root, log, recipe.memory, keep=keep,
                                                       node=node, node_options=options)
-        return stack.enter("server", f"{recipe['engine']} {node.name}", openers[node.name]())
+        return stack.enter("server", f"{recipe.engine} {node.name}", openers[node.name]())
 
-    family = engines.family(recipe["engine"])
+    family = engines.family(recipe.engine)
     client = net.addresses[CLIENT]
-    dbs = family.start_cluster(recipe["engine"], kind, topology["settings"], specs, start_node, [client], log)
+    dbs = family.start_cluster(recipe.engine, kind, topology["settings"], specs, start_node, [client], log)
     dbs = {name: dbs[name] for name in names}
     first = dbs[names[0]]
     handle = None
-    if recipe["proxy"] is not None:
-        settings = {k: v for k, v in recipe["proxy"].items() if k not in ("name", "type")}
+    if recipe.proxy is not None:
+        settings = {k: v for k, v in recipe.proxy.items() if k not in ("name", "type")}
         writers = specs if kind == "galera" else specs[:1]
         backends = [proxies.Backend(node.name, node.address, node.port) for node in writers]
         folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
         stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
-        handle = stack.enter("service", recipe["proxy"]["name"],
-                             proxies.proxy(recipe["proxy"]["type"], settings, (client, database.free_port()),
+        handle = stack.enter("service", recipe.proxy["name"],
+                             proxies.proxy(recipe.proxy["type"], settings, (client, database.free_port()),
                                            backends, folder, log, netns=net.namespaces[CLIENT],
                                            login=(first.conn.user, first.conn.password)))
         first = through(first, handle.address, handle.port)

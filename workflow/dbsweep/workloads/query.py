@@ -118,7 +118,7 @@ def _pass(db, session, sql: str, kind: str, n: int) -> dict:
 
 def measure(window) -> None:
     """The executions: window gives db, restart() (stop, drop the OS caches, start), raw and recipe."""
-    options = window.recipe["options"]
+    options = window.recipe.options
     sql = Path(options["query"]).read_text().strip().rstrip(";").strip()
     cold = options.get("cache", DEFAULTS["cache"]) == "cold"
     executions = int(options.get("executions", DEFAULTS["executions"]))
