@@ -19,8 +19,16 @@ TIMEOUT_S = 900
 
 
 def scripts() -> list:
-    return [pytest.param(path.name, marks=() if path.name in FAST else pytest.mark.workflow, id=path.stem)
+    return [pytest.param(path.name, marks=marks(path.name), id=path.stem)
             for path in sorted(BENCH.glob("*.py")) if path.name not in HELPERS]
+
+
+def marks(script: str) -> tuple:
+    """A fast script's smoke runs in the fast tier; slurm.py's beside tests/test_slurm.py on one pytest-xdist
+    worker (they share the test Slurm)."""
+    if script in FAST:
+        return ()
+    return (pytest.mark.workflow, pytest.mark.xdist_group("slurm")) if script == "slurm.py" else (pytest.mark.workflow,)
 
 
 def test_every_benchmark_is_found():

@@ -14,7 +14,7 @@ import pytest
 
 from conftest import ROOT, Study, leftovers, tiny_study
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("slurm")]  # one worker: one test Slurm
 NODE = socket.gethostname().split(".")[0]
 # The test cluster keeps no accounts (no slurmdbd): job states come from squeue, and checking them
 # every second keeps a few-second study from waiting on the plugin's default 40 s first check.

@@ -108,16 +108,29 @@ def loop_device(image: Path, active: Path):
         entry.unlink(missing_ok=True)
 
 
-def detach(dev: str, tries: int = 20) -> None:
+def detach(dev: str, tries: int = 50) -> None:
     """Detach dev and wait until the kernel has let it go (losetup -d of a busy device only marks it
-    for autoclear and succeeds)."""
+    for autoclear and succeeds; udev's probe of a device that just changed holds it open a moment)."""
     backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
     for _ in range(tries):
         subprocess.run(["losetup", "-d", dev], capture_output=True)
         if not backing.exists():
             return
         time.sleep(0.3)
-    raise RuntimeError(f"could not detach {dev}: still backed by {backing.read_text().strip()}")
+    raise RuntimeError(f"could not detach {dev}: still backed by {backing.read_text().strip()}; "
+                       f"held open by {', '.join(holders(dev)) or 'no process (a mount or a device-mapper target?)'}")
+
+
+def holders(dev: str) -> list[str]:
+    """`pid name` of every process with dev open."""
+    found = []
+    for fd_dir in Path("/proc").glob("[0-9]*/fd"):
+        try:
+            if any(os.readlink(fd) == dev for fd in fd_dir.iterdir()):
+                found.append(f"{fd_dir.parent.name} {(fd_dir.parent / 'comm').read_text().strip()}")
+        except OSError:
+            continue
+    return found
 
 
 @contextmanager
