@@ -1,11 +1,13 @@
 """Shared helpers: run the real workflow in a temp dir, and check nothing was left behind."""
 import csv
+import fcntl
 import gzip
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
@@ -14,6 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
+SLURM_TURN = Path("/run/dbsweep/test-slurm.lock")
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -125,6 +128,16 @@ def study_factory(workdir):
 
     yield make
     assert leftovers(workdir) == []
+
+
+@contextmanager
+def slurm_turn():
+    """The one test Slurm of this host (tests/slurm/up.sh), held while a test file or a benchmark uses it:
+    the tests run on two pytest-xdist workers, and Slurm's commands find one cluster's config."""
+    SLURM_TURN.parent.mkdir(parents=True, exist_ok=True)
+    with open(SLURM_TURN, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        yield
 
 
 def tiny_study(**changes) -> dict:

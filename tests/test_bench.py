@@ -7,9 +7,12 @@ marked `workflow` (a new script is, until it is listed in FAST).
 import os
 import subprocess
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
+
+from conftest import slurm_turn
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -24,11 +27,8 @@ def scripts() -> list:
 
 
 def marks(script: str) -> tuple:
-    """A fast script's smoke runs in the fast tier; slurm.py's beside tests/test_slurm.py on one pytest-xdist
-    worker (they share the test Slurm)."""
-    if script in FAST:
-        return ()
-    return (pytest.mark.workflow, pytest.mark.xdist_group("slurm")) if script == "slurm.py" else (pytest.mark.workflow,)
+    """A fast script's smoke runs in the fast tier."""
+    return () if script in FAST else (pytest.mark.workflow,)
 
 
 def test_every_benchmark_is_found():
@@ -38,8 +38,9 @@ def test_every_benchmark_is_found():
 
 @pytest.mark.parametrize("script", scripts())
 def test_smoke_mode_runs_and_prints_its_table(script):
-    done = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], capture_output=True, text=True,
-                          cwd=ROOT, timeout=TIMEOUT_S, env=os.environ | {"LC_ALL": "C.UTF-8"})
+    with slurm_turn() if script == "slurm.py" else nullcontext():  # the test Slurm, shared with test_slurm.py
+        done = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], capture_output=True, text=True,
+                              cwd=ROOT, timeout=TIMEOUT_S, env=os.environ | {"LC_ALL": "C.UTF-8"})
     assert done.returncode == 0, f"{script} --smoke exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     table = [line for line in done.stdout.splitlines() if line.startswith("|")]
     assert len(table) >= 3, f"{script} --smoke printed no table:\n{done.stdout[-3000:]}"

@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ROOT, Study, leftovers, tiny_study
+from conftest import ROOT, Study, leftovers, slurm_turn, tiny_study
 
-pytestmark = [pytest.mark.workflow, pytest.mark.xdist_group("slurm")]  # one worker: one test Slurm
+pytestmark = pytest.mark.workflow
 NODE = socket.gethostname().split(".")[0]
 # The test cluster keeps no accounts (no slurmdbd): job states come from squeue, and checking them
 # every second keeps a few-second study from waiting on the plugin's default 40 s first check.
@@ -27,11 +27,13 @@ SLURM_ARGS = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"), "--sl
 def slurm(tmp_path_factory):
     """A single-node Slurm for this module's tests, stopped (and checked stopped) after them."""
     folder = tmp_path_factory.mktemp("slurm")
-    subprocess.run([ROOT / "tests/slurm/up.sh", folder], check=True, capture_output=True, timeout=120)
-    pids = {d: int((folder / f"{d}.pid").read_text()) for d in ("munged", "slurmctld", "slurmd")}
-    yield os.environ | {"SLURM_CONF": str(folder / "slurm.conf"), "LC_ALL": "C.UTF-8"}
-    subprocess.run([ROOT / "tests/slurm/down.sh", folder], check=True, timeout=60)
-    assert [d for d, pid in pids.items() if psutil.pid_exists(pid)] == []
+    with slurm_turn():
+        up = subprocess.run([ROOT / "tests/slurm/up.sh", folder], capture_output=True, text=True, timeout=120)
+        assert up.returncode == 0, f"tests/slurm/up.sh failed: {up.stderr[-2000:]}"
+        pids = {d: int((folder / f"{d}.pid").read_text()) for d in ("munged", "slurmctld", "slurmd")}
+        yield os.environ | {"SLURM_CONF": str(folder / "slurm.conf"), "LC_ALL": "C.UTF-8"}
+        subprocess.run([ROOT / "tests/slurm/down.sh", folder], check=True, timeout=60)
+        assert [d for d, pid in pids.items() if psutil.pid_exists(pid)] == []
 
 
 def study_config() -> dict:
