@@ -2,6 +2,7 @@
 with its outcome, and the measurement shows it: a paused server's stall carries how long its
 transactions waited, and the recovery table names the seconds lost. (A node killed and never started
 again: tests/test_topology_run.py, where the client has another node to talk to.)"""
+import re
 from pathlib import Path
 
 import pytest
@@ -65,5 +66,9 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
     # never recovered "before" the pause ended (a noisy host may keep it from recovering within the window)
     assert not pause["recovered_s"] or float(pause["recovered_s"]) >= 2.5
     assert Path(study.path("results/tables/recovery.md")).exists()
+    page = study.path("results/summary.md").read_text()  # the answer starts with each event's recovery
+    answer = page.split("## Answer", 1)[1]
+    assert answer.lstrip().startswith("### Through each timed event")
+    assert re.search(r"- mixed: pause at 4 s for 2.50 s: [\d,]+ tps before; under 95% for \d+ s; under 50% for [2-9] s", answer)
 
     assert leftovers(study.root) == []

@@ -190,6 +190,19 @@ def test_the_answer_has_one_line_per_pair_naming_only_the_axes_that_vary():
     assert "Each cell ran once" in answer.noise_text(noise) and "±87%" in answer.noise_text(noise)
 
 
+def test_an_events_study_answers_with_each_event_s_recovery_first():
+    """From the recovery table rule recovery wrote from a real topology study's tables (a Galera member
+    killed, a semi-sync replica cut off for 4 s)."""
+    axes = ["engine", "memory", "filesystem", "threads", "workload", "topology", "proxy", "events"]
+    lines = answer.recovery(ROOT / "tests/fixtures/topology_tables/recovery_table.csv", axes)
+    assert lines[0].startswith("loss at topology galera3: kill node2 at 4 s: 471 tps before; under 95% for 6 s")
+    assert "not back within 95% by the window's end; transactions lost 2,825" in lines[0]
+    assert lines[1].startswith("outage at topology semisync: cut link primary-replica1 at 3 s for 4 s: 743 tps before")
+    assert lines[1].endswith("replica lag peak 6 s; replicas caught up after 7 s; semi-sync off 5 s "
+                             "(median of 1 repetition)")
+    assert answer.recovery(ROOT / "tests/fixtures/topology_tables/missing.csv", axes) == []
+
+
 def test_run_to_run_noise_from_cells_with_repetitions(tmp_path):
     (tmp_path / "cell_stats.csv").write_text(
         "threads,metric,reps,median,rep_sd\n1,iops,3,100,4\n4,iops,3,200,4\n1,lat_ms,3,2,1\n")

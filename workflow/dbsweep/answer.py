@@ -63,6 +63,36 @@ def pair_line(row: dict, axis: str, context: list[str]) -> str:
     return f"{row['axis_value']} / {row['baseline']}{' at ' + where if where else ''}: {ci}, {verdict}"
 
 
+# What each recovery figure (results/tables/recovery.csv, medians over repetitions) says, in reading order.
+RECOVERY_PARTS = [("before_tps", "{} tps before"), ("below95_s", "under 95% for {} s"),
+                  ("below50_s", "under 50% for {} s"), ("recovered_s", "back within 95% after {} s"),
+                  ("lost_tx", "transactions lost {}"), ("worst_lat_pct_ms", "worst second's percentile {} ms"),
+                  ("worst_lat_max_ms", "longest transaction {} ms"), ("errors", "client errors {}"),
+                  ("reconnects", "reconnects {}"), ("lag_peak_s", "replica lag peak {} s"),
+                  ("catch_up_s", "replicas caught up after {} s"), ("sync_off_s", "semi-sync off {} s")]
+
+
+def recovery(path: Path, axes: list[str]) -> list[str]:
+    """One line per timed event and cell of an events study, from the recovery table (rule recovery): what
+    the event was, then how the cell's throughput and latency went through it. A cell that never got back
+    within 95% says so. The context names the axes that vary among the events."""
+    rows = read_csv(path)
+    context = [a for a in axes if rows and a in rows[0] and a != "events" and len({r[a] for r in rows}) > 1]
+    lines = []
+    for row in rows:
+        where = ", ".join(f"{a} {row[a]}" for a in context)
+        event = " ".join(part for part in (row["action"], row.get("target")) if part) + f" at {count(row['at_s'])} s"
+        if _float(row.get("for_s")) is not None:
+            event += f" for {count(row['for_s'])} s"
+        figures = [text.format(count(row[key])) for key, text in RECOVERY_PARTS if _float(row.get(key)) is not None]
+        if _float(row.get("recovered_s")) is None and _float(row.get("before_tps")):
+            figures.insert(min(3, len(figures)), "not back within 95% by the window's end")
+        reps = row.get("reps") or "1"
+        lines.append(f"{row.get('events', '')}{' at ' + where if where else ''}: {event}: {'; '.join(figures)} "
+                     f"(median of {reps} repetition{'s' if reps != '1' else ''})")
+    return lines
+
+
 def noise(comparisons_csv: Path, cell_stats_csv: Path) -> Noise:
     spreads = []
     for row in read_csv(cell_stats_csv):
@@ -117,6 +147,12 @@ def number(text: str) -> str:
         return f"{x:,.0f}"
     digits = 2 - math.floor(math.log10(abs(x))) if x else 2
     return f"{x:.{max(digits, 0)}f}"
+
+
+def count(text: str) -> str:
+    """A whole number as one (seconds, transactions, errors), anything else as number() writes it."""
+    x = _float(text)
+    return f"{x:,.0f}" if x is not None and x == round(x) else number(text)
 
 
 def read_csv(path: Path) -> list[dict]:

@@ -118,6 +118,7 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "log": log,
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "comparisons": compared,
+        "recovery": answer.recovery(tables_dir / "recovery.csv", axes) if complete else [],
         "noise": answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"))
                  if compared else "",
         "headline": [next(p for p in plots if p.stem == name) for name in shown],
@@ -234,13 +235,16 @@ def to_html(page: dict, results: Path) -> str:
 
 
 ANSWER_LINES = 12  # pairs shown per comparison before the rest fold away
+RECOVERY_TITLE = "Through each timed event (results/tables/recovery.csv)"
 
 
 def _answer_html(page: dict, results: Path) -> str:
     e = html.escape
-    if not (page["comparisons"] or page["headline"] or page["explore"]):
+    if not (page["comparisons"] or page["recovery"] or page["headline"] or page["explore"]):
         return ""
     out = ['<section class="answer" id="answer"><h2>Answer</h2>']
+    if page["recovery"]:
+        out.append(f"<h3>{RECOVERY_TITLE}</h3><ul>{''.join(f'<li>{e(line)}</li>' for line in page['recovery'])}</ul>")
     for c in page["comparisons"]:
         items = [f"<li>{e(line)}</li>" for line in c.lines]
         more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
@@ -330,8 +334,10 @@ def to_markdown(page: dict, results: Path) -> str:
         out += [m(study.description), ""]
     out += [f"**Complete**: every applicable cell has its results ({cells_line(study)})." if page["complete"] else
             f"**Incomplete**: {md_escape(status_text(page))}", ""]
-    if page["comparisons"] or page["headline"]:
+    if page["comparisons"] or page["recovery"] or page["headline"]:
         out += ["## Answer", ""]
+        if page["recovery"]:
+            out += [f"### {RECOVERY_TITLE}", ""] + [f"- {m(line)}" for line in page["recovery"]] + [""]
         for c in page["comparisons"]:
             out += [f"### {m(c.axis)} against {m(c.baseline)} ({m(c.metric)}, ratio [95% CI], verdict)", ""]
             out += [f"- {m(line)}" for line in c.lines] + [""]
