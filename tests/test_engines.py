@@ -414,6 +414,23 @@ def test_memory_cgroup_holds_the_server(cluster):
     cluster.assert_nothing_left([handle.pid])
 
 
+def test_a_starting_server_leaves_other_servers_temporary_tables_alone(cluster):
+    """A starting MariaDB deletes every #sql* file in its tmpdir: with /tmp shared, a topology's second node
+    (or a parallel bootstrap) deleted the first's temporary tables. Each server has a tmpdir of its own."""
+    if cluster.module.FAMILY != "mariadb":
+        pytest.skip("PostgreSQL keeps its temporary files in its datadir")
+    planted = Path(tempfile.gettempdir()) / f"#sql-dbsweep-{os.getpid()}-{cluster.engine}.frm"
+    planted.write_text("another server's temporary table\n")
+    shutil.chown(planted, cluster.module.SERVICE_USER)  # /tmp is sticky: only its owner could delete it
+    try:
+        with cluster.server() as handle:
+            pids = tree_pids(handle.pid)
+        assert planted.exists()
+    finally:
+        planted.unlink(missing_ok=True)
+    cluster.assert_nothing_left(pids)
+
+
 @pytest.mark.workflow
 def test_sigkill_mid_run_leaves_nothing(cluster):
     started = time.monotonic()

@@ -313,21 +313,35 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
         _check_build(b)
     datadir.mkdir(parents=True, exist_ok=True)
     check_reachable(datadir, SERVICE_USER, "datadir")
-    if b is None:
-        argv = [binary("mariadb-install-db", "/usr/bin"), "--no-defaults", f"--datadir={datadir}",
-                f"--user={SERVICE_USER}", "--auth-root-authentication-method=socket", "--skip-test-db",
-                "--skip-name-resolve"]
-        run_logged(argv, log)
-    elif b.family == FAMILY:
-        argv = _install_mariadb(b, datadir, log)
-    else:
-        argv = _install_mysql(b, datadir, log)
+    with _private_tmpdir() as tmpdir:
+        if b is None:
+            argv = [binary("mariadb-install-db", "/usr/bin"), "--no-defaults", f"--datadir={datadir}",
+                    f"--user={SERVICE_USER}", "--auth-root-authentication-method=socket", "--skip-test-db",
+                    "--skip-name-resolve", f"--tmpdir={tmpdir}"]
+            run_logged(argv, log)
+        elif b.family == FAMILY:
+            argv = _install_mariadb(b, datadir, tmpdir, log)
+        else:
+            argv = _install_mysql(b, datadir, tmpdir, log)
     chown_tree(datadir, SERVICE_USER)
     datadir.chmod(0o700)  # only the server's user reads its tables (and the benchmark user's entry)
     return [argv]
 
 
-def _install_mariadb(b: Build, datadir: Path, log) -> list[str]:
+@contextmanager
+def _private_tmpdir() -> Iterator[Path]:
+    """A tmpdir of the bootstrap's own, removed after: the bootstrap server deletes every #sql* file in its
+    tmpdir when it starts, so two bootstraps sharing /tmp delete each other's temporary tables
+    ("Unknown table 'mysql.tmp_proxies_priv'")."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-init-"))
+    try:
+        shutil.chown(folder, SERVICE_USER)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _install_mariadb(b: Build, datadir: Path, tmpdir: Path, log) -> list[str]:
     """mariadb-install-db (or mysql_install_db) of the build, with the options its version has."""
     script = _install_script(b.basedir)
     text = script.read_text(errors="replace")
@@ -336,29 +350,25 @@ def _install_mariadb(b: Build, datadir: Path, log) -> list[str]:
                           f"(it has no --auth-root-authentication-method); this MariaDB is too old for dbsweep")
     argv = ([str(script)] if os.access(script, os.X_OK) else ["/bin/sh", str(script)])
     argv += ["--no-defaults", f"--basedir={b.basedir}", f"--datadir={datadir}", f"--user={SERVICE_USER}",
-             "--auth-root-authentication-method=socket", "--skip-name-resolve"]
+             "--auth-root-authentication-method=socket", "--skip-name-resolve", f"--tmpdir={tmpdir}"]
     argv += [option for option in ("--skip-test-db", "--skip-auth-anonymous-user") if option in text]
     run_logged(argv, log, env=b.env)
     return argv
 
 
-def _install_mysql(b: Build, datadir: Path, log) -> list[str]:
+def _install_mysql(b: Build, datadir: Path, tmpdir: Path, log) -> list[str]:
     """mysqld --initialize-insecure; its --init-file turns root's empty password into auth_socket before the
     server ever listens (the file holds no secret)."""
     chown_tree(datadir, SERVICE_USER)  # mysqld --initialize writes into it as mysql (install-db chowns by itself)
-    folder = Path(tempfile.mkdtemp(prefix="dbsweep-init-"))
-    try:
-        folder.chmod(0o755)
-        init = folder / "init.sql"
-        write_config(init, "ALTER USER 'root'@'localhost' IDENTIFIED WITH auth_socket;\n")
-        argv = [str(b.server), "--no-defaults", "--initialize-insecure", f"--user={SERVICE_USER}",
-                f"--basedir={b.basedir}", f"--datadir={datadir}", f"--plugin-dir={b.plugin_dir}",
-                "--plugin-load-add=auth_socket.so", f"--init-file={init}"]
-        if b.share_dir is not None:
-            argv.append(f"--lc-messages-dir={b.share_dir}")
-        run_logged(argv, log, env=b.env)
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
+    tmpdir.chmod(0o755)
+    init = tmpdir / "init.sql"
+    write_config(init, "ALTER USER 'root'@'localhost' IDENTIFIED WITH auth_socket;\n")
+    argv = [str(b.server), "--no-defaults", "--initialize-insecure", f"--user={SERVICE_USER}",
+            f"--basedir={b.basedir}", f"--datadir={datadir}", f"--plugin-dir={b.plugin_dir}",
+            "--plugin-load-add=auth_socket.so", f"--init-file={init}", f"--tmpdir={tmpdir}"]
+    if b.share_dir is not None:
+        argv.append(f"--lc-messages-dir={b.share_dir}")
+    run_logged(argv, log, env=b.env)
     return argv
 
 
@@ -422,6 +432,9 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
              f"socket={rundir / SOCKET_NAME}",
              f"pid-file={rundir / PID_NAME}",
              f"log-error={rundir / ERROR_LOG}",
+             # Its own tmpdir: a starting server deletes every #sql* file in its tmpdir, so servers
+             # sharing /tmp (a topology's nodes, parallel runs) would delete each other's temporary tables.
+             f"tmpdir={rundir}",
              "skip-name-resolve"]
     if b is not None:
         lines += _build_lines(b)
