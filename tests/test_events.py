@@ -37,6 +37,7 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
                   {"at": 2, "action": "sql", "statement": "FLUSH TABLES"},
                   {"at": 3, "action": "command", "argv": ["/bin/true"]},
                   {"at": 4, "for": 2.5, "action": "pause"},
+                  {"at": 7, "for": 1.5, "action": "io_throttle", "read_iops": 10, "write_bps": "1M"},
                   {"at": 9, "action": "drop_caches"},
                   {"at": 9.5, "action": "sql", "statement": "SELECT 1"}],  # on time though the sync takes seconds
     }
@@ -45,7 +46,7 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
     events = rows(study.path("results/tables/events.csv.gz"))
     mixed = [r for r in events if r["events"] == "mixed"]
     assert [r["action"] for r in mixed] == ["cpu_hog", "cpu_unhog", "sql", "command", "pause", "resume",
-                                            "drop_caches", "sql"]
+                                            "io_throttle", "io_unthrottle", "drop_caches", "sql"]
     for r in events:
         assert not r["error"], r
         assert abs(float(r["actual_s"]) - float(r["planned_s"])) < 0.1, r  # within 100 ms of plan
@@ -53,6 +54,9 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
     assert "done after" in outcome["sql"] and "exited with 0" in outcome["command"]
     assert "dropped" in outcome["drop_caches"]
     assert "SIGSTOP" in outcome["pause"] and "SIGCONT" in outcome["resume"]
+    assert re.fullmatch(r"primary \(\d+ process(es)?\) limited to write_bps 1M, read_iops 10 on device 7:\d+",
+                        outcome["io_throttle"]), outcome["io_throttle"]  # the loop device of its ext4
+    assert outcome["io_unthrottle"].startswith("primary's IO on device 7:")
 
     samples = [r for r in rows(study.path("results/tables/samples.csv.gz")) if r["events"] == "mixed"]
     stalled = [r for r in samples if float(r["tps"]) == 0]

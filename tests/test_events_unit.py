@@ -33,6 +33,13 @@ def test_a_schedule_the_cell_cannot_keep_is_refused(event, message):
         events.check_cell([event], 20, ["primary", "replica1"], "events.e")
 
 
+def test_an_io_limit_is_not_applicable_on_tmpfs_which_has_no_device():
+    throttle = [{"at": 1, "for": 2, "action": "io_throttle", "read_iops": 100}]
+    assert events.not_applicable(throttle, 20, False, "tmpfs") == "io_throttle limits a block device, and tmpfs has none"
+    assert events.not_applicable(throttle, 20, False, "ext4") is None
+    assert events.not_applicable([{"at": 1, "action": "kill"}], 20, False, "tmpfs") is None
+
+
 def test_the_wait_report_gives_a_stalled_second_its_wait():
     """oltp_read_only, 2 threads; the server SIGSTOPped from 3 s to 5.5 s of the window."""
     raw = FIXTURES / "wait_report_pause"

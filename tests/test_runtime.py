@@ -15,8 +15,8 @@ import psutil
 import pytest
 
 from conftest import ROOT, leftovers
-from dbsweep import run, stops
-from dbsweep.runtime import cgroup, lock, owned
+from dbsweep import run, stops, storage
+from dbsweep.runtime import blkio, cgroup, lock, owned
 from dbsweep.runtime.resources import Stack
 
 @pytest.fixture(autouse=True)
@@ -103,6 +103,49 @@ def test_sweep_kills_a_dead_owners_cgroup_and_leaves_a_live_ones():
     finally:
         live_rep.kill()
         live_rep.remove()
+
+
+def _timed_read(cgroup_path: Path, data: Path, blocks: int) -> float:
+    """Seconds a direct-IO reader of `blocks` 4k blocks of data takes, put into the cgroup before it reads."""
+    reader = subprocess.Popen(["sh", "-c", 'read go; exec dd if="$0" of=/dev/null iflag=direct bs=4k count="$1"',
+                               str(data), str(blocks)], stdin=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    cgroup.move(reader.pid, cgroup_path)
+    started = time.monotonic()
+    reader.communicate(b"go\n", timeout=60)
+    assert reader.returncode == 0
+    return time.monotonic() - started
+
+
+def test_an_io_limit_holds_a_server_to_its_rate_on_its_device_until_lifted(tmp_path):
+    spec = {"type": "ext4", "size": "64M", "mkfs_options": [], "mount_options": []}
+    active = tmp_path / "active"
+    active.mkdir()
+    with storage.filesystem(spec, tmp_path / "fs", active) as fs:
+        data = fs.path / "data"
+        subprocess.run(["dd", "if=/dev/urandom", f"of={data}", "bs=1M", "count=4", "conv=fsync"], check=True,
+                       capture_output=True)
+        dev = blkio.device(data)
+        rdev = os.stat(f"/dev/{fs.devices[0]}").st_rdev
+        assert dev == f"{os.major(rdev)}:{os.minor(rdev)}"
+        throttles = blkio.Throttles()
+        sleeper = subprocess.Popen(["sleep", "60"])
+        try:
+            assert throttles.limit("node1", [sleeper.pid], dev, {"read_iops": 40}) == 1
+            group = throttles.owner.path / "node1"
+            assert (group / "blkio.throttle.read_iops_device").read_text().split() == [dev, "40"]
+            slow = _timed_read(group, data, 80)  # 80 IOs at 40 per second
+            throttles.lift("node1")
+            fast = _timed_read(group, data, 80)
+            assert slow > 1.2 and fast < slow / 3, (slow, fast)
+            throttles.close()  # every process back home, the cgroups gone
+            assert cgroup.own_cgroups(sleeper.pid)["blkio"] == cgroup.own_cgroups()["blkio"]
+            assert not group.exists() and throttles.owner is None
+        finally:
+            throttles.close()
+            sleeper.kill()
+            sleeper.wait()
+    with pytest.raises(RuntimeError, match="tmpfs.*not a block device"):
+        blkio.device(Path("/dev/shm"))
 
 
 def test_measuring_lock_waits_and_names_its_holder(tmp_path):

@@ -207,7 +207,7 @@ def load(config: dict) -> Study:
     for cell in list(cells):
         why = (_not_applicable(cell, wls, versions, axes)
                or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False), versions)
-               or _events_not_applicable(cell, wls, declared))
+               or _events_not_applicable(cell, wls, declared, filesystems))
         if why:
             cells.remove(cell)
             not_applicable.append((cell.path, why))
@@ -475,16 +475,17 @@ def _topology_not_applicable(cell: Cell, wls: dict, declared: dict, cold_start: 
                                    basedir)
 
 
-def _events_not_applicable(cell: Cell, wls: dict, declared: dict) -> str | None:
-    """Why the cell's workload cannot run its timed events (events.not_applicable), or None."""
+def _events_not_applicable(cell: Cell, wls: dict, declared: dict, filesystems: dict) -> str | None:
+    """Why the cell cannot run its timed events (events.not_applicable), or None."""
     values = cell.as_dict()
     wl = wls.get(values["workload"])
     if wl is None or "engine" not in values:
         return None
     workload = workloads.get(wl["tool"])
     options = {k: _substitute(v, values) for k, v in wl["options"].items()}
+    fs_type = filesystems.get(str(values["filesystem"]), {}).get("type")
     return events.not_applicable(events.of_cell(declared, values), workload.duration(options),
-                                 workload.measure is not None)
+                                 workload.measure is not None, fs_type)
 
 
 def _check_events(cell: Cell, wls: dict, declared: dict) -> None:

@@ -8,7 +8,7 @@
       events: [none, replica-blip]
 
 `at` is seconds from the start of the measured window; `for` (where the action has an undo: cut → heal,
-pause → resume, delay / loss → removed, cpu_hog → stopped) ends it that much later. A schedule whose
+pause → resume, delay / loss → removed, cpu_hog → stopped, io_throttle → lifted) ends it that much later. A schedule whose
 event ends outside the window, names a node or link the cell's topology lacks, or gives an action
 something it does not take, is refused when the study loads.
 
@@ -93,13 +93,16 @@ def check_cell(events: list[dict] | None, window_s: int | None, nodes: list[str]
             raise ConfigError(f"{at}.target: {target!r}: no such node ({', '.join(names)})")
 
 
-def not_applicable(events: list[dict] | None, window_s: int | None, in_process: bool) -> str | None:
+def not_applicable(events: list[dict] | None, window_s: int | None, in_process: bool,
+                   fs_type: str | None = None) -> str | None:
     """Why a cell cannot run a schedule at all (its workload measures by itself, or has no fixed
-    window), or None."""
+    window; an IO limit on a filesystem without a device), or None."""
     if not events:
         return None
     if in_process:
         return "its workload measures by itself; events run beside a tool's measured window"
     if window_s is None:
         return "its workload has no fixed measured window to schedule events in"
+    if fs_type == "tmpfs" and any(e["action"] == "io_throttle" for e in events):
+        return "io_throttle limits a block device, and tmpfs has none"
     return None

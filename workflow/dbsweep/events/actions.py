@@ -5,6 +5,8 @@ schedules at its end). The mechanisms are events.targets'; each action is one me
     link    cut / heal (the link's veth pair down / up), delay (latency_ms, jitter_ms added round trip),
             loss (percent)
     host    cpu_hog (stress-ng --cpu workers), drop_caches
+    node    io_throttle (read_bps, write_bps: a size per second; read_iops, write_iops) on the device its
+            datadir is on (runtime.blkio: cgroup v1 blkio)
     server  sql (a statement, run as the server's administrator through its socket, in the benchmark's
             database), command (argv: a program and its arguments, never a shell string)
 """
@@ -14,6 +16,8 @@ from dataclasses import dataclass
 from typing import Callable
 
 from dbsweep.errors import ConfigError
+from dbsweep.runtime import blkio
+from dbsweep.units import parse_size
 
 
 def _nothing(event: dict, where: str) -> None:
@@ -42,6 +46,24 @@ def _all(*checks):
 def _statement(event: dict, where: str) -> None:
     if not isinstance(event["statement"], str) or not event["statement"].strip():
         raise ConfigError(f"{where}.statement: {event['statement']!r} is not an SQL statement")
+
+
+def _io_limits(event: dict, where: str) -> None:
+    given = [key for key in blkio.LIMITS if key in event]
+    if not given:
+        raise ConfigError(f"{where}: {event!r}: io_throttle needs one of {', '.join(blkio.LIMITS)}")
+    for key in given:
+        value = event[key]
+        try:
+            amount = parse_size(value) if key.endswith("_bps") else value
+        except ConfigError:
+            amount = None
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+            kind = "a size per second like 10M" if key.endswith("_bps") else "a whole number of IOs per second"
+            raise ConfigError(f"{where}.{key}: {value!r} is not {kind}")
+    if blkio.hierarchy() is None:
+        raise ConfigError(f"{where}.action: io_throttle: this host mounts no cgroup v1 blkio hierarchy "
+                          f"(cgroup v2's io.max is not supported)")
 
 
 def _argv(event: dict, where: str) -> None:
@@ -79,6 +101,8 @@ ACTIONS: dict[str, Action] = {
     "cpu_hog": Action("host", undo="cpu_unhog", takes=("workers",), check=_number("workers", 1, 1024)),
     "cpu_unhog": Action("host"),
     "drop_caches": Action("host"),
+    "io_throttle": Action("node", undo="io_unthrottle", takes=blkio.LIMITS, check=_io_limits),
+    "io_unthrottle": Action("node"),
     "sql": Action("server", needs=("statement",), takes=("statement",), check=_statement),
     "command": Action("server", needs=("argv",), takes=("argv",), check=_argv),
 }

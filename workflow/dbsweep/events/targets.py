@@ -20,6 +20,8 @@ from typing import Callable
 import psutil
 
 from dbsweep import database
+from dbsweep.runtime import blkio
+from dbsweep.units import format_size, parse_size
 
 STOP_TIMEOUT_S = 60
 
@@ -56,6 +58,7 @@ class Targets:
         self.children: dict[str, subprocess.Popen] = {}
         self.threads: list[threading.Thread] = []
         self.outcomes: dict[int, str] = {}  # event index -> outcome of what runs in the background
+        self.throttles = blkio.Throttles()
 
     def node(self, event: dict) -> Node:
         return self.nodes[event.get("target") or next(iter(self.nodes))]
@@ -197,6 +200,23 @@ class Targets:
         self.threads.append(thread)
         return "started"
 
+    def io_throttle(self, event: dict) -> str:
+        node = self.node(event)
+        if node.db is None or node.down:
+            raise RuntimeError(f"{node.name} is not running")
+        dev = blkio.device(node.db.handle.datadir)
+        limits = {key: parse_size(event[key]) if key.endswith("_bps") else event[key]
+                  for key in blkio.LIMITS if key in event}
+        held = self.throttles.limit(node.name, node.pids(), dev, limits)
+        said = ", ".join(f"{key} {format_size(value) if key.endswith('_bps') else value}"
+                         for key, value in limits.items())
+        return f"{node.name} ({held} process{'' if held == 1 else 'es'}) limited to {said} on device {dev}"
+
+    def io_unthrottle(self, event: dict) -> str:
+        node = self.node(event)
+        dev = self.throttles.lift(node.name)
+        return f"{node.name}'s IO on device {dev} unlimited" if dev else f"{node.name} had no IO limit"
+
     # --- server ----------------------------------------------------------------------------
 
     def sql(self, event: dict, index: int) -> str:
@@ -215,7 +235,7 @@ class Targets:
     # --- the end ---------------------------------------------------------------------------
 
     def close(self, wait_s: float = 30.0) -> None:
-        """Resume paused nodes, stop hogs and commands still running (their outcome noted), wait a
+        """Resume paused nodes, lift IO limits (every server back in its own blkio cgroup), stop hogs and commands still running (their outcome noted), wait a
         little for statements, and stop servers the events started."""
         for node in self.nodes.values():
             if node.paused:
@@ -227,6 +247,7 @@ class Targets:
                     self.outcomes[int(key.split("-")[1])] = "still running at the end of the window; stopped"
             elif key.startswith("command-"):
                 self.outcomes[int(key.split("-")[1])] = f"exited with {proc.returncode}"
+        self.throttles.close()
         deadline = time.monotonic() + wait_s
         for thread in self.threads:
             thread.join(max(0.0, deadline - time.monotonic()))

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterator
 
 from dbsweep import storage
-from dbsweep.runtime import cgroup, guardian, lock
+from dbsweep.runtime import blkio, cgroup, guardian, lock
 
 active: Path | None = None  # the results/.active folder of the repetition this process is in (set by owned)
 
@@ -32,7 +32,7 @@ def owned(what: str, active_folder: Path, log) -> Iterator[cgroup.Cgroup]:
 
     with lock.measuring(what, log) as lock_fd:
         h = cgroup.hierarchy()
-        released = cgroup.sweep(h) + storage.sweep_stale(active_folder)
+        released = cgroup.sweep(h) + blkio.sweep() + storage.sweep_stale(active_folder)
         if released:
             log.write(f"released what a dead run left behind: {released}\n")
             log.flush()
