@@ -1,15 +1,16 @@
 """MariaDB topologies with real servers on 127.0.0.1 (distinct ports, no namespaces): GTID replication,
 async and semi-synchronous, and a Galera cluster whose members join from the same image with no state
-transfer (neither SST nor IST).
+transfer (neither SST nor IST); a member killed and started again catches up by IST.
 
 One datadir (the "image": a benchmark user and a small table) is initialized per module; every node
 gets its own copy of it, as a topology cell's nodes get the prepared image.
 """
 import dataclasses
 import io
-import os
 import json
+import os
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -227,23 +228,34 @@ def test_galera3_forms_a_synced_cluster_without_state_transfer_and_replicates_a_
 
 
 @pytest.mark.workflow
-def test_a_galera_joiner_behind_the_cluster_fails_loudly_instead_of_copying(image, tmp):
-    """A member whose data is behind would need a state transfer: the SST method has no script, so the
-    server stops with the reason, and nothing is copied."""
-    with cluster(image, tmp, "innodb", "galera", {"nodes": 1}, [("node1", "member")]) as (nodes, dbs, log):
-        uuid = nodes[0].facts["cluster_uuid"]
-        seqno = mariadb.counters(dbs["node1"].local)["replication_position"]
-        query(dbs["node1"], "INSERT INTO t VALUES (4000, 1)")  # the joiner's image lacks this one
-        joiner = nodes_for(image, tmp, [("node2", "member")], 4)[0]
-        joiner.index = 1
-        cluster_nodes = [nodes[0], joiner]
-        mariadb_cluster.write_grastate(joiner.root / database.DATADIR, uuid, int(seqno))
-        options = mariadb_cluster.node_options("galera", joiner, cluster_nodes, {})
+def test_a_killed_galera_member_rejoins_by_ist_and_one_without_the_clusters_state_is_refused(image, tmp):
+    """A member SIGKILLed while the cluster writes on gets the writes it missed by IST from the donor's
+    gcache when it starts again; a joiner whose state is unknown would need a full copy (SST): the transfer
+    method refuses it, the server stops with the reason, and nothing is copied."""
+    members = [("node1", "member"), ("node2", "member"), ("node3", "member")]  # two keep the quorum
+    with cluster(image, tmp, "innodb", "galera", {"nodes": 3}, members) as (nodes, dbs, log):
+        query(dbs["node1"], "INSERT INTO t VALUES (3999, 0)")  # applied on node3: its InnoDB holds the position
+        assert wait_for(lambda: query(dbs["node3"], "SELECT v FROM t WHERE id = 3999") == [(0,)])
+        killed = dbs["node3"]
+        killed.handle.stopped_by_event = True  # its exit is this test's doing
+        os.kill(killed.handle.pid, signal.SIGKILL)
+        assert wait_for(lambda: mariadb.counters(dbs["node1"].local)["wsrep_cluster_size"] == 2)
+        query(dbs["node1"], "INSERT INTO t VALUES (4000, 1)")  # node3 misses these
+        query(dbs["node2"], "INSERT INTO t VALUES (4001, 2)")
+        again = mariadb_cluster.node_options("galera", nodes[2], nodes, {}, bootstrap=False)
+        with database.running(server("innodb"), nodes[2].root, log, node=nodes[2], node_options=again) as db:
+            mariadb_cluster._wait_synced(db, "node3", 3)
+            assert query(db, "SELECT v FROM t WHERE id >= 3999 ORDER BY id") == [(0,), (1,), (2,)]
+            assert mariadb_cluster.state_transfer(db.handle.rundir / mariadb.ERROR_LOG) == "ist"
+
+        unknown = nodes_for(image, tmp, [("node4", "member")], 4)[0]
+        unknown.index = 3
+        options = mariadb_cluster.node_options("galera", unknown, [nodes[0], unknown], {})
         options["wsrep_cluster_address"] = f"gcomm://127.0.0.1:{nodes[0].port + 1}"
-        with pytest.raises(RuntimeError, match="Failed to prepare for 'dbsweep_refuses_sst' SST"):
-            with database.running(server("innodb"), joiner.root, log, node=joiner, node_options=options):
-                pass
-        assert query(dbs["node1"], "SELECT count(*) FROM t") == [(101,)]
+        with pytest.raises(RuntimeError, match="dbsweep refuses"):
+            with database.running(server("innodb"), unknown.root, log, node=unknown, node_options=options):
+                pass  # no grastate.dat: its position is not the cluster's
+        assert query(dbs["node1"], "SELECT count(*) FROM t") == [(103,)]
 
 
 def test_galera_with_myrocks_is_refused_before_any_server_starts(tmp_path):
@@ -305,7 +317,7 @@ def test_node_options_of_each_kind():
     assert first["wsrep_new_cluster"] is True and "wsrep_new_cluster" not in second
     assert "wsrep_new_cluster" not in mariadb_cluster.node_options("galera", members[0], members, {}, bootstrap=False)
     assert second["wsrep_provider_options"] == "gmcast.listen_addr=tcp://127.0.0.1:5011;ist.recv_addr=127.0.0.1:5012"
-    assert second["wsrep_sst_method"] == mariadb_cluster.NO_SST and mariadb.NODE_PORTS["galera"] == 4
+    assert second["wsrep_sst_method"] == mariadb.IST_ONLY and mariadb.NODE_PORTS["galera"] == 4
     # the my.cnf a node gets: dbsweep's node options win over a study's
     text = mariadb.config_text("innodb", None, {"binlog_format": "MIXED"}, Path("/d"), Path("/r"), 5000,
                                node_options=second)

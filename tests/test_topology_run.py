@@ -1,9 +1,9 @@
 """Topology cells end to end, on real servers in real network namespaces: a semi-sync replica two
 milliseconds away (the primary waits a round trip per commit, the link's round trip is measured, every
 node's counters carry their node), the same replica cut off for longer than the semi-sync timeout (the
-primary falls back to async and says so), and a Galera member killed behind haproxy and never started
-again (the client reconnects through the proxy; the dead member is released at the end). Nothing is
-left: no server, namespace or mount."""
+primary falls back to async and says so), and a Galera member killed behind haproxy and started again
+(the client reconnects through the proxy; the member catches up by IST). Nothing is left: no server,
+namespace or mount."""
 import json
 import subprocess
 from pathlib import Path
@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from conftest import leftovers, table_rows as rows
+from dbsweep.engines import mariadb_cluster
 
 pytestmark = pytest.mark.workflow
 
@@ -44,7 +45,7 @@ def config() -> dict:
         "network": {"node_latency_ms": 2},
         "proxies": {"rr": {"type": "haproxy", "balance": "roundrobin"}},
         "events": {"outage": [{"at": 2, "for": 3, "action": "cut", "target": "link primary-replica1"}],
-                   "loss": [{"at": 3, "action": "kill", "target": "node2"}],
+                   "loss": [{"at": 3, "action": "kill", "target": "node2"}, {"at": 6, "action": "start", "target": "node2"}],
                    "misc": [{"at": 1, "for": 1, "action": "delay", "target": "link client-primary", "latency_ms": 20},
                             {"at": 2.5, "for": 1, "action": "loss", "target": "link primary-replica1", "percent": 50},
                             {"at": 4, "action": "stop", "target": "replica1"},
@@ -84,11 +85,15 @@ def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     recovery = {(r["topology"], r["action"]): r for r in rows(study.path("results/tables/recovery.csv.gz"))}
     assert float(recovery[("semisync", "cut")]["sync_off_s"]) >= 2
 
-    # a member killed behind haproxy: the client reconnected, the run completed, the member stays down
+    # a member killed behind haproxy: the client reconnected, the run completed; started again, the member
+    # recovered its position from InnoDB and caught up by IST (a full copy would have been refused)
     samples = [r for r in rows(study.path("results/tables/samples.csv.gz")) if r["topology"] == "galera3"]
     assert sum(float(r["reconn_s"] or 0) for r in samples) >= 1
     events = [r for r in rows(study.path("results/tables/events.csv.gz")) if r["topology"] == "galera3"]
-    assert [(r["action"], r["target"]) for r in events] == [("kill", "node2")] and not events[0]["error"]
+    assert [(r["action"], r["target"]) for r in events] == [("kill", "node2"), ("start", "node2")]
+    assert not any(r["error"] for r in events) and "started, ready after" in events[1]["outcome"]
+    logs = list(study.root.glob("results/runs/**/topology~galera3/**/raw/node2/server*-error.log"))
+    assert "ist" in [mariadb_cluster.state_transfer(log) for log in logs], logs  # its first start: "none"
 
     # every other action at its time: a slower link, lossy link, a replica stopped, started, restarted
     misc = [r for r in rows(study.path("results/tables/events.csv.gz")) if r["events"] == "misc"]

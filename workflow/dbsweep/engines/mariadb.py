@@ -67,6 +67,8 @@ CONFIG_NAME = "my.cnf"
 SOCKET_NAME = "mysqld.sock"
 PID_NAME = "mysqld.pid"
 ERROR_LOG = "error.log"
+IST_ONLY = "dbsweep_ist_only"  # a Galera member's state transfer method: IST, never a full copy (SST)
+IST_ONLY_SCRIPT = Path(__file__).with_name("wsrep_sst_ist_only.py")
 
 # engine -> the replication kinds it runs (topologies); MyRocks has no Galera: not applicable, listed as such.
 # Status variables the topology figures read (topology/figures.py): 1 while the primary's commits wait
@@ -78,6 +80,7 @@ REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "gale
 # Consecutive ports a node of a replication kind uses from its port (several Galera members may share
 # 127.0.0.1): SQL; Galera adds group communication (port+1), IST (port+2) and SST receive (port+3).
 NODE_PORTS = {None: 1, "async": 1, "semisync": 1, "galera": 4}
+FIRST_START_ONLY = ("wsrep_new_cluster",)  # node options a node started again (a timed event) goes without
 
 # What `memory` sets, per engine.
 MEMORY_OPTION = {"innodb": "innodb_buffer_pool_size", "myrocks": "rocksdb_block_cache_size"}
@@ -534,14 +537,24 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
     handle = Handle(engine=engine, port=config_port(config), socket=sock, rundir=rundir, datadir=datadir,
                     basedir=None if b is None else b.basedir)
     write_config(rundir / CONFIG_NAME, config)
+    env = None if b is None else b.env
+    argv = [*enter_argv(netns), _mariadbd() if b is None else str(b.server), f"--defaults-file={rundir / CONFIG_NAME}",
+            f"--user={SERVICE_USER}"]
+    if f"wsrep_sst_method={IST_ONLY}" in config.splitlines():  # a Galera member: its transfer method, on PATH
+        script = rundir / f"wsrep_sst_{IST_ONLY}"
+        shutil.copyfile(IST_ONLY_SCRIPT, script)
+        script.chmod(0o755)
+        env = (env or ENV) | {"PATH": f"{rundir}:{(env or ENV)['PATH']}"}
+        from dbsweep.engines import mariadb_cluster  # it builds on this module
+        recovered = mariadb_cluster.recover_position(datadir, argv, env, rundir / ERROR_LOG, log)
+        if recovered:
+            log.write(f"Galera member on {datadir}: position {recovered} recovered from InnoDB\n")
     launch = Launch(name="mariadbd" if b is None else b.name,
-                    argv=[*enter_argv(netns), _mariadbd() if b is None else str(b.server),
-                          f"--defaults-file={rundir / CONFIG_NAME}",
-                          f"--user={SERVICE_USER}"],
+                    argv=argv,
                     user=SERVICE_USER, drop_privileges=False, ready=_pings, stop_signal=STOP_SIGNAL,
                     logs=[rundir / ERROR_LOG], error_lines=_error_lines,
                     leftovers=[sock, rundir / f"{SOCKET_NAME}.lock", rundir / PID_NAME],
-                    env=None if b is None else b.env)
+                    env=env)
     try:
         with supervise(launch, handle, log, cgroup) as running:
             yield running

@@ -7,10 +7,12 @@ Every node's root already holds its own copy of the cell's prepared image (the s
   @@gtid_binlog_pos, which is the image's and so the primary's): nothing is copied over the network;
 - the first Galera member bootstraps a new cluster on its image; before each other member starts, it
   gets a grastate.dat with that cluster's uuid and its seqno at that moment (each join adds one), so it
-  joins with "state transfer needed: no": no SST and no IST. The SST method is one with no script
-  (NO_SST): a member that needed a transfer stops with "Failed to prepare for 'dbsweep_refuses_sst'
-  SST", never copies. (MariaDB's joiner runs the SST script's prepare step even for an IST, so with
-  NO_SST a member that is behind, e.g. one restarted after writes, cannot rejoin by IST either.)
+  joins with "state transfer needed: no": no SST and no IST. The state transfer method (IST_ONLY,
+  engines/wsrep_sst_ist_only.py) copies nothing: a member that is behind (one killed or stopped by a
+  timed event and started again after writes) catches up by IST from a donor's gcache (galera's
+  default gcache.size, 128M, holds the writesets it missed); one that would need a full copy (SST)
+  stops with "dbsweep refuses", never copies. After a SIGKILL the member's grastate.dat says seqno
+  -1; the server recovers its position from InnoDB at start, so it still asks for an IST.
 
 Setup statements that every node runs for itself (accounts) run with sql_log_bin=0, so the image's GTID
 position stays where it is and replication starts with nothing to apply. Passwords go on the client's
@@ -20,6 +22,7 @@ and stored only by the replica itself (master.info in its datadir, mode 0660, ow
 from __future__ import annotations
 
 import ipaddress
+import re
 import secrets
 import time
 from pathlib import Path
@@ -32,7 +35,6 @@ from dbsweep.errors import ConfigError
 REPLICATION_USER = "dbsweep_repl"
 CLUSTER_NAME = "dbsweep"
 GALERA_PROVIDER = Path("/usr/lib/galera/libgalera_smm.so")
-NO_SST = "dbsweep_refuses_sst"  # no wsrep_sst_<this> script exists: an SST request fails and says so
 WAIT_S = 120  # for replicas to replicate and members to be Synced
 SEMISYNC_TIMEOUT_MS = 10000  # MariaDB's default rpl_semi_sync_master_timeout
 
@@ -68,7 +70,7 @@ def node_options(kind: str | None, node, nodes: list, settings: dict, engine: st
                 "wsrep_sst_receive_address": f"{node.address}:{node.port + 3}",
                 "wsrep_provider_options": f"gmcast.listen_addr=tcp://{node.address}:{node.port + 1};"
                                           f"ist.recv_addr={node.address}:{node.port + 2}",
-                "wsrep_sst_method": NO_SST, "binlog_format": "ROW", "default_storage_engine": "InnoDB",
+                "wsrep_sst_method": family.IST_ONLY, "binlog_format": "ROW", "default_storage_engine": "InnoDB",
                 "innodb_autoinc_lock_mode": 2, "server_id": node.index + 1}
         if node.index == 0 if bootstrap is None else bootstrap:
             opts["wsrep_new_cluster"] = True
@@ -222,11 +224,32 @@ def write_grastate(datadir: Path, uuid: str, seqno: int) -> None:
     family.chown_tree(path, family.SERVICE_USER)
 
 
+def recover_position(datadir: Path, argv: list[str], env: dict, error_log: Path, log) -> str | None:
+    """A Galera member that was killed has seqno -1 in its grastate.dat; started so, it would ask for a full
+    copy. Its last committed writeset is in InnoDB: `mariadbd --wsrep-recover` (argv: the server's command
+    line) says it in the error log ("Recovered position: uuid:seqno"), written back into grastate.dat so
+    that the member asks for an IST. Returns that position, or None when there was nothing to recover."""
+    path = Path(datadir) / "grastate.dat"
+    state = path.read_text(errors="replace") if path.is_file() else ""
+    if not re.search(r"^seqno:\s*-1\s*$", state, re.M):
+        return None
+    before = error_log.stat().st_size if error_log.is_file() else 0
+    family.run_logged([*argv, "--wsrep-recover"], log, env=env)
+    said = error_log.read_text(errors="replace")[before:] if error_log.is_file() else ""
+    found = re.findall(r"WSREP: Recovered position: ([0-9a-f-]{36}):(-?\d+)", said)
+    if not found or int(found[-1][1]) < 0:
+        return None  # nothing committed through the cluster: it will need a copy, which is refused
+    uuid, seqno = found[-1]
+    write_grastate(datadir, uuid, int(seqno))
+    return f"{uuid}:{seqno}"
+
+
 def state_transfer(error_log: Path) -> str:
     """What a joiner's error log says it received: "sst" (a full state transfer), "ist" (incremental),
     or "none" (its state was the cluster's)."""
     text = error_log.read_text(errors="replace") if error_log.is_file() else ""
-    if "SST received" in text or "SST succeeded" in text or "Running: 'wsrep_sst_" in text:
+    # The server says "SST received" after any transfer; only another method than IST_ONLY can copy.
+    if re.search(rf"Running: 'wsrep_sst_(?!{family.IST_ONLY}\b)", text):
         return "sst"
     if "IST received" in text or "Receiving IST" in text or "Prepared IST receiver" in text:
         return "ist"

@@ -87,6 +87,7 @@ BASE = [
 
 # Topologies (engines.postgresql_cluster): streaming replication, asynchronous or synchronous.
 REPLICATION = {"postgresql": ("async", "sync")}
+FIRST_START_ONLY = ()  # node options a node started again (a timed event) goes without: none
 
 # Set by dbsweep from the paths and port it is given; an option set may not move them.
 RESERVED = {"data_directory", "config_file", "hba_file", "ident_file", "listen_addresses", "port",

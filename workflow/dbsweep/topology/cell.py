@@ -80,9 +80,12 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
     def start_node(node: NodeSpec, options: dict) -> database.Database:
         keep = raw if node.index == 0 else raw / node.name
         keep.mkdir(exist_ok=True)
+        again = {k: v for k, v in options.items() if k not in family.FIRST_START_ONLY}  # e.g. no new cluster
         openers[node.name] = lambda: database.running(recipe, node.root, log, recipe.memory, keep=keep,
-                                                      node=node, node_options=options)
-        return stack.enter("server", f"{recipe.engine} {node.name}", openers[node.name]())
+                                                      node=node, node_options=again)
+        return stack.enter("server", f"{recipe.engine} {node.name}",
+                           database.running(recipe, node.root, log, recipe.memory, keep=keep, node=node,
+                                            node_options=options))
 
     family = engines.family(recipe.engine)
     client = net.addresses[CLIENT]
