@@ -122,6 +122,24 @@ def test_open_loop_against_its_rate():
     assert got["rate_achieved"] == pytest.approx(573 / 3) and got["rate_short"] == 0
 
 
+def test_a_stalled_second_carries_its_wait_from_the_transaction_log(tmp_path):
+    """Captured from test_a_paused_server_s_stall_carries_its_wait_from_the_transaction_log: the server
+    paused at 2.0 s for 2.5 s; pgbench says 0.0 tps for seconds 3 and 4."""
+    raw = FIXTURES / "pgbench_pause"
+    rows = {r["second"]: r for r in pgbench.samples(raw, start("pgbench_pause"))}
+    assert [rows[k]["tps"] for k in (3, 4)] == [0.0, 0.0]
+    assert 900 < rows[3]["wait_ms"] < 1100 and 1900 < rows[4]["wait_ms"] < 2100  # waiting since the pause
+    assert rows[4]["lat_max_ms"] is None and rows[5]["lat_max_ms"] > 2400  # held through it, done after
+    assert all(rows[k]["wait_ms"] == rows[k]["lat_max_ms"] < 100 for k in (1, 2, 6, 7))  # no long ones
+    for name in ("stderr.txt", "stdout.txt"):
+        (tmp_path / name).write_text((raw / name).read_text())
+    (tmp_path / "pgbench_log.1").write_text("0 1 failed 0 1795681175 100000\n1 1 1500000 0 1795681175 600000\n")
+    assert pgbench.transactions([tmp_path / "pgbench_log.1"], 0.0) == [(1795681174.1, 1795681175.6)]
+    (tmp_path / "pgbench_log.1").write_text("0 1 2000\n")
+    with pytest.raises(ValueError, match="not a pgbench transaction log line"):
+        pgbench.samples(tmp_path, 0.0)
+
+
 def test_a_failed_run_is_an_error(tmp_path):
     (tmp_path / "stdout.txt").write_text("pgbench (15.18)\n")
     (tmp_path / "stderr.txt").write_text('pgbench: error: connection to server failed\n')
@@ -174,3 +192,25 @@ def test_fetched_version_on_tmpfs(study_factory, workdir):  # noqa: F811
     assert record["server"]["version"].startswith("PostgreSQL 16.")
     assert record["commands"][-1][0] == "/usr/lib/postgresql/15/bin/pgbench"
     assert study.path("resources/servers/postgresql-16/origin.json").exists()
+
+
+@pytest.mark.workflow
+def test_a_paused_server_s_stall_carries_its_wait_from_the_transaction_log(study_factory, workdir):  # noqa: F811
+    """pgbench prints "0.0 tps, lat 0.000 ms" for a second in which nothing completed; with timed events
+    it logs every transaction, and the stalled seconds carry how long their transactions had waited."""
+    config = pgbench_study(time=7)
+    config["axes"]["events"] = ["pause"]
+    config["events"] = {"pause": [{"at": 2, "for": 2.5, "action": "pause"}]}
+    study = study_factory(config)
+    study.run()
+    assert servers_in(workdir) == []
+    samples = rows(study.path("results/tables/samples.csv.gz"))
+    stalled = [r for r in samples if float(r["tps"]) == 0]
+    assert stalled and max(float(r["wait_ms"]) for r in stalled) > 1000, samples
+    assert max(float(r["lat_max_ms"] or 0) for r in samples) > 2000  # the transactions the pause held
+    moving = [r for r in samples if float(r["tps"]) > 0]
+    assert all(float(r["lat_max_ms"]) >= float(r["lat_ms"]) for r in moving)  # the longest is no shorter than the mean
+    logs = list(study.path("results/runs").rglob("pgbench_log.*"))
+    assert logs, "the transaction log is kept with the run's raw output"
+    recovery = rows(study.path("results/tables/recovery.csv.gz"))
+    assert [r["action"] for r in recovery] == ["pause"] and float(recovery[0]["below50_s"]) >= 2

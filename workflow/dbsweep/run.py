@@ -273,7 +273,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
         """tool.client, on the topology's client host; in a cell with timed events, through the tool's wait
         report (what a stalled second still shows)."""
         timed = recipe.events is not None and tool.wait_report is not None
-        return _on_client(tool.client(db, argv), topology, tool.wait_report if timed else None)
+        return _on_client(tool.client(db, argv), topology, raw, tool.wait_report if timed else None)
 
     db = server()
     if recipe.warmup_s:
@@ -335,12 +335,12 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
 
 
 @contextmanager
-def _on_client(tool_client, topology, wait_report=None):
+def _on_client(tool_client, topology, raw: Path, wait_report=None):
     """A tool's (argv, env): through its wait report when given (Workload.wait_report), on the
     topology's client host when there is a topology."""
     with tool_client as (argv, env):
         if wait_report is not None:
-            argv, extra = wait_report(argv, time.time())
+            argv, extra = wait_report(argv, time.time(), raw)
             env = (env if env is not None else dict(os.environ)) | extra
         yield (topology.client_argv(argv) if topology is not None else argv), env
 

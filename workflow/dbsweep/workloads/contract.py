@@ -77,8 +77,9 @@ class Workload:
     # (db, argv) -> a context of (argv, env): a command made to reach the running server, and the environment it
     # runs with (None: the caller's); what it needs (a password file) exists only within
     client: Callable = sysbench_client
-    # (argv, origin) -> (argv, env): the run command made to report, beside its own lines, each second's
-    # longest transaction and every long one (samples' lat_max_ms, wait_ms); used in cells with timed events
+    # (argv, origin, raw folder) -> (argv, env): the run command made to report, beside its own lines, each
+    # second's longest transaction and every long one (samples' lat_max_ms, wait_ms); used in cells with
+    # timed events
     wait_report: Callable | None = None
     live_from: str = "stdout.txt"  # the raw file its per-second lines go to
 

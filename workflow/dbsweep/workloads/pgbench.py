@@ -9,10 +9,14 @@ server version). The connection and password come from the environment and a 060
 (engines.postgresql.client_env), never the command line.
 
 Raw output: stdout.txt (the final report; with per_statement, each statement's latency and failures) and
-stderr.txt (one "progress:" line per second, and pgbench's errors).
+stderr.txt (one "progress:" line per second, and pgbench's errors). In a cell with timed events, pgbench
+also logs every transaction (--log: pgbench_log.<pid>[.<thread>], its latency and when it ended), from
+which each second gets its longest completed transaction (lat_max_ms) and, in a second in which nothing
+completed, how long its transactions had been waiting (wait_ms).
 """
 from __future__ import annotations
 
+import math
 import re
 import subprocess
 from contextlib import contextmanager
@@ -28,6 +32,8 @@ PROTOCOLS = ("simple", "extended", "prepared")
 DATASET_DEFAULTS = {"scale": 1, "fillfactor": 100}
 RUN_DEFAULTS = {"script": "tpcb-like", "time": 10, "rate": None, "per_statement": False, "protocol": "simple"}
 PROGRESS_FILE = "stderr.txt"
+LOG_PREFIX = "pgbench_log"
+LONG_MS = 250  # a transaction this long or longer counts in the wait of every second it spans
 
 _N = r"(\d+(?:\.\d+)?|NaN|nan)"
 # "progress: 1.0 s, 745.9 tps, lat 2.671 ms stddev 1.185, 0 failed" (15 and later say "failed"), with --rate
@@ -155,6 +161,47 @@ def samples(rawdir: Path, start: float) -> list[dict]:
     seconds = [r["second"] for r in rows]
     if seconds != sorted(set(seconds)):
         raise ValueError(f"{path}: progress lines are not in increasing seconds: {seconds}")
+    logs = sorted(Path(rawdir).glob(f"{LOG_PREFIX}.*"))
+    return _with_waits(rows, transactions(logs, start), start) if logs else rows
+
+
+def wait_report(argv: list[str], origin: float, raw: Path) -> tuple[list[str], dict]:
+    """The run with every transaction logged into raw (a cell with timed events)."""
+    return [*argv, "--log", f"--log-prefix={Path(raw).absolute() / LOG_PREFIX}"], {}
+
+
+def transactions(logs: list[Path], start: float) -> list[tuple[float, float]]:
+    """(began, ended) in epoch seconds of each transaction pgbench --log logged that ended after start
+    ("client_id transaction_no time_us script_no end_epoch end_us [lag_us …]"; a failed or skipped one has
+    a word for its time and is left out)."""
+    found = []
+    for path in logs:
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            fields = line.split()
+            if len(fields) < 6:
+                raise ValueError(f"{path}:{number}: not a pgbench transaction log line: {line!r}")
+            if not fields[2].isdigit():
+                continue  # failed, skipped
+            ended = int(fields[4]) + int(fields[5]) / 1e6
+            if ended > start:  # a warm-up's transactions ended before the window
+                found.append((ended - int(fields[2]) / 1e6, ended))
+    return found
+
+
+def _with_waits(rows: list[dict], done: list[tuple[float, float]], start: float) -> list[dict]:
+    """Rows with lat_max_ms (the longest transaction that ended in the second) and wait_ms (the longest any
+    transaction of LONG_MS or more had been running by the second's end; else lat_max_ms)."""
+    worst: dict[int, float] = {}
+    for began, ended in done:
+        k = max(1, math.ceil(ended - start))
+        worst[k] = max(worst.get(k, 0.0), ended - began)
+    long = [(began, ended) for began, ended in done if ended - began >= LONG_MS / 1000]
+    for row in rows:
+        k = row["second"]
+        row["lat_max_ms"] = round(1000 * worst[k], 3) if k in worst else None
+        begin, end = start + k - 1, start + k
+        waited = [min(b, end) - a for a, b in long if a < end and b > begin]
+        row["wait_ms"] = round(1000 * max(waited), 3) if waited else row["lat_max_ms"]
     return rows
 
 
@@ -224,4 +271,5 @@ WORKLOAD = Workload(
     summary=summary, live=live, version=version, duration=duration, takes_rate=True, families=("postgresql",),
     dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "db_tables", "db_plots"),
     summary_keys=("lat_sd_ms", "connection_ms", "lag_mean_ms", "lag_max_ms"), detail_keys=("statements",),
-    sample_columns=("lat_sd_ms", "lag_ms"), client=client, live_from=PROGRESS_FILE)
+    sample_columns=("lat_sd_ms", "lag_ms", "lat_max_ms", "wait_ms"), client=client, live_from=PROGRESS_FILE,
+    wait_report=wait_report)

@@ -341,7 +341,7 @@ LOST_LINE = re.compile(r"^dbsweep-lost ([0-9.]+) ", re.M)
 RECONNECTED_LINE = re.compile(r"^dbsweep-reconnected ([0-9.]+) ", re.M)
 
 
-def wait_report(argv: list[str], origin: float) -> tuple[list[str], dict]:
+def wait_report(argv: list[str], origin: float, raw: Path) -> tuple[list[str], dict]:
     """A `run` command made to run its script through wait_report.lua (per-second maximum latency, and
     the start and end of every long transaction, on stderr), and the environment it needs."""
     if argv[-1] != "run":
