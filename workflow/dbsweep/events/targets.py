@@ -55,6 +55,7 @@ class Targets:
         self.nodes = {node.name: node for node in nodes}
         self.network, self.latency, self.raw, self.log = network, latency, raw, log
         self.started = ExitStack()  # servers events started again
+        self.restarted: set[str] = set()  # the nodes whose server is in self.started
         self.children: dict[str, subprocess.Popen] = {}
         self.threads: list[threading.Thread] = []
         self.outcomes: dict[int, str] = {}  # event index -> outcome of what runs in the background
@@ -124,6 +125,7 @@ class Targets:
         if not node.down:
             return f"{node.name} was running"
         node.db = self.started.enter_context(node.open())
+        self.restarted.add(node.name)
         node.down = False
         return f"{node.name} started, ready after {node.db.handle.ready_seconds:.2f} s"
 
@@ -251,6 +253,9 @@ class Targets:
         deadline = time.monotonic() + wait_s
         for thread in self.threads:
             thread.join(max(0.0, deadline - time.monotonic()))
+        for node in self.nodes.values():  # the servers events started stop now: their samplers skip them
+            if node.name in self.restarted:
+                node.down = True
         self.started.close()
 
 
