@@ -89,6 +89,14 @@ def test_user_axis_fills_workload_options():
     assert study.cells[0].path.endswith("/bs~4k")
 
 
+def test_axis_values_keep_the_declared_order_for_tables_and_plots():
+    config = with_change("axes.bs", ["64k", "4k", "16k"])  # not sorted: as the user wrote them
+    config["workloads"]["fio-randread"]["options"]["bs"] = "{bs}"
+    values = load(config).axis_values
+    assert values["bs"] == ["64k", "4k", "16k"]
+    assert values["threads"] == [str(t) for t in config["axes"]["threads"]]
+
+
 def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     study = load(DEMO)
     by_fs = {}

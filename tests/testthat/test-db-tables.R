@@ -36,6 +36,18 @@ test_that("memory values sort by size, engines and binlog in reading order", {
   expect_equal(dt$x, c(2L, 4L, 1L, 3L))
 })
 
+test_that("a study's declared order of an axis's values comes first", {
+  saved <- AXIS_ORDER
+  on.exit(AXIS_ORDER <<- saved)
+  expect_equal(axis_levels(c("near", "far", "lan"), "network"), c("far", "lan", "near"))  # by name
+  declare_axis_order(list(network = c("lan", "near", "far"), memory = c("1G", "64M")))
+  expect_equal(axis_levels(c("near", "far", "lan"), "network"), c("lan", "near", "far"))
+  expect_equal(axis_levels(c("64M", "1G"), "memory"), c("1G", "64M"))  # as declared, not by size
+  expect_equal(axis_levels(c("postgresql", "innodb"), "engine"), c("innodb", "postgresql"))  # untouched
+  declare_axis_order(NULL)  # a rule without the param
+  expect_equal(axis_levels(c("near", "lan"), "network"), c("lan", "near"))
+})
+
 test_that("the baseline is params$baseline's value, else the first in order", {
   expect_equal(baseline_value(c("myrocks", "postgresql"), "engine"), "myrocks")
   expect_equal(baseline_value(c("postgresql", "innodb"), "engine", list()), "innodb")

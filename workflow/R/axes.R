@@ -51,6 +51,15 @@ AXIS_ORDER <- list(
   version = "debian"  # Debian's own packages: MariaDB 10.11, PostgreSQL 15
 )
 
+# The study's own order of its axes' values (a list: axis -> values as declared), ahead of the
+# built-in one; the rules pass it as the param axis_values.
+declare_axis_order <- function(values) {
+  for (axis in names(values)) {
+    AXIS_ORDER[[axis]] <<- as.character(unlist(values[[axis]]))
+  }
+  invisible(AXIS_ORDER)
+}
+
 # Text whose runs of digits compare as numbers: "sync2" < "sync10",
 # "10.11.5" < "11.4" < "16", "build-9" < "build-10" (digits pad to 20 places).
 natural_key <- function(x) {

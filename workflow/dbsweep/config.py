@@ -69,6 +69,17 @@ class Study:
     warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
+    @property
+    def axis_values(self) -> dict[str, list[str]]:
+        """Each axis's values in the order the study declares them (the cells are expanded in that order),
+        for tables and plots to read in: `network: [lan, near, far]` stays lan, near, far."""
+        values: dict[str, list[str]] = {axis: [] for axis in self.axes}
+        for cell in self.cells:
+            for axis, value in cell.as_dict().items():
+                if axis in values and str(value) not in values[axis]:
+                    values[axis].append(str(value))
+        return values
+
     def recipe(self, cell: Cell) -> Recipe:
         """Everything that shapes one cell's measurement, and nothing else. Built once per cell:
         planning asks for it several times per job (params, the image, the Slurm time limit, the

@@ -30,6 +30,7 @@ rule aggregate:
         not_applicable=f"{TABLES}/not_applicable.csv",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         study=STUDY.name,
         not_applicable=STUDY.not_applicable,
         rep_dirs=rep_dirs(),

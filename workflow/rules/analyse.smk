@@ -28,6 +28,7 @@ rule statistics:
         comparisons_md=f"{TABLES}/comparisons.md",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
         analysis=ANALYSIS,
     log:
@@ -50,6 +51,7 @@ rule tables:
         saturation_md=f"{TABLES}/saturation.md",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/tables.log",
     script:
@@ -70,6 +72,7 @@ rule plots:
         boxplot=report(f"{PLOTS}/boxplot.png", caption="../report/boxplot.rst", category="Plots"),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/plots.log",
     script:
@@ -93,6 +96,7 @@ rule db_tables:
         efficiency_md=f"{TABLES}/efficiency.md",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/db_tables.log",
     script:
@@ -120,6 +124,7 @@ rule db_plots:
         timeseries=report(f"{PLOTS}/timeseries.png", caption="../report/timeseries.rst", category="Plots"),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         analysis={"stall_share": ANALYSIS["stall_share"]},  # the legend of the time series
     log:
         "results/logs/db_plots.log",
@@ -143,6 +148,7 @@ rule versions:
         ),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/versions.log",
     script:
@@ -160,6 +166,7 @@ rule tpcc_table:
         tpcc_md=f"{TABLES}/tpcc.md",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/tpcc.log",
     script:
@@ -178,6 +185,7 @@ rule insert_benchmark:
         plot=report(f"{PLOTS}/insert_benchmark.png", caption="../report/insert_benchmark.rst", category="Plots"),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
     log:
         "results/logs/insert_benchmark.log",
@@ -197,6 +205,7 @@ rule query_timing:
         plot=report(f"{PLOTS}/query_timing.png", caption="../report/query_timing.rst", category="Plots"),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
     log:
         "results/logs/query_timing.log",
@@ -218,6 +227,7 @@ rule openloop:
         queue=report(f"{PLOTS}/openloop_queue.png", caption="../report/openloop_queue.rst", category="Plots"),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/openloop.log",
     script:
@@ -238,6 +248,7 @@ rule topology:
         replication=report(f"{PLOTS}/replication.png", caption="../report/replication.rst", category="Plots"),
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/topology.log",
     script:
@@ -255,6 +266,7 @@ rule recovery:
         table_md=f"{TABLES}/recovery.md",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
     log:
         "results/logs/recovery.log",
     script:
@@ -281,6 +293,7 @@ rule figures:
         skipped=f"{TABLES}/skipped_plots.csv",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         analysis=ANALYSIS,
     log:
         "results/logs/figures.log",
@@ -303,6 +316,7 @@ rule user_script:
     params:
         study=STUDY.name,
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
     log:
         "results/logs/user/{stem}.log",

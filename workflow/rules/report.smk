@@ -11,6 +11,7 @@ rule explore:
         "results/explore.html",
     params:
         axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
         study=STUDY.name,
     log:
         "results/logs/explore.log",
