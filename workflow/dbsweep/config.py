@@ -69,7 +69,7 @@ class Study:
     warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
-    @property
+    @functools.cached_property
     def axis_values(self) -> dict[str, list[str]]:
         """Each axis's values in the order the study declares them (the cells are expanded in that order),
         for tables and plots to read in: `network: [lan, near, far]` stays lan, near, far."""
