@@ -67,8 +67,10 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
     recovery = {(r["events"], r["action"]): r for r in rows(study.path("results/tables/recovery.csv.gz"))}
     pause = recovery[("mixed", "pause")]
     assert float(pause["below50_s"]) >= 2 and float(pause["lost_tx"]) > 0
-    # never recovered "before" the pause ended (a noisy host may keep it from recovering within the window)
-    assert not pause["recovered_s"] or float(pause["recovered_s"]) >= 2.5
+    # never recovered before the second in which the pause ended (6-7 s: recovered_s counts to a second's
+    # start, and that second may already be back, the held transactions completing at once); a noisy host
+    # may keep it from recovering within the window
+    assert not pause["recovered_s"] or float(pause["recovered_s"]) >= 2
     assert Path(study.path("results/tables/recovery.md")).exists()
     page = study.path("results/summary.md").read_text()  # the answer starts with each event's recovery
     answer = page.split("## Answer", 1)[1]

@@ -21,7 +21,7 @@ import psutil
 
 from dbsweep import database
 from dbsweep.runtime import blkio
-from dbsweep.units import format_size, parse_size
+from dbsweep.units import format_size
 
 STOP_TIMEOUT_S = 60
 
@@ -207,8 +207,7 @@ class Targets:
         if node.db is None or node.down:
             raise RuntimeError(f"{node.name} is not running")
         dev = blkio.device(node.db.handle.datadir)
-        limits = {key: parse_size(event[key]) if key.endswith("_bps") else event[key]
-                  for key in blkio.LIMITS if key in event}
+        limits = blkio.limits(event)
         held = self.throttles.limit(node.name, node.pids(), dev, limits)
         said = ", ".join(f"{key} {format_size(value) if key.endswith('_bps') else value}"
                          for key, value in limits.items())
@@ -237,8 +236,9 @@ class Targets:
     # --- the end ---------------------------------------------------------------------------
 
     def close(self, wait_s: float = 30.0) -> None:
-        """Resume paused nodes, lift IO limits (every server back in its own blkio cgroup), stop hogs and commands still running (their outcome noted), wait a
-        little for statements, and stop servers the events started."""
+        """Resume paused nodes, lift IO limits (every server back in its own blkio cgroup), stop hogs and
+        commands still running (their outcome noted), wait a little for statements, and stop servers the
+        events started."""
         for node in self.nodes.values():
             if node.paused:
                 self.resume({"target": node.name})

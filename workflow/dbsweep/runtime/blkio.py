@@ -21,8 +21,15 @@ from pathlib import Path
 import psutil
 
 from dbsweep.runtime import cgroup
+from dbsweep.units import parse_size
 
 LIMITS = ("read_bps", "write_bps", "read_iops", "write_iops")
+
+
+def limits(event: dict) -> dict[str, int]:
+    """The limits an io_throttle event gives (LIMITS key -> bytes per second from a size like 10M, or IOs
+    per second), in LIMITS order."""
+    return {key: parse_size(event[key]) if key.endswith("_bps") else event[key] for key in LIMITS if key in event}
 
 
 def hierarchy() -> cgroup.Hierarchy | None:
