@@ -3,23 +3,20 @@
 The same study (tmpfs, fio randread 2 s, 50 cells from a user axis) runs twice in
 fresh temp dirs, from the same copy of workflow/: once with the default profile
 (`-c2`, measuring jobs one at a time by the `measure` token), once with
-workflow/profiles/slurm against the single-node Slurm of tests/slurm/up.sh (each
-repetition one exclusive group job, so also one at a time on the one node).
-Both include collect, aggregate and the analysis. The Slurm run uses the test
-settings a one-node cluster without accounting needs: status from squeue, first
-status check after 1 s. The order alternates per repeat (local first, then Slurm
+workflow/profiles/slurm as shipped against the single-node Slurm of tests/slurm/up.sh
+(Slurm jobs of up to 8 repetitions each, one Snakemake per job running their runs and
+collects; --exclusive, so one job at a time on the one node). Both include collect,
+aggregate and the analysis. The order alternates per repeat (local first, then Slurm
 first) so neither always runs on a warmer machine.
 
 Overhead per cell = (Slurm wall - local wall) / cells, and Slurm wall / local wall.
 
-Where a Slurm cell's time goes (parts, medians over the cells of the last Slurm run), from
-slurmctld's log (submit, allocate, complete; ms), each group job's log (the Snakemake
-started in the job and the one srun starts per rule in it: their start banners and job
-lines, 1 s resolution) and run.json (the run step's start and end):
-queue (allocated after the previous job completed), job Snakemake start-up (allocated ->
-its banner), its DAG (-> first job step), per rule: srun + step Snakemake start-up
-(-> step banner), step DAG (-> step's job line), the rule itself (-> step finished),
-back in the job (-> job Snakemake notes the step finished), and job end (-> completed).
+Where a Slurm job's time goes (parts, medians over the jobs of the last Slurm run), from
+slurmctld's log (submit, allocate, complete; ms), each job's log (results/logs/slurm/<id>.log:
+the job's Snakemake's banner and job lines, 1 s resolution) and run.json (each run step's
+start and end): queue (allocated after the previous job completed), the job's Snakemake
+start-up (allocated -> banner), its DAG (-> first rule), the rules, job end (-> completed),
+and per repetition what the job adds beyond its run steps.
 
     .venv/bin/python bench/slurm.py [--cells 50] [--repeats 1]
     .venv/bin/python bench/slurm.py --smoke     # 2 cells: checks it still runs
@@ -37,8 +34,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import ROOT, env, leftovers, median, run, snakemake_argv, snapshot, table, tempdir, write_yaml  # noqa: E402
 
-SLURM_ARGS = ["--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "1",
-              "--slurm-no-account", "--slurm-keep-successful-logs"]  # the job logs give the parts
 
 
 def study(cells: int) -> dict:
@@ -84,8 +79,8 @@ def slurm_times(log: Path) -> dict[int, dict[str, float]]:
 
 
 def job_events(log: Path) -> list[tuple[float, str, str]]:
-    """(time, event, rule) of a group job's log: 'start' of a Snakemake (the job's own first, then one
-    per job step), 'rule' when one submits or runs a rule's job, 'done' when one finishes it."""
+    """(time, event, rule) of a Slurm job's log: 'start' of its Snakemake, 'rule' when it starts a
+    rule's job, 'done' when one finishes."""
     events, stamp = [], None
     for line in log.read_text().splitlines():
         if m := BANNER.match(line):
@@ -98,7 +93,8 @@ def job_events(log: Path) -> list[tuple[float, str, str]]:
 
 
 def parts(work: Path, cluster: Path) -> dict[str, list[float]]:
-    """Seconds of each part of every group job (one repetition: run + collect) of a Slurm run."""
+    """Seconds of each part of every Slurm job (a pack of repetitions: their runs and collects) of a
+    Slurm run, and per repetition what the job adds to its rules."""
     slurm = slurm_times(cluster / "log" / "slurmctld.log")
     out: dict[str, list[float]] = {}
 
@@ -108,32 +104,31 @@ def parts(work: Path, cluster: Path) -> dict[str, list[float]]:
     previous_complete = None
     for job_id in sorted(slurm):
         times = slurm[job_id]
-        logs = list((work / ".snakemake" / "slurm_logs").rglob(f"{job_id}.log"))
-        if not logs or "complete" not in times:
+        log = work / "results" / "logs" / "slurm" / f"{job_id}.log"
+        if not log.exists() or "complete" not in times:
             continue
-        events = job_events(logs[0])
-        text = logs[0].read_text()
-        cell = re.search(r"wildcards: cell=(\S+), rep=(\d+)", text)
-        record = json.loads((work / "results" / "runs" / cell[1] / f"rep~{cell[2]}" / "run.json").read_text())
+        events = job_events(log)
+        cells = re.findall(r"wildcards: cell=(\S+), rep=(\d+)", log.read_text())
+        reps = sorted(set(cells))
+        steps = 0.0
+        for cell, rep in reps:
+            record = json.loads((work / "results" / "runs" / cell / f"rep~{rep}" / "run.json").read_text())
+            steps += (datetime.fromisoformat(record["ended"]) - datetime.fromisoformat(record["started"])).total_seconds()
         ready = max(times["submit"], previous_complete or 0)
-        add("queue: allocated after submission / the previous job", times["allocate"] - ready)
         starts = [t for t, kind, _ in events if kind == "start"]
-        add("job's Snakemake start-up (allocated -> banner)", starts[0] - times["allocate"])
-        outer_rules = [(t, rule) for t, kind, rule in events if kind == "rule"][0::2]
-        add("job's Snakemake DAG (-> first job step)", outer_rules[0][0] - starts[0])
-        for i, (t_submit, rule) in enumerate(outer_rules):
-            step_start = starts[1 + i]
-            step_rule = next(t for t, kind, r in events if kind == "rule" and r == rule and t >= step_start)
-            step_done, job_done = [t for t, kind, r in events if kind == "done" and r == rule][:2]
-            add(f"{rule}: srun + step Snakemake start-up", step_start - t_submit)
-            add(f"{rule}: step Snakemake DAG", step_rule - step_start)
-            add(f"{rule}: the rule's job", step_done - step_rule)
-            add(f"{rule}: back in the job's Snakemake", job_done - step_done)
-            last_done = job_done
-        add("run: of which the run step itself (run.json started -> ended)",
-            (datetime.fromisoformat(record["ended"]) - datetime.fromisoformat(record["started"])).total_seconds())
-        add("job end (-> completed)", times["complete"] - last_done)
-        add("whole job (allocated -> completed)", times["complete"] - times["allocate"])
+        rules = [t for t, kind, _ in events if kind == "rule"]
+        done = [t for t, kind, _ in events if kind == "done"]
+        whole = times["complete"] - times["allocate"]
+        add("repetitions in the job", len(reps))
+        add("queue: allocated after submission / the previous job", times["allocate"] - ready)
+        add("the job's Snakemake: start-up (allocated -> banner)", starts[0] - times["allocate"])
+        add("the job's Snakemake: DAG (-> first rule)", rules[0] - starts[0])
+        add("rules (first rule -> last finished)", done[-1] - rules[0])
+        add("of which run steps (run.json started -> ended, summed)", steps)
+        add("job end (last finished -> completed)", times["complete"] - done[-1])
+        add("whole job (allocated -> completed)", whole)
+        add("per repetition: whole job / repetitions", whole / len(reps))
+        add("per repetition: job beyond its run steps", (whole - steps) / len(reps))
         previous_complete = times["complete"]
     return out
 
@@ -160,7 +155,7 @@ def main() -> None:
                 if name == "local":
                     local.append(once(tmp, workflow, f"local-{i}", args.cells, ["-c2"], environ))
                 else:
-                    profile = ["--workflow-profile", workflow / "profiles/slurm", *SLURM_ARGS]
+                    profile = ["--workflow-profile", workflow / "profiles/slurm"]  # as shipped
                     slurm.append(once(tmp, workflow, f"slurm-{i}", args.cells, profile, environ))
                     split = parts(tmp / f"slurm-{i}", cluster)
                 print(f"repeat {i + 1}: {name} {(local if name == 'local' else slurm)[-1]:.1f} s", flush=True)
@@ -172,7 +167,7 @@ def main() -> None:
                 [["local (-c2)", lw, lw / args.cells, 1.0],
                  ["Slurm (one node)", sw, sw / args.cells, sw / lw],
                  ["Slurm overhead", sw - lw, (sw - lw) / args.cells, ""]]))
-    print(f"\nwhere a Slurm cell's time goes (last Slurm run, medians over its {args.cells} cells; log times "
+    print(f"\nwhere a Slurm job's time goes (last Slurm run, medians over its jobs; log times "
           "of 1 s resolution, so parts are +-1 s):\n")
     print(table(["part", "median s", "min s", "max s"],
                 [[name, median(v), min(v), max(v)] for name, v in split.items()]))

@@ -16,11 +16,10 @@ from conftest import ROOT, Study, leftovers, slurm_turn, tiny_study
 
 pytestmark = pytest.mark.workflow
 NODE = socket.gethostname().split(".")[0]
-# The test cluster keeps no accounts (no slurmdbd): job states come from squeue, and checking them
-# every second keeps a few-second study from waiting on the plugin's default 40 s first check.
-SLURM_ARGS = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"), "--slurm-status-command", "squeue",
-              "--slurm-init-seconds-before-status-checks", "1", "--slurm-no-account",
-              "--slurm-keep-successful-logs")
+# The profile as shipped: the test cluster keeps no accounts (no slurmdbd), so its status command
+# learns a job's state from scontrol alone.
+SLURM_ARGS = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
+JOB_LOGS = "results/logs/slurm"
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +35,11 @@ def slurm(tmp_path_factory):
         assert [d for d, pid in pids.items() if psutil.pid_exists(pid)] == []
 
 
-def study_config() -> dict:
+def study_config(host_axis: bool = False) -> dict:
     config = tiny_study()
     config["axes"] = {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr", "sb-rr"]}
+    if host_axis:  # each cell on its named node (sbatch --nodelist), packed per host
+        config["axes"] = {"host": [NODE]} | config["axes"]
     config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "runtime": 2}
     del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]  # tmpfs has no O_DIRECT
     config["workloads"]["sb-rr"]["options"]["time"] = 2
@@ -75,14 +76,14 @@ def manifests(study: Study) -> list[dict]:
 
 
 def test_slurm_run_matches_a_local_run_and_names_the_node(slurm, tmp_path):
-    local = Study(tmp_path / "local", study_config())
+    local = Study(tmp_path / "local", study_config(host_axis=True))
     run(local, os.environ | {"LC_ALL": "C.UTF-8"})
-    submitted = Study(tmp_path / "slurm", study_config())
+    submitted = Study(tmp_path / "slurm", study_config(host_axis=True))
     run(submitted, slurm, *SLURM_ARGS)
 
     mine, theirs = results(local), results(submitted)
     assert theirs["files"] == mine["files"]
-    assert "runs/filesystem~tmpfs/threads~2/workload~sb-rr/rep~1/samples.csv" in theirs["files"]
+    assert f"runs/host~{NODE}/filesystem~tmpfs/threads~2/workload~sb-rr/rep~1/samples.csv" in theirs["files"]
     for name, (columns, keys) in mine["tables"].items():
         assert theirs["tables"][name][0] == columns, name
         if name not in ("samples.csv.gz", "system.csv.gz", "counters.csv.gz"):  # per-second rows may differ by one
@@ -90,18 +91,21 @@ def test_slurm_run_matches_a_local_run_and_names_the_node(slurm, tmp_path):
     summary = rows(submitted.path("results/tables/summary.csv.gz"))
     assert {r["host"] for r in summary} == {NODE} and all(float(r["iops"]) > 0 for r in summary)
 
-    # Every repetition ran in a Slurm job of its own, on the node, named in its manifest and attempt folder.
+    # The four repetitions ran in one Slurm job (the profile packs up to 8), on the node, named in each
+    # manifest and attempt folder.
     jobs = set()
     for record in manifests(submitted):
         assert record["status"] == "ok" and record["host"]["node"] == NODE
         assert record["host"]["slurm_partition"] == "bench" and f"-{NODE}-" in record["attempt"]
         jobs.add(record["host"]["slurm_job_id"])
-    assert len(jobs) == 4
+    assert len(jobs) == 1
     assert all(record["host"]["node"] is None for record in manifests(local))
-    # run and collect of a repetition were one group job; aggregation and analysis ran here, unsubmitted.
-    logs = sorted(submitted.path(".snakemake/slurm_logs").rglob("*.log"))
-    assert len(logs) == 4 and all(p.parent.name.startswith("group_repetition") for p in logs)
-    assert all("rule run:" in p.read_text() and "rule collect:" in p.read_text() for p in logs)
+    # One Snakemake in the job ran every run and collect itself (no job step of its own per rule);
+    # aggregation and analysis ran here, unsubmitted.
+    (log,) = submitted.path(JOB_LOGS).glob("*.log")
+    text = log.read_text()
+    assert text.count("localrule run:") == 4 and text.count("localrule collect:") == 4, text[-3000:]
+    assert text.count("Snakemake version") == 1 and "rule aggregate" not in text
     out = run(submitted, slurm, *SLURM_ARGS, "-n").stdout
     assert "Nothing to be done" in out
     assert leftovers(tmp_path) == []
@@ -117,7 +121,7 @@ def test_a_partition_that_does_not_exist_fails_fast_with_slurms_message(slurm, t
     done = run(study, slurm, *SLURM_ARGS, check=False)
     assert done.returncode != 0 and time.monotonic() - started < 60
     assert "dbsweep: slurm_partition 'nosuch': Partition nosuch not found" in done.stderr
-    assert not study.path("results/runs").exists() and not study.path(".snakemake/slurm_logs").exists()
+    assert not study.path("results/runs").exists() and not study.path(JOB_LOGS).exists()
 
 
 def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm, tmp_path):
@@ -137,7 +141,7 @@ def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm
         assert done.returncode != 0
         assert f"dbsweep: results/.lock is held by snakemake pid {first.pid} on {socket.gethostname()}" in done.stderr
         assert "Directory cannot be locked" in done.stderr
-        assert not study.path(".snakemake/slurm_logs").exists(), "nothing was submitted"
+        assert not study.path(JOB_LOGS).exists(), "nothing was submitted"
     finally:
         os.killpg(first.pid, signal.SIGINT)
         first.wait(timeout=60)
@@ -150,12 +154,12 @@ def test_a_job_cut_off_at_its_time_limit_leaves_the_cell_missing_and_released(sl
     config["axes"]["workload"] = ["fio-rr"]
     config["workloads"]["fio-rr"]["options"]["runtime"] = 300
     study = Study(tmp_path, config)
-    # A one-minute limit for the group job of run and collect (Slurm enforces it within its 30 s check),
+    # A one-minute limit for the job of run and collect (Slurm enforces it within its 30 s check),
     # no retry: Slurm's SIGTERM stops run.py.
     done = run(study, slurm, *SLURM_ARGS, "--retries", "0", "--set-resources", "run:runtime=1", "collect:runtime=0",
                check=False)
     assert done.returncode != 0
-    (log,) = study.path(".snakemake/slurm_logs").rglob("*.log")
+    (log,) = study.path(JOB_LOGS).glob("*.log")
     assert "CANCELLED AT" in log.read_text() and "DUE TO TIME LIMIT" in log.read_text()
     rep = study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1")
     assert not (rep / "run.json").exists()

@@ -6,7 +6,7 @@ import subprocess
 
 def check_partitions(names) -> None:
     """Ask Slurm about each partition the jobs name; raise with Slurm's own message for one it does not know.
-    (A job submitted to it would fail at sbatch, its message buried in a group job's error.)"""
+    (A job submitted to it would fail at sbatch, its message buried in the job's error.)"""
     for name in sorted(set(names)):
         done = subprocess.run(["scontrol", "show", "partition", str(name)], capture_output=True, text=True)
         if done.returncode != 0:

@@ -16,5 +16,8 @@ rule collect:
         **{name: f"{RUNS}/{{cell}}/rep~{{rep}}/{name}.csv" for name in workloads.tables()},  # workloads' own
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",
+    resources:
+        sbatch=SBATCH,  # on Slurm: its run's job
+    group: REPETITION_GROUP
     script:
         "../scripts/collect.py"

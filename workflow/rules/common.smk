@@ -2,6 +2,7 @@
 import inspect
 import math
 import re
+import shlex
 import os
 import sys
 from pathlib import Path
@@ -28,12 +29,8 @@ if workflow.is_main_process and (_holder := lock.holder(LOCK)):
 onstart:
     try:
         lock.take(LOCK)
-        if workflow.executor_plugin.name.endswith("slurm"):
-            slurm.check_partitions(
-                job.resources["slurm_partition"]
-                for job in workflow.dag.needrun_jobs()
-                if not job.is_local and job.resources.get("slurm_partition")
-            )
+        if "partition" in STUDY.cluster and not workflow.local_exec:
+            slurm.check_partitions([STUDY.cluster["partition"]])
     except (lock.Held, RuntimeError) as error:
         sys.exit(f"dbsweep: {error}")
     start_progress()
@@ -164,11 +161,13 @@ def image_spec(wildcards):
 @per_job
 def run_minutes(wildcards, attempt):
     """Slurm's time limit of one repetition, in minutes: twice its warm-up and measured window (a fio
-    run bounded by size only counts 10 minutes), plus 10 for restore, start and stop; each retry
-    doubles it, so a job cut off at its limit is retried with more time."""
+    run bounded by size only counts 10 minutes), plus 10 for restore, start and stop, times the
+    repetitions a job packs (they run one after another); each retry doubles it, so a job cut off at
+    its limit is retried with more time."""
     r = STUDY.recipe(CELLS[wildcards.cell])
     seconds = (r.duration_s or 600) + r.warmup_s
-    return attempt * (10 + math.ceil(2 * seconds / 60))
+    pack = workflow.group_settings.group_components.get("repetition", 1)  # known once the DAG is built
+    return attempt * pack * (10 + math.ceil(2 * seconds / 60))
 
 
 @per_job
@@ -177,21 +176,34 @@ def attempt_number(wildcards, attempt):
     return attempt
 
 
+def sbatch_options(host: str | None) -> str:
+    """sbatch options of a measuring job (the Slurm profile's `sbatch` resource): the node to itself
+    with all its memory, the cell's own node when it names a host, the study's partition."""
+    options = ["--exclusive", "--mem=0"]
+    options += [f"--nodelist={shlex.quote(host)}"] if host else []
+    options += [f"--partition={shlex.quote(STUDY.cluster['partition'])}"] if "partition" in STUDY.cluster else []
+    return " ".join(options)
+
+
 @per_job
-def node_to_itself(wildcards):
-    """Slurm options of a measuring job: a node to itself, the cell's own node when it names a host."""
-    host = CELLS[wildcards.cell].get("host") if hasattr(wildcards, "cell") else None
-    return "--exclusive" + (f" --nodelist={host}" if host else "")
+def cell_sbatch(wildcards):
+    return sbatch_options(CELLS[wildcards.cell].get("host"))
+
+
+@per_job
+def host_repetition_group(wildcards):
+    """On a cluster, a cell's run and collect are one group; a Slurm job packs several groups (the
+    profile's group-components of `repetition`), so cells of a `host` axis are packed per host."""
+    name = f"repetition@{CELLS[wildcards.cell]['host']}"
+    workflow.parent_groupids[name] = "repetition"  # group-components counts it as `repetition`
+    return name
 
 
 # A function where jobs differ, the value itself where they do not: Snakemake calls a function for
 # every job (BENCHMARKS.md, planning).
 RUN_PRIORITY = run_priority if len({STUDY.priority(rep) for rep in REPS}) > 1 else STUDY.priority(1)
-SLURM_EXTRA = node_to_itself if "host" in STUDY.axes else node_to_itself(None)  # no cell names a host
-
-
-# The study's partition for measuring jobs; without one, the profile's or the cluster's default.
-PARTITION = {"slurm_partition": STUDY.cluster["partition"]} if "partition" in STUDY.cluster else {}
+SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cell names a host
+REPETITION_GROUP = host_repetition_group if "host" in STUDY.axes else "repetition"
 
 
 def final_targets():

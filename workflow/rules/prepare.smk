@@ -25,8 +25,7 @@ rule prepare:
         "results/logs/prepare/{image}.log",
     resources:
         measure=1,
-        slurm_extra=SLURM_EXTRA,
-        **PARTITION,
+        sbatch=sbatch_options(None),  # on Slurm: a node to itself
     priority: STUDY.priority(0)
     script:
         "../scripts/prepare.py"

@@ -13,10 +13,10 @@ rule run:
         f"results/logs/run/{{cell}}/rep~{{rep}}.log",
     resources:
         measure=1,  # locally: one measuring job at a time
-        slurm_extra=SLURM_EXTRA,  # on Slurm: the node to itself
+        sbatch=SBATCH,  # on Slurm: the node to itself
         runtime=run_minutes,
         attempt=attempt_number,
-        **PARTITION,
+    group: REPETITION_GROUP  # on a cluster: with its collect, in one job
     priority: RUN_PRIORITY  # interleaved repetitions (config key interleave)
     script:
         "../scripts/run.py"
