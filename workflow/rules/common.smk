@@ -13,8 +13,15 @@ from dbsweep import engines, estimate, lock, slurm, study_progress, summary, wor
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
+def study_folder():
+    """The folder of the study file (the last --configfile, or the default config/config.yaml): the
+    files a study names are relative to it, wherever snakemake runs (--directory). Snakemake makes
+    the command line's config files absolute before it changes directory."""
+    return Path(workflow.configfiles[-1]).absolute().parent if workflow.configfiles else Path.cwd()
+
+
 try:
-    STUDY = load(config)
+    STUDY = load(config, study_folder())
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
 

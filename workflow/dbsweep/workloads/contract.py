@@ -40,6 +40,10 @@ def sysbench_client(db, argv: list[str]) -> Iterator[tuple[list[str], dict | Non
     yield db.sysbench(argv), None
 
 
+def no_files(options: dict) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Workload:
     tool: str  # the value of `tool:` in a study
@@ -82,6 +86,9 @@ class Workload:
     # timed events
     wait_report: Callable | None = None
     live_from: str = "stdout.txt"  # the raw file its per-second lines go to
+    # (options) -> the options whose values are files the user points at (an .sql file, a script): a relative
+    # one is relative to the study file's folder; config.load makes them absolute before check() sees them
+    files: Callable[[dict], tuple[str, ...]] = no_files
 
     def __post_init__(self):
         if self.kind not in (STORAGE, DATABASE):
