@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import engines, events, fsprobe, servers, units, workloads
+from dbsweep import calibration, engines, events, fsprobe, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
@@ -115,6 +115,15 @@ class Study:
             server_options=server_options, warmup_s=wl.get("warmup", 0),
             cold_start=self.server.get("cold_start", False),
             memory_limit=units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None)
+
+    def calibration(self, cell: Cell) -> tuple[str, Recipe] | None:
+        """Where the host's calibration of a cell with `rate: N%` is, and its recipe (calibration.py); None
+        for a cell with an absolute rate or none. On the host the cell names, else on this one."""
+        r = self.recipe(cell)
+        if not calibration.needed(r):
+            return None
+        run = calibration.of(r)
+        return calibration.path(run, cell.get("host")), run
 
     def priority(self, rep: int) -> int:
         """Snakemake's priority of a measuring job: with interleave, repetition 1 highest, so that

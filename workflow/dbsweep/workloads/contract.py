@@ -8,6 +8,7 @@ runs phases or measures by itself. The rest is optional and None / empty when a 
 """
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,15 @@ def sysbench_client(db, argv: list[str]) -> Iterator[tuple[list[str], dict | Non
     """A sysbench command against the cell's server: its connection comes from db.option_file (already
     in argv), plus the options the engine needs (e.g. MyRocks tables); the caller's environment."""
     yield db.sysbench(argv), None
+
+
+PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+def percent_of(value) -> float | None:
+    """The percentage of a `rate: 80%` string, or None for any other value."""
+    match = PERCENT.match(value) if isinstance(value, str) else None
+    return float(match[1]) if match else None
 
 
 def no_files(options: dict) -> tuple[str, ...]:
@@ -99,7 +109,17 @@ class Workload:
         return self.kind == DATABASE
 
     def rate(self, options: dict) -> int | None:
-        """The fixed arrival rate of an open-loop run, or None for a closed loop."""
+        """The fixed arrival rate of an open-loop run, or None for a closed loop. A percentage (`rate: 80%`)
+        is no rate yet: the run rule makes it one against the host's calibration (calibration.py)."""
         if not self.takes_rate or options.get("rate") is None:
             return None
+        if self.rate_percent(options) is not None:
+            raise ValueError(f"rate {options['rate']!r} is relative to a calibration; resolve it first "
+                             "(calibration.resolve)")
         return int(str(options["rate"]))
+
+    def rate_percent(self, options: dict) -> float | None:
+        """The arrival rate as a percentage of the host's calibrated capacity (`rate: 80%`), or None."""
+        if not self.takes_rate:
+            return None
+        return percent_of(options.get("rate"))
