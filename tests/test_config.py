@@ -232,7 +232,7 @@ def test_a_rate_must_be_a_positive_whole_number(workload, value):
     with pytest.raises(ConfigError) as err:
         load(with_change(f"workloads.{workload}.options.rate", value))
     assert str(err.value) == (f"workloads.{workload}.options.rate: {value!r} is not a positive whole number "
-                              "of arrivals per second")
+                              "of arrivals per second (or a percentage of the calibrated capacity, e.g. 80%)")
 
 
 def test_a_rate_from_an_axis_is_checked_per_cell():

@@ -57,10 +57,11 @@ def measure(calibration: Recipe, out: Path, image: Path | None, active: Path, lo
     run_json = out.with_suffix("") / "run.json"
     record = repetition({"calibration": out.stem}, 1, calibration, run_json, image, active, log, retry)
     raw = run_json.parent / record["attempt"] / "raw"
-    tps = workloads.get(calibration.tool).summary(raw).get("tps")
+    figure = workloads.get(calibration.tool).rate_figure
+    tps = workloads.get(calibration.tool).summary(raw).get(figure)
     if not tps:
-        raise RuntimeError(f"calibration {out}: the closed-loop run completed no transactions (tps {tps!r})")
-    result = {"tps": tps, "threads": calibration.threads, "seconds": calibration.duration_s,
+        raise RuntimeError(f"calibration {out}: the closed-loop run completed nothing ({figure} {tps!r})")
+    result = {"tps": tps, "figure": figure, "threads": calibration.threads, "seconds": calibration.duration_s,
               "host": record["host"]["node"] or record["host"]["hostname"], "measured": record["ended"],
               "run": str(run_json), "recipe": calibration.as_dict()}
     manifest.write_json(out, result)

@@ -74,6 +74,7 @@ class Workload:
     analyses: tuple[str, ...] = ()  # the analysis rules its cells feed (rule names of rules/analyse.smk)
     per_second: bool = True  # one per-second series per repetition (statistics and figures read it)
     takes_rate: bool = False  # `rate` is a fixed arrival rate (an open loop), checked as one
+    rate_figure: str = "tps"  # the summary figure in the rate's unit, which a calibration measures (`rate: 80%`)
     warmup: bool = True  # takes `warmup:` seconds before the window (database workloads)
     summary_keys: tuple[str, ...] = ()  # figures beyond the common ones: columns of the summary table
     detail_keys: tuple[str, ...] = ()  # figures kept in summary.json only
