@@ -117,7 +117,7 @@ def main() -> None:
         args.repeats = 1
         todo = [("smoke", smoke_study())]
     else:
-        todo = [(name, config.load(config.read(ROOT / "config" / "studies" / f"{name}.yaml"))) for name in args.studies]
+        todo = [(name, config.load_file(ROOT / "config" / "studies" / f"{name}.yaml")) for name in args.studies]
     rows_copy, rows_reload = [], []
     with open(tmp / "bench.log", "w") as log:
         for name, s in todo:

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from dbsweep.config import load, read
+from dbsweep.config import load, load_file, read
 from dbsweep.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,7 +23,7 @@ def with_change(path: str, value):
 
 @pytest.mark.parametrize("path", sorted(p.name for p in (ROOT / "config" / "studies").glob("*.yaml")))
 def test_shipped_studies_load(path):
-    study = load(read(ROOT / "config" / "studies" / path))
+    study = load_file(ROOT / "config" / "studies" / path)
     assert study.cells
 
 
@@ -123,10 +123,10 @@ def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     ("analysis.headline", ["violin", "pie"], r"analysis.headline\[1\]: 'pie' is not one of timeseries_steady, "),
     ("analysis.statistics", ["mode"], r"analysis.statistics\[0\]: 'mode' is not one of median, mean, sd, p5"),
     ("analysis.statistics", [], r"analysis.statistics: \[\] "),
-    ("analysis.scripts", ["config/README.md"], r"analysis.scripts\[0\]: 'config/README.md' is neither an R \(.R\) nor "),
-    ("analysis.scripts", ["nosuch/mine.R"], r"analysis.scripts\[0\]: 'nosuch/mine.R': no such file$"),
+    ("analysis.scripts", ["config/README.md"], r"analysis.scripts\[0\]: '/.*/config/README.md' is neither an R \(.R\) nor "),
+    ("analysis.scripts", ["nosuch/mine.R"], r"analysis.scripts\[0\]: 'nosuch/mine.R': no such file \(looked for /.*/nosuch/mine.R, relative to the study file\)$"),
     ("analysis.scripts", ["config/scripts/per_thread.R", "workflow/R/../../config/scripts/per_thread.R"],
-     r"analysis.scripts\[1\]: .* has the same name as 'config/scripts/per_thread.R'"),
+     r"analysis.scripts\[1\]: .* has the same name as '/.*/config/scripts/per_thread.R'"),
 ])
 def test_bad_database_config_names_key_and_value(path, value, message):
     with pytest.raises(ConfigError, match=message):
@@ -149,7 +149,7 @@ def test_baseline_off_means_the_word_and_analysis_has_defaults():
                                      "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
     config["analysis"] = {"statistics": ["mean", "sd", "p95", "max"], "scripts": ["config/scripts/per_thread.R"]}
     assert load(config).analysis["statistics"] == ["mean", "sd", "p95", "max"]
-    assert load(config).analysis["scripts"] == ["config/scripts/per_thread.R"]
+    assert load(config).analysis["scripts"] == [str(ROOT / "config/scripts/per_thread.R")]  # relative to the folder
 
 
 def test_a_database_workload_needs_an_engine():
@@ -232,7 +232,7 @@ def test_a_rate_must_be_a_positive_whole_number(workload, value):
     with pytest.raises(ConfigError) as err:
         load(with_change(f"workloads.{workload}.options.rate", value))
     assert str(err.value) == (f"workloads.{workload}.options.rate: {value!r} is not a positive whole number "
-                              "of arrivals per second")
+                              "of arrivals per second (or a percentage of the calibrated capacity, e.g. 80%)")
 
 
 def test_a_rate_from_an_axis_is_checked_per_cell():

@@ -2,6 +2,7 @@
 import csv
 import gzip
 import json
+import os
 import re
 import shutil
 import signal
@@ -193,6 +194,39 @@ def test_fetched_versions_beside_debians_and_myrocks_where_it_does_not_apply(stu
     again = json.loads((rep / "run.json").read_text())
     assert again["attempt"] != manifest["attempt"] and again["server"]["version"] == manifest["server"]["version"]
     assert study.path("resources/servers/postgresql-16/origin.json").exists()
+
+
+def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, workdir):
+    """rate: 50% at 1 and 2 threads: one calibration (closed loop, as many threads as CPUs, 10 s) runs
+    once for both cells, and each cell's rate is 50% of its throughput, recorded beside the percentage."""
+    config = db_study(engines=("innodb",), threads=[1, 2], filesystem=["tmpfs"])
+    config["workloads"]["oltp"] = {"tool": "sysbench", "options": {
+        "script": "oltp_read_write", "tables": 1, "table_size": 2000, "time": 3, "rate": "50%"}}
+    study = study_factory(config)
+    study.run()
+    calibrations = list(study.path("resources/calibration").glob("*/*.json"))
+    assert len(calibrations) == 1, calibrations
+    attempts = list(calibrations[0].with_suffix("").glob("attempt~*"))
+    assert len(attempts) == 1, attempts  # measured once, for both cells
+    calibrated = json.loads(calibrations[0].read_text())
+    assert calibrated["tps"] > 0 and calibrated["threads"] == os.cpu_count() and calibrated["seconds"] == 10
+    assert "rate" not in calibrated["recipe"]["options"], calibrated["recipe"]
+    expected = max(1, round(0.5 * calibrated["tps"]))
+    summaries = list(study.path("results/runs").glob("**/rep~1/summary.json"))
+    assert len(summaries) == 2
+    for path in summaries:
+        summary = json.loads(path.read_text())
+        assert (summary["rate"], summary["rate_percent"], summary["rate_calibrated_tps"]) == (
+            expected, 50.0, calibrated["tps"]), summary
+        run = json.loads((path.parent / "run.json").read_text())
+        assert run["recipe"]["options"]["rate"] == expected
+        assert run["calibration"]["file"] == str(calibrations[0].relative_to(study.root))
+    table = list(csv.DictReader(open(study.path("results/tables/openloop.csv"))))
+    assert [(r["threads"], float(r["rate_percent"]), int(r["rate"])) for r in table] == [
+        ("1", 50.0, expected), ("2", 50.0, expected)]
+    again = study.run("-n")
+    assert "Nothing to be done" in again.stdout + again.stderr  # no second calibration, no run
+    assert servers_in(workdir) == [] and leftovers(workdir) == []
 
 
 def test_open_loop_reports_a_queue_when_the_rate_exceeds_capacity(study_factory, workdir):

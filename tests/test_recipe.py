@@ -23,7 +23,7 @@ def test_a_recorded_recipe_reads_back_to_the_same_json(path):
 
 @pytest.mark.parametrize("study", STUDIES, ids=lambda p: p.stem)
 def test_every_shipped_study_s_recipes_go_through_json_and_back(study):
-    s = config.load(config.read(study))
+    s = config.load_file(study)
     for cell in s.cells:
         recipe = s.recipe(cell)
         assert Recipe.from_dict(json.loads(json.dumps(recipe.as_dict()))) == recipe

@@ -84,3 +84,13 @@ test_that("a study without open-loop samples still gets its plots, saying so", {
   p <- plot_p99(samples, summary, study$axes, "caption")
   expect_match(p$layers[[1]]$aes_params$label, "no lat_p99_ms")
 })
+
+test_that("a rate given as a share of the calibration shows the share and the rate it made", {
+  study <- make_open_loop()
+  summary <- open_loop_rows(read_table(study$input$summary, study$axes))
+  summary[, `:=`(rate_percent = 80, rate_calibrated_tps = 3750)]
+  table <- open_loop_table(summary, study$axes)
+  expect_equal(names(table)[5:7], c("rate_percent", "rate_calibrated_tps", "rate"))
+  expect_equal(table$rate_percent, c(80, 80))
+  expect_false("rate_percent" %in% names(open_loop_table(summary[, !"rate_percent"], study$axes)))
+})

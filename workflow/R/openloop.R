@@ -20,16 +20,26 @@ open_loop_rows <- function(summary) {
   summary[!is.na(rate)]
 }
 
+# Rate columns of a rate given as a share of the host's calibrated throughput
+# (rate: 80%): the percentage and that throughput, beside the rate they made.
+CALIBRATED_RATE_COLUMNS <- c("rate_percent", "rate_calibrated_tps")
+
 # Per repetition: target and achieved rate, the achieved share, the queue, the
-# run's 99th percentile latency and whether it fell short of its target.
+# run's 99th percentile latency and whether it fell short of its target; with
+# rate_percent and rate_calibrated_tps first when some cell's rate is a share of
+# its calibration.
 open_loop_table <- function(summary, axes) {
   cols <- c(axes, "rep")
-  dt <- summary[, c(cols, "rate", "rate_achieved", "queue_max", "queue_end",
+  calibrated <- intersect(CALIBRATED_RATE_COLUMNS, names(summary))
+  if (length(calibrated) == 0 || all(is.na(summary[[calibrated[1]]]))) {
+    calibrated <- character()
+  }
+  dt <- summary[, c(cols, calibrated, "rate", "rate_achieved", "queue_max", "queue_end",
                     "lat_p99_ms", "lat_mean_ms", "rate_short"), with = FALSE]
   dt[, achieved_pct := 100 * rate_achieved / rate]
   dt[, status := fifelse(rate_short == 1, SHORT_LABEL, "kept up")]
   dt[, rate_short := NULL]
-  setcolorder(dt, c(cols, "rate", "rate_achieved", "achieved_pct"))
+  setcolorder(dt, c(cols, calibrated, "rate", "rate_achieved", "achieved_pct"))
   order_by_axes(dt, cols)
   dt[]
 }

@@ -23,8 +23,9 @@ PERCENTILE_COLUMNS = ["percentile", "lat_ms", "source"]
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
                 "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
 # An open-loop run (sysbench --rate): the target and achieved arrival rates, the event queue's
-# longest and last length, and whether the run fell short of its target (1) or not (0).
-RATE_KEYS = ["rate", "rate_achieved", "queue_max", "queue_end", "rate_short"]
+# longest and last length, and whether the run fell short of its target (1) or not (0); for a rate given
+# as a percentage of the host's calibrated throughput (calibration.py), that percentage and throughput.
+RATE_KEYS = ["rate", "rate_achieved", "queue_max", "queue_end", "rate_short", "rate_percent", "rate_calibrated_tps"]
 # Short: fewer events than the target rate brings, by more than this share and by more than
 # POISSON_SIGMAS standard deviations of the Poisson arrivals sysbench generates; or a queue that
 # ends longer than it started and longer than QUEUE_SHARE of a second's arrivals.
@@ -59,7 +60,9 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     summary |= {"tool": recipe.tool, "duration_s": recipe.duration_s, "seconds": len(samples)}
     target = tool.rate(recipe.options)
     if target:
-        summary |= open_loop(target, final, samples)
+        calibrated = record.get("calibration", {})
+        summary |= open_loop(target, final, samples) | {"rate_percent": calibrated.get("rate_percent"),
+                                                         "rate_calibrated_tps": calibrated.get("tps")}
     if tool.database:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(recipe, raw / "counters.jsonl", window_start, len(samples))

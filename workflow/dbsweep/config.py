@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import engines, events, fsprobe, servers, units, workloads
+from dbsweep import calibration, engines, events, fsprobe, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
@@ -116,6 +116,15 @@ class Study:
             cold_start=self.server.get("cold_start", False),
             memory_limit=units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None)
 
+    def calibration(self, cell: Cell) -> tuple[str, Recipe] | None:
+        """Where the host's calibration of a cell with `rate: N%` is, and its recipe (calibration.py); None
+        for a cell with an absolute rate or none. On the host the cell names, else on this one."""
+        r = self.recipe(cell)
+        if not calibration.needed(r):
+            return None
+        run = calibration.of(r)
+        return calibration.path(run, cell.get("host")), run
+
     def priority(self, rep: int) -> int:
         """Snakemake's priority of a measuring job: with interleave, repetition 1 highest, so that
         among the runs ready to start (one at a time: they share the `measure` resource) every
@@ -165,10 +174,13 @@ def read(path: str | os.PathLike) -> dict:
         return yaml.safe_load(f) or {}
 
 
-def load(config: dict) -> Study:
-    """Validate a config dict (as Snakemake or yaml.safe_load gives it) and build the study."""
+def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
+    """Validate a config dict (as Snakemake or yaml.safe_load gives it) and build the study. `folder` is
+    the study file's: the files the study names (an .sql file, a script) are relative to it (default
+    the working directory, for a dict that comes from no file)."""
     _validate_schema(config)
     _check_names(config)
+    _in_folder(config, Path(folder) if folder is not None else Path.cwd())
     axes = {name: list(values) for name, values in config["axes"].items()}
     axes.setdefault("filesystem", ["tmpfs"])
     axes.setdefault("threads", [1])
@@ -262,6 +274,42 @@ def load(config: dict) -> Study:
     return study
 
 
+def load_file(path: str | os.PathLike) -> Study:
+    """The study of a YAML file, its files relative to the file's folder."""
+    return load(read(path), Path(path).absolute().parent)
+
+
+def _in_folder(config: dict, folder: Path) -> None:
+    """Make each file the study points at absolute, in place: a relative path is relative to the study
+    file's folder, so a study runs the same from any working directory (snakemake --directory). These are
+    the user's input files and may be anywhere readable; names that become paths of results are not files
+    (names.py). A relative one that is not there is refused here, naming the key, the value and where it
+    was looked for; an absolute one is checked where its key is (one line, key and value)."""
+    def absolute(key: str, value):
+        if not isinstance(value, str) or not value or "{" in value or Path(value).is_absolute():
+            return value  # a placeholder is substituted per cell, and checked as the workload checks it
+        path = os.path.normpath(folder / value)
+        if not os.path.exists(path):
+            raise ConfigError(f"{key}: {value!r}: no such file (looked for {path}, relative to the study file)")
+        return path
+
+    for name, wl in config.get("workloads", {}).items():
+        options = wl.get("options", {})
+        for key in workloads.get(wl["tool"]).files(options):
+            if key in options:
+                options[key] = absolute(f"workloads.{name}.options.{key}", options[key])
+    analysis = config.get("analysis", {})
+    if "scripts" in analysis:
+        analysis["scripts"] = [absolute(f"analysis.scripts[{i}]", script)
+                               for i, script in enumerate(analysis["scripts"])]
+    for i, value in enumerate(config["axes"].get("version", [])):
+        if isinstance(value, dict):
+            value["basedir"] = absolute(f"axes.version[{i}].basedir", value["basedir"])
+    for name, spec in config.get("proxies", {}).items():
+        if "path" in spec:
+            spec["path"] = absolute(f"proxies.{name}.path", spec["path"])
+
+
 def _check_names(config: dict) -> None:
     """Every name that becomes part of a path (names.py); values are encoded instead."""
     check_name("study", config["study"])
@@ -288,8 +336,8 @@ def _validator() -> jsonschema.Draft202012Validator:
 
 
 def _scripts(config: dict) -> list[str]:
-    """analysis.scripts: each an existing .R or .py file, with a stem unique among them (the stem names
-    its folder, results/user/<stem>/)."""
+    """analysis.scripts: each an existing .R or .py file (absolute: _in_folder), with a stem unique among
+    them (the stem names its folder, results/user/<stem>/)."""
     scripts = config.get("analysis", {}).get("scripts", [])
     stems = {}
     for i, script in enumerate(scripts):

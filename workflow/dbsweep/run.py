@@ -99,10 +99,11 @@ def _signal(p: psutil.Process, sig: int) -> None:
 
 
 def repetition(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None, active: Path, log,
-               retry: int = 1) -> dict:
+               retry: int = 1, calibration: dict | None = None) -> dict:
     """Measure one repetition; write out (the repetition's run.json) only on success. `retry` is
     Snakemake's attempt number of the job: above 1, a refusal recorded by an earlier attempt of the
-    same recipe is not measured again."""
+    same recipe is not measured again. `calibration`: how a percentage rate became the recipe's rate
+    (calibration.resolve), recorded in run.json."""
     rejected = out.parent / REJECTED
     digest = hashlib.sha256(json.dumps(recipe.as_dict(), sort_keys=True, default=str).encode()).hexdigest()[:16]
     if retry > 1 and rejected.exists():
@@ -113,11 +114,11 @@ def repetition(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | No
     if cell.get("host") not in (None, host["hostname"], host["node"]):
         raise RuntimeError(f"cell is for host {cell['host']}; this is {host['node'] or host['hostname']}")
     with signals_raise(), owned(f"run {out.parent}", active, log):
-        return _attempt(cell, rep, recipe, out, image, active, log, host, rejected, digest)
+        return _attempt(cell, rep, recipe, out, image, active, log, host, rejected, digest, calibration)
 
 
 def _attempt(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None, active: Path, log, host: dict,
-             rejected: Path, digest: str) -> dict:
+             rejected: Path, digest: str, calibration: dict | None = None) -> dict:
     """One attempt, inside the repetition's cgroup and measuring lock: its resources entered in order
     (filesystem, server, monitors, the tool) and left in reverse."""
     tool = workloads.get(recipe.tool)
@@ -130,7 +131,7 @@ def _attempt(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None
         "cell": cell, "rep": rep, "recipe": recipe.as_dict(), "attempt": attempt.name,
         "host": host, "tools": {recipe.tool: tool.version()}, "dbsweep": manifest.dbsweep_version(),
         "started": manifest.now(), "status": "failed", "commands": [],
-    }
+    } | ({"calibration": calibration} if calibration else {})
     try:
         with storage.scratch_files(scratch, active), Stack(log) as stack:
             fs = stack.enter("filesystem", recipe.filesystem["type"],

@@ -14,8 +14,15 @@ from dbsweep import engines, estimate, lock, slurm, study_progress, summary, wor
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
+def study_folder():
+    """The folder of the study file (the last --configfile, or the default config/config.yaml): the
+    files a study names are relative to it, wherever snakemake runs (--directory). Snakemake makes
+    the command line's config files absolute before it changes directory."""
+    return Path(workflow.configfiles[-1]).absolute().parent if workflow.configfiles else Path.cwd()
+
+
 try:
-    STUDY = load(config)
+    STUDY = load(config, study_folder())
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
 
@@ -46,10 +53,14 @@ RUNS = "results/runs"
 # The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
 R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
+CALIBRATIONS = {}  # resources/calibration/<host>/<name>.json -> (the first cell using it, its recipe)
 for _cell in STUDY.cells:
     _image = STUDY.image(_cell)
     if _image:
         IMAGES.setdefault(_image, _cell)
+    _calibration = STUDY.calibration(_cell)
+    if _calibration:
+        CALIBRATIONS.setdefault(_calibration[0], (_cell, _calibration[1]))
 
 
 def print_estimate(dag):
@@ -106,6 +117,8 @@ def stop_progress():
 
 wildcard_constraints:
     cell=r"[^/~]+~.+",
+    host=r"[^/]+",
+    calibration=r"[^/]+",
     rep=r"\d+",
     family="|".join(engines.FAMILIES),
 
@@ -138,13 +151,41 @@ def run_priority(wildcards):
     return STUDY.priority(int(wildcards.rep))
 
 
-@per_job
-def image_of(wildcards):
-    """The prepared image (image) and the fetched server (server) a run restores and starts, by name: a cell
+def images_of(cell):
+    """The prepared image (image) and the fetched server (server) a cell restores and starts, by name: a cell
     on tmpfs has no image but may have a fetched server, which is no image (never refetched mid-study)."""
-    cell = CELLS[wildcards.cell]
     named = {"image": STUDY.image(cell), "server": STUDY.fetched(cell)}
     return {name: ancient(path) for name, path in named.items() if path}
+
+
+@per_job
+def image_of(wildcards):
+    """What a run needs: images_of, and for `rate: N%` the host's calibration (not ancient: a calibration
+    measured again reruns the cells that used it)."""
+    cell = CELLS[wildcards.cell]
+    calibration = STUDY.calibration(cell)
+    return images_of(cell) | ({"calibration": calibration[0]} if calibration else {})
+
+
+@per_job
+def calibration_input(wildcards):
+    return images_of(CALIBRATIONS[calibration_file(wildcards)][0])
+
+
+@per_job
+def calibration_recipe(wildcards):
+    """The calibration's recipe as rule calibrate's param (a changed one is another file anyway)."""
+    return CALIBRATIONS[calibration_file(wildcards)][1].as_dict()
+
+
+def calibration_file(wildcards):
+    return f"resources/calibration/{wildcards.host}/{wildcards.calibration}.json"
+
+
+@per_job
+def calibration_node(wildcards):
+    """Slurm options of a calibration: a node to itself, the host it calibrates."""
+    return f"--exclusive --nodelist={wildcards.host}" if "host" in STUDY.axes else "--exclusive"
 
 
 @per_job
@@ -223,7 +264,7 @@ def analysis_targets():
     names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
     if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
         names.append("versions")
-    if any(workloads.rate(r.tool, r.options) for r in recipes):
+    if any(workloads.open_loop(r.tool, r.options) for r in recipes):
         names.append("openloop")
     if any(r.topology for r in recipes):
         names.append("topology")

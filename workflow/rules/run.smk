@@ -20,3 +20,25 @@ rule run:
     priority: RUN_PRIORITY  # interleaved repetitions (config key interleave)
     script:
         "../scripts/run.py"
+
+
+# calibrate: the host's closed-loop throughput for cells with `rate: N%` (dbsweep/calibration.py), once per
+# host and calibration; the run rule of each such cell makes its rate from it.
+rule calibrate:
+    input:
+        unpack(calibration_input),
+    output:
+        "resources/calibration/{host}/{calibration}.json",
+    params:
+        recipe=calibration_recipe,
+    log:
+        "results/logs/calibrate/{host}/{calibration}.log",
+    resources:
+        measure=1,
+        slurm_extra=calibration_node,
+        runtime=30,
+        attempt=attempt_number,
+        **PARTITION,
+    priority: STUDY.priority(0)  # before the runs that wait for it
+    script:
+        "../scripts/calibrate.py"

@@ -7,7 +7,7 @@ from functools import cache
 from importlib import import_module
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads.contract import DATABASE, STORAGE, Table, Workload  # noqa: F401 - the contract
+from dbsweep.workloads.contract import DATABASE, STORAGE, Table, Workload, percent_of  # noqa: F401 - the contract
 
 MODULES = ("fio", "sysbench_fileio", "sysbench_oltp", "tpcc", "insert_bench", "query", "pgbench")
 
@@ -75,17 +75,37 @@ def rate(tool: str, options: dict) -> int | None:
     return get(tool).rate(options)
 
 
+def rate_percent(tool: str, options: dict) -> float | None:
+    """The arrival rate as a share of the host's calibrated capacity (`rate: 80%`), or None."""
+    return get(tool).rate_percent(options)
+
+
+def open_loop(tool: str, options: dict) -> bool:
+    """An open-loop cell: a fixed arrival rate, absolute or relative to a calibration."""
+    return bool(rate_percent(tool, options) or rate(tool, options))
+
+
 def sysbench_time(options: dict) -> int | None:
     """sysbench runs 10 s unless told otherwise (`time`, with or without an s)."""
     return int(str(options.get("time", 10)).rstrip("s"))
 
 
+MAX_PERCENT = 1000  # ten times the calibrated capacity: beyond it the run measures only its queue
+
+
 def check_rate(options: dict, where: str) -> None:
     """sysbench takes --rate=0 as "no limit" and reads a fraction as 0: either would silently
-    measure a closed loop, so only a whole number of at least 1 per second passes."""
+    measure a closed loop, so only a whole number of at least 1 per second passes, or a share of
+    the host's calibrated capacity, a percentage in (0, 1000] (calibration.py)."""
     for name, value in options.items():
         if str(name) != "rate" or (isinstance(value, str) and "{" in value):
             continue  # a placeholder is checked per cell, once substituted
+        if isinstance(value, str) and "%" in value:
+            percent = percent_of(value)
+            if percent is None or not 0 < percent <= MAX_PERCENT:
+                raise ConfigError(f"{where}.{name}: {value!r} is not a percentage of the calibrated capacity "
+                                  f"in (0, {MAX_PERCENT}]% (e.g. 80%)")
+            continue
         if isinstance(value, bool):
             number = None
         elif isinstance(value, int):
@@ -93,7 +113,8 @@ def check_rate(options: dict, where: str) -> None:
         else:
             number = int(value) if isinstance(value, str) and value.strip().isdigit() else None
         if number is None or number < 1:
-            raise ConfigError(f"{where}.{name}: {value!r} is not a positive whole number of arrivals per second")
+            raise ConfigError(f"{where}.{name}: {value!r} is not a positive whole number of arrivals per second "
+                              "(or a percentage of the calibrated capacity, e.g. 80%)")
 
 
 def refuse(options: dict, where: str, reserved: set, key, command: str) -> None:

@@ -8,6 +8,7 @@ runs phases or measures by itself. The rest is optional and None / empty when a 
 """
 from __future__ import annotations
 
+import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,6 +41,19 @@ def sysbench_client(db, argv: list[str]) -> Iterator[tuple[list[str], dict | Non
     yield db.sysbench(argv), None
 
 
+PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+def percent_of(value) -> float | None:
+    """The percentage of a `rate: 80%` string, or None for any other value."""
+    match = PERCENT.match(value) if isinstance(value, str) else None
+    return float(match[1]) if match else None
+
+
+def no_files(options: dict) -> tuple[str, ...]:
+    return ()
+
+
 @dataclass(frozen=True)
 class Workload:
     tool: str  # the value of `tool:` in a study
@@ -60,6 +74,7 @@ class Workload:
     analyses: tuple[str, ...] = ()  # the analysis rules its cells feed (rule names of rules/analyse.smk)
     per_second: bool = True  # one per-second series per repetition (statistics and figures read it)
     takes_rate: bool = False  # `rate` is a fixed arrival rate (an open loop), checked as one
+    rate_figure: str = "tps"  # the summary figure in the rate's unit, which a calibration measures (`rate: 80%`)
     warmup: bool = True  # takes `warmup:` seconds before the window (database workloads)
     summary_keys: tuple[str, ...] = ()  # figures beyond the common ones: columns of the summary table
     detail_keys: tuple[str, ...] = ()  # figures kept in summary.json only
@@ -82,6 +97,9 @@ class Workload:
     # timed events
     wait_report: Callable | None = None
     live_from: str = "stdout.txt"  # the raw file its per-second lines go to
+    # (options) -> the options whose values are files the user points at (an .sql file, a script): a relative
+    # one is relative to the study file's folder; config.load makes them absolute before check() sees them
+    files: Callable[[dict], tuple[str, ...]] = no_files
 
     def __post_init__(self):
         if self.kind not in (STORAGE, DATABASE):
@@ -92,7 +110,17 @@ class Workload:
         return self.kind == DATABASE
 
     def rate(self, options: dict) -> int | None:
-        """The fixed arrival rate of an open-loop run, or None for a closed loop."""
+        """The fixed arrival rate of an open-loop run, or None for a closed loop. A percentage (`rate: 80%`)
+        is no rate yet: the run rule makes it one against the host's calibration (calibration.py)."""
         if not self.takes_rate or options.get("rate") is None:
             return None
+        if self.rate_percent(options) is not None:
+            raise ValueError(f"rate {options['rate']!r} is relative to a calibration; resolve it first "
+                             "(calibration.resolve)")
         return int(str(options["rate"]))
+
+    def rate_percent(self, options: dict) -> float | None:
+        """The arrival rate as a percentage of the host's calibrated capacity (`rate: 80%`), or None."""
+        if not self.takes_rate:
+            return None
+        return percent_of(options.get("rate"))

@@ -60,6 +60,12 @@ def _bool(value) -> bool | None:
     return {"on": True, "true": True, "1": True, "off": False, "false": False, "0": False}.get(str(value).lower())
 
 
+def files(options: dict) -> tuple[str, ...]:
+    """A script that is not one of pgbench's built-ins is a file of the user's."""
+    script = options.get("script")
+    return ("script",) if isinstance(script, str) and script not in BUILTIN else ()
+
+
 def check(options: dict, where: str) -> None:
     for name, value in options.items():
         if name not in DATASET_DEFAULTS and name not in RUN_DEFAULTS:
@@ -71,7 +77,7 @@ def check(options: dict, where: str) -> None:
             path = Path(str(value))
             if not isinstance(value, str) or not path.is_absolute():
                 raise ConfigError(f"{where}.script: {value!r} is neither a pgbench built-in ({', '.join(BUILTIN)}) "
-                                  "nor the absolute path of a script file")
+                                  "nor the path of a script file")
             if not path.is_file():
                 raise ConfigError(f"{where}.script: {value!r} does not exist")
         if name == "scale" and _int(value, 1) is None:
@@ -269,6 +275,7 @@ def version() -> str:
 WORKLOAD = Workload(
     tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
     summary=summary, live=live, version=version, duration=duration, takes_rate=True, families=("postgresql",),
+    files=files,
     dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "db_tables", "db_plots"),
     summary_keys=("lat_sd_ms", "connection_ms", "lag_mean_ms", "lag_max_ms"), detail_keys=("statements",),
     sample_columns=("lat_sd_ms", "lag_ms", "lat_max_ms", "wait_ms"), client=client, live_from=PROGRESS_FILE,

@@ -41,7 +41,7 @@ def check(options: dict, where: str) -> None:
         path = Path(str(value))
         if not path.is_file():
             raise ConfigError(f"{where}.{key}: {value!r} does not exist")
-        options[key] = str(path.resolve())  # a relative path is relative to where snakemake runs
+        options[key] = str(path.resolve())  # config.load made it absolute (relative to the study's folder)
     if not Path(options["query"]).read_text().strip().rstrip(";").strip():
         raise ConfigError(f"{where}.query: {options['query']!r} holds no statement")
     for name, value in options.items():
@@ -198,6 +198,6 @@ def version() -> str:
 
 WORKLOAD = Workload(
     tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, samples=samples, summary=summary,
-    version=version, duration=lambda options: None, dataset_options=("setup",), analyses=("query_timing",),
+    version=version, files=lambda options: FILES, duration=lambda options: None, dataset_options=("setup",), analyses=("query_timing",),
     per_second=False, warmup=False, tables={"executions": Table(tuple(EXECUTION_COLUMNS), execution_rows)},
     load=load, measure=measure)

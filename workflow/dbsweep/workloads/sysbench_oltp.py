@@ -138,12 +138,12 @@ def check(options: dict, where: str) -> None:
     script = options.get("script")
     if script is None:
         raise ConfigError(f"{where}.script: missing (one of {', '.join(BUILTIN)}, "
-                          "or the absolute path of a .lua file)")
+                          "or the path of a .lua file)")
     if not isinstance(script, str) or script not in BUILTIN:
         path = Path(str(script))
         if not isinstance(script, str) or not path.is_absolute() or path.suffix != ".lua":
             raise ConfigError(f"{where}.script: {script!r} is neither a sysbench OLTP script "
-                              f"({', '.join(BUILTIN)}) nor the absolute path of a .lua file")
+                              f"({', '.join(BUILTIN)}) nor the path of a .lua file")
         if not path.is_file():
             raise ConfigError(f"{where}.script: {script!r} does not exist")
     for name, value in options.items():
@@ -174,6 +174,12 @@ def check(options: dict, where: str) -> None:
         if _script_key(name) == "table_size" and _int(value, 0) is None:
             raise ConfigError(f"{where}.{name}: {value!r} is not a whole number of rows")
     check_rate(options, where)
+
+
+def files(options: dict) -> tuple[str, ...]:
+    """A script that is not one of sysbench's own is a file of the user's."""
+    script = options.get("script")
+    return ("script",) if isinstance(script, str) and script not in BUILTIN else ()
 
 
 def percentile(options: dict) -> int:
@@ -496,7 +502,7 @@ def version() -> str:
 
 WORKLOAD = Workload(
     tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
-    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True,
+    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True, files=files,
     dataset_options=(*DATASET_DEFAULTS, ENGINE), settings=("dataset_options", "prepare_threads"),
     analyses=("statistics", "figures", "db_tables", "db_plots"),
     percentiles=percentiles, percentile_source="sysbench histogram", client=client,
