@@ -183,9 +183,9 @@ def calibration_file(wildcards):
 
 
 @per_job
-def calibration_node(wildcards):
+def calibration_sbatch(wildcards):
     """Slurm options of a calibration: a node to itself, the host it calibrates."""
-    return f"--exclusive --nodelist={wildcards.host}" if "host" in STUDY.axes else "--exclusive"
+    return sbatch_options(wildcards.host if "host" in STUDY.axes else None)
 
 
 @per_job

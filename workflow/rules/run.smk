@@ -35,10 +35,9 @@ rule calibrate:
         "results/logs/calibrate/{host}/{calibration}.log",
     resources:
         measure=1,
-        slurm_extra=calibration_node,
+        sbatch=calibration_sbatch,
         runtime=30,
         attempt=attempt_number,
-        **PARTITION,
     priority: STUDY.priority(0)  # before the runs that wait for it
     script:
         "../scripts/calibrate.py"
