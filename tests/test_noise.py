@@ -1,0 +1,127 @@
+"""Noise control (dbsweep/noise.py): the CPU split, the recipe's part, THP and the governor set and restored."""
+import copy
+import io
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dbsweep import noise
+from dbsweep.config import load, read
+from dbsweep.recipe import Recipe
+
+ROOT = Path(__file__).resolve().parents[1]
+DEMO = read(ROOT / "config" / "config.yaml")
+
+
+@pytest.mark.parametrize("count", [1, 2, 3, 4, 5, 8, 64])
+@pytest.mark.parametrize("server", [True, False])
+def test_split_gives_disjoint_sets_covering_the_cpus_or_none_when_too_few(count, server):
+    cpus = list(range(10, 10 + count))  # not from 0: the split takes the CPUs it is given
+    sets = noise.split(cpus, server)
+    if count < (3 if server else 2):
+        assert sets is None
+        return
+    parts = ["monitors", "client"] + (["server"] if server else [])
+    assert sorted(sets) == sorted(parts)
+    assert all(sets[p] for p in parts)
+    together = [c for p in parts for c in sets[p]]
+    assert sorted(together) == cpus and len(set(together)) == len(together)
+    assert sets["monitors"] == [10]
+    if server:
+        assert len(sets["server"]) >= len(sets["client"]) and min(sets["server"]) > max(sets["client"])
+
+
+def test_recipe_carries_noise_control_only_when_set():
+    study = load(copy.deepcopy(DEMO))
+    plain = study.recipe(study.cells[0])
+    assert "noise_control" not in plain.as_dict()  # recipes recorded before stay equal
+    config = copy.deepcopy(DEMO) | {"noise_control": {"drop_caches": True, "thp": "never", "canary": {"every": 4}}}
+    study = load(config)
+    assert study.canary_every == 4
+    recipe = study.recipe(study.cells[0])
+    assert recipe.as_dict()["noise_control"] == {"drop_caches": True, "cpu_pinning": False, "thp": "never",
+                                                 "governor": None}
+    assert Recipe.from_dict(recipe.as_dict()) == recipe
+    # a canary alone shapes no cell
+    study = load(copy.deepcopy(DEMO) | {"noise_control": {"canary": {"every": 4}}})
+    assert study.recipe(study.cells[0]) == plain
+
+
+def test_cpu_pinning_on_too_few_cpus_warns_once_for_the_study(monkeypatch):
+    monkeypatch.setattr(noise, "available_cpus", lambda: [0, 1])
+    study = load(copy.deepcopy(DEMO) | {"noise_control": {"cpu_pinning": True}})
+    warnings = [w for w in study.warnings if "cpu_pinning" in w]
+    assert warnings == ["noise_control.cpu_pinning: not applied where a cell needs 3 CPUs: this host has 2"]
+    monkeypatch.setattr(noise, "available_cpus", lambda: [0, 1, 2, 3])
+    study = load(copy.deepcopy(DEMO) | {"noise_control": {"cpu_pinning": True}})
+    assert not [w for w in study.warnings if "cpu_pinning" in w]
+
+
+def test_pinning_records_not_applied_with_too_few_cpus(monkeypatch):
+    monkeypatch.setattr(noise, "available_cpus", lambda: [0, 1])
+    record, log = {}, io.StringIO()
+    pinning = noise.Pinning(noise.NoiseControl(cpu_pinning=True), True, record, log)
+    assert pinning.sets is None and pinning.client() is None
+    assert record["noise_control"]["cpu_pinning"] == "not applied: 2 CPUs, 3 needed"
+    assert "warning: noise_control.cpu_pinning: not applied: 2 CPUs, 3 needed" in log.getvalue()
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+def test_pinning_moves_real_processes_and_restores_this_one():
+    own = os.sched_getaffinity(0)
+    record = {}
+    pinning = noise.Pinning(noise.NoiseControl(cpu_pinning=True), False, record, io.StringIO())
+    sets = record["noise_control"]["cpu_pinning"]["cpus"]
+    monitor = subprocess.Popen(["sleep", "30"])
+    client = subprocess.Popen([sys.executable, "-c", "import os, time; os.fork(); time.sleep(30)"],
+                              preexec_fn=pinning.client())
+    try:
+        pinning.monitors([monitor.pid])
+        assert noise.allowed(monitor.pid) == str(sets["monitors"][0])
+        assert noise.allowed(os.getpid()) == str(sets["monitors"][0])
+        assert os.sched_getaffinity(client.pid) == set(sets["client"])
+    finally:
+        pinning.restore()
+        monitor.kill()
+        client.kill()
+        monitor.wait()
+        client.wait()
+    assert os.sched_getaffinity(0) == own
+
+
+def test_host_settings_set_thp_restore_it_and_record_before_set_after(monkeypatch, tmp_path):
+    # a stand-in sysfs file: the real one is the host's, shared with whatever else runs on it
+    thp = tmp_path / "enabled"
+    thp.write_text("always [madvise] never\n")
+    monkeypatch.setattr(noise, "THP", thp)
+    monkeypatch.setattr(noise, "CPUFREQ", tmp_path / "cpu")  # no cpufreq
+    record, log = {}, io.StringIO()
+    with noise.host_settings(noise.NoiseControl(thp="never", governor="performance"), record, log):
+        assert noise.selected(thp) == "never"
+    assert noise.selected(thp) == "madvise"
+    facts = record["noise_control"]
+    assert facts["thp"] == {"before": "madvise", "set": "never", "after": "madvise"}
+    assert facts["governor"] == "not available: no cpufreq scaling_governor"
+    assert "warning: noise_control.governor: not available" in log.getvalue()
+
+
+def test_host_settings_restore_thp_when_the_body_fails_and_say_not_available_without_it(monkeypatch, tmp_path):
+    monkeypatch.setattr(noise, "THP", tmp_path / "missing" / "enabled")
+    record = {}
+    with pytest.raises(RuntimeError):
+        with noise.host_settings(noise.NoiseControl(thp="always"), record, io.StringIO()):
+            raise RuntimeError("the body failed")
+    assert record["noise_control"]["thp"].startswith("not available: no ")
+    thp = tmp_path / "enabled"
+    thp.write_text("madvise\n")
+    monkeypatch.setattr(noise, "THP", thp)
+    record = {}
+    with pytest.raises(RuntimeError):
+        with noise.host_settings(noise.NoiseControl(thp="always"), record, io.StringIO()):
+            assert thp.read_text() == "always\n"
+            raise RuntimeError("the body failed")
+    assert thp.read_text() == "madvise\n"
+    assert record["noise_control"]["thp"] == {"before": "madvise", "set": "always", "after": "madvise"}
