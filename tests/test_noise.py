@@ -1,11 +1,15 @@
 """Noise control (dbsweep/noise.py): the CPU split, the recipe's part, THP and the governor set and restored."""
 import copy
 import io
+import json
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dbsweep import noise
@@ -125,3 +129,63 @@ def test_host_settings_restore_thp_when_the_body_fails_and_say_not_available_wit
             raise RuntimeError("the body failed")
     assert thp.read_text() == "madvise\n"
     assert record["noise_control"]["thp"] == {"before": "madvise", "set": "always", "after": "madvise"}
+
+
+def _watch(folder: Path, seen: dict, stop: threading.Event) -> None:
+    """Poll the processes of a run in folder (fio, vmstat by their cwd) for their Cpus_allowed_list, and
+    the host's THP, while the run runs; only the measured fio (--name=dbsweep), not those that check the
+    options or write the data file before the window."""
+    while not stop.is_set():
+        for proc in psutil.process_iter(["name", "cwd", "cmdline"]):
+            if proc.info["name"] in ("fio", "vmstat") and str(folder) in (proc.info["cwd"] or "") \
+                    and (proc.info["name"] != "fio" or "--name=dbsweep" in (proc.info["cmdline"] or [])):
+                try:
+                    seen.setdefault(proc.info["name"], set()).add(noise.allowed(proc.pid))
+                except OSError:
+                    pass
+        seen.setdefault("thp", set()).add(noise.selected(noise.THP))
+        time.sleep(0.2)
+
+
+@pytest.mark.workflow
+def test_a_real_cell_with_noise_control_records_what_it_applied_and_restores_thp(study_factory, workdir):
+    before = noise.selected(noise.THP)
+    other = "never" if before != "never" else "madvise"
+    config = {
+        "study": "noise", "axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr"]},
+        "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "16M",
+                                                             "runtime": 2}}},
+        "noise_control": {"drop_caches": True, "cpu_pinning": True, "thp": other, "governor": "performance"},
+    }
+    study = study_factory(config)
+    seen, stop = {}, threading.Event()
+    watcher = threading.Thread(target=_watch, args=(workdir.resolve(), seen, stop))
+    watcher.start()
+    try:
+        study.run("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json")
+    finally:
+        stop.set()
+        watcher.join()
+    record = json.loads(study.path("results/runs/filesystem~tmpfs/threads~1/workload~fio-rr/rep~1/run.json")
+                        .read_text())
+    facts = record["noise_control"]
+    assert record["recipe"]["noise_control"] == config["noise_control"]
+    assert facts["thp"] == {"before": before, "set": other, "after": before}
+    assert other in seen["thp"]  # set while the cell ran
+    assert noise.selected(noise.THP) == before  # and restored after
+    if noise.governors():
+        assert facts["governor"]["after"] == facts["governor"]["before"]
+    else:
+        assert facts["governor"] == "not available: no cpufreq scaling_governor"
+    assert facts["drop_caches"]["at"] <= record["measure_start"]
+    cpus = noise.available_cpus()
+    sets = noise.split(cpus, server=False)
+    if sets is None:
+        assert facts["cpu_pinning"] == f"not applied: {len(cpus)} CPUs, 2 needed"
+        return
+    assert facts["cpu_pinning"]["cpus"] == sets
+    assert facts["cpu_pinning"]["pinned"]["client"] is True
+    as_list = {name: ",".join(map(str, cpus)) if len(cpus) == 1 or cpus[-1] - cpus[0] != len(cpus) - 1
+               else f"{cpus[0]}-{cpus[-1]}" for name, cpus in sets.items()}
+    assert seen.get("fio") == {as_list["client"]}, seen
+    assert seen.get("vmstat") == {as_list["monitors"]}, seen
