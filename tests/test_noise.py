@@ -1,5 +1,6 @@
 """Noise control (dbsweep/noise.py): the CPU split, the recipe's part, THP and the governor set and restored."""
 import copy
+import csv
 import io
 import json
 import os
@@ -12,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dbsweep import noise
+from dbsweep import canary, noise
 from dbsweep.config import load, read
 from dbsweep.recipe import Recipe
 
@@ -189,3 +190,54 @@ def test_a_real_cell_with_noise_control_records_what_it_applied_and_restores_thp
                else f"{cpus[0]}-{cpus[-1]}" for name, cpus in sets.items()}
     assert seen.get("fio") == {as_list["client"]}, seen
     assert seen.get("vmstat") == {as_list["monitors"]}, seen
+
+
+def test_canary_drift_and_its_summary_line(tmp_path):
+    assert canary.count(28, 3) == 11 and canary.after(11, 3, 28) == 28 and canary.after(2, 3, 28) == 3
+    assert canary.drift([100, 110, 105]) == pytest.approx(0.10)
+    assert canary.drift([100]) is None
+    table = tmp_path / "canary.csv"
+    assert canary.line(table) == ""
+    table.write_text("canary,after,time,metric,throughput\n1,0,1.0,iops,1000\n2,3,2.0,iops,1200\n")
+    assert canary.line(table) == ("Canary drift: 20.0 % (iops max / min - 1 over 2 runs of the study's first cell, "
+                                  "1,000 to 1,200; results/tables/canary.csv).")
+
+
+def test_canary_runs_between_the_repetitions_in_priority_order():
+    config = copy.deepcopy(DEMO) | {"repetitions": 2, "noise_control": {"canary": {"every": 3}}}
+    study = load(config)
+    total = len(study.cells) * study.repetitions
+    jobs = [(study.priority(rep, cell), "run") for cell in study.cells for rep in (1, 2)]
+    jobs += [(study.canary_priority(j), f"canary {j}") for j in range(1, canary.count(total, 3) + 1)]
+    order = [name for _, name in sorted(jobs, reverse=True)]
+    assert len({p for p, _ in jobs}) == len(jobs)  # one place each
+    assert order[0] == "canary 1" and order[-1] == f"canary {canary.count(total, 3)}"
+    runs_before = [order[:i].count("run") for i, name in enumerate(order) if name != "run"]
+    assert runs_before == [canary.after(j, 3, total) for j in range(1, canary.count(total, 3) + 1)]
+    assert study.priority(0) > max(p for p, _ in jobs)  # preparing first
+
+
+@pytest.mark.workflow
+def test_canary_runs_the_first_cell_between_the_repetitions_and_its_table(study_factory):
+    config = {
+        "study": "canary", "repetitions": 2,
+        "axes": {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr"]},
+        "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "16M",
+                                                             "runtime": 2}}},
+        "noise_control": {"canary": {"every": 2}},
+    }
+    study = study_factory(config)
+    study.run("results/tables/canary.csv", *[f"results/runs/filesystem~tmpfs/threads~{t}/workload~fio-rr/rep~{r}/run.json"
+                                              for t in (1, 2) for r in (1, 2)])
+    started = []
+    for path in study.path("results").glob("*/*/*/*/rep~*/run.json"):
+        record = json.loads(path.read_text())
+        kind = "canary" if "/canary/" in str(path) else "run"
+        started.append((record["started"], kind, record["cell"]["threads"], record["rep"]))
+    order = [(kind, rep) for _, kind, _, rep in sorted(started)]
+    assert order == [("canary", 1), ("run", 1), ("run", 1), ("canary", 2), ("run", 2), ("run", 2), ("canary", 3)]
+    assert all(threads == 1 for _, kind, threads, _ in started if kind == "canary")  # the first cell
+    rows = list(csv.DictReader(open(study.path("results/tables/canary.csv"))))
+    assert [(r["canary"], r["after"], r["metric"]) for r in rows] == [("1", "0", "iops"), ("2", "2", "iops"),
+                                                                     ("3", "4", "iops")]
+    assert all(float(r["throughput"]) > 100 for r in rows)

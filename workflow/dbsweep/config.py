@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import engines, events, fsprobe, noise, servers, units, workloads
+from dbsweep import canary, engines, events, fsprobe, noise, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
@@ -120,12 +120,34 @@ class Study:
             cold_start=self.server.get("cold_start", False),
             memory_limit=units.parse_size(memory) + units.parse_size(overhead) if memory and overhead else None)
 
-    def priority(self, rep: int) -> int:
+    def priority(self, rep: int, cell: Cell | None = None) -> int:
         """Snakemake's priority of a measuring job: with interleave, repetition 1 highest, so that
         among the runs ready to start (one at a time: they share the `measure` resource) every
         cell's repetition k comes before any repetition k+1. Preparing and fetching, which
-        runs wait for, ask as repetition 0: before all runs."""
-        return self.repetitions + 1 - rep if self.interleave else 0
+        runs wait for, ask as repetition 0: before all runs. With a canary every run has a place of
+        its own (position), even numbers, and the canaries the odd ones between (canary_priority)."""
+        if self.canary_every is None:
+            return self.repetitions + 1 - rep if self.interleave else 0
+        total = len(self.cells) * self.repetitions
+        if rep == 0:
+            return 2 * total + 2
+        return 2 * (total - self.position(cell, rep))
+
+    def position(self, cell: Cell, rep: int) -> int:
+        """A run's place (from 0) in the order a canary study measures in: interleaved (repetition k of every
+        cell before k+1 of any), or without interleave cell by cell."""
+        i = self._cell_index[cell]
+        return (rep - 1) * len(self.cells) + i if self.interleave else i * self.repetitions + rep - 1
+
+    def canary_priority(self, j: int) -> int:
+        """Canary run j comes after canary.after(j) runs of the study, (j - 1) x every but at most all: between
+        the runs at positions after - 1 and after."""
+        total = len(self.cells) * self.repetitions
+        return 2 * (total - canary.after(j, self.canary_every, total)) + 1
+
+    @functools.cached_property
+    def _cell_index(self) -> dict[Cell, int]:
+        return {cell: i for i, cell in enumerate(self.cells)}
 
     def basedir(self, family: str, version: str) -> str | None:
         """Where a version's server programs are: a user's build, a fetched one, or None for Debian's."""
