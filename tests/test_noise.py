@@ -1,6 +1,7 @@
 """Noise control (dbsweep/noise.py): the CPU split, the recipe's part, THP and the governor set and restored."""
 import copy
 import csv
+import html
 import io
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dbsweep import canary, noise
+from dbsweep import canary, noise, summary
 from dbsweep.config import load, read
 from dbsweep.recipe import Recipe
 
@@ -201,6 +202,20 @@ def test_canary_drift_and_its_summary_line(tmp_path):
     table.write_text("canary,after,time,metric,throughput\n1,0,1.0,iops,1000\n2,3,2.0,iops,1200\n")
     assert canary.line(table) == ("Canary drift: 20.0 % (iops max / min - 1 over 2 runs of the study's first cell, "
                                   "1,000 to 1,200; results/tables/canary.csv).")
+
+
+def test_the_summary_page_states_the_canary_drift(tmp_path):
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    table = results / "tables" / "canary.csv"
+    table.write_text("canary,after,time,metric,throughput\n1,0,1.0,tps,50\n2,3,2.0,tps,40\n3,6,3.0,tps,45\n")
+    study = summary.Study("s", "", {"threads": ["1"]}, 1, 1, [])
+    written = summary.write(study, results, [table], complete=True)
+    line = "Canary drift: 25.0 % (tps max / min - 1 over 3 runs of the study's first cell, 40 to 50"
+    assert html.escape(line) in written["html"].read_text()
+    assert summary.md_escape(line) in written["md"].read_text()
+    written = summary.write(study, results, [], complete=True)  # a canary.csv the study did not ask for
+    assert "Canary" not in written["md"].read_text()
 
 
 def test_canary_runs_between_the_repetitions_in_priority_order():
