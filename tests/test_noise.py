@@ -98,6 +98,36 @@ def test_pinning_moves_real_processes_and_restores_this_one():
     assert os.sched_getaffinity(0) == own
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 CPUs")
+def test_pin_tree_moves_every_thread_of_a_server_like_tree_and_what_it_starts_later():
+    cpu = max(os.sched_getaffinity(0))
+    script = ("import os, sys, threading, time\n"
+              "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+              "if os.fork() == 0:\n    time.sleep(30)\n    sys.exit()\n"
+              "print('ready', flush=True)\n"
+              "sys.stdin.readline()\n"
+              "threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"  # started after pinning
+              "print(len(os.listdir('/proc/self/task')), flush=True)\n"
+              "time.sleep(30)\n")
+    server = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert server.stdout.readline() == "ready\n"
+        pinned = noise.pin(server.pid, [cpu], tree=True)
+        assert len(pinned) == 2  # the server and its child
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        server.stdout.readline()
+        for pid in pinned:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                assert os.sched_getaffinity(int(tid)) == {cpu}, (pid, tid)
+    finally:
+        for p in psutil.Process(server.pid).children(recursive=True):
+            p.kill()
+        server.kill()
+        server.wait()
+
+
 def test_host_settings_set_thp_restore_it_and_record_before_set_after(monkeypatch, tmp_path):
     # a stand-in sysfs file: the real one is the host's, shared with whatever else runs on it
     thp = tmp_path / "enabled"
