@@ -256,3 +256,27 @@ def test_open_loop_reports_a_queue_when_the_rate_exceeds_capacity(study_factory,
     for name in ("openloop_p99", "openloop_queue"):
         assert study.path("results/plots", f"{name}.png").read_bytes()[:4] == b"\x89PNG"
     assert servers_in(workdir) == [] and leftovers(workdir) == []
+
+
+def test_noise_control_in_a_database_cell_pins_the_server_or_says_why_not(study_factory, workdir):
+    """drop_caches and cpu_pinning through a real server's window: on a host with 3 CPUs or more the
+    server's process (every thread) runs on the server's set, on fewer the run says "not applied"."""
+    from dbsweep import noise
+    config = db_study(engines=("innodb",), filesystem=["tmpfs"])
+    config["noise_control"] = {"drop_caches": True, "cpu_pinning": True}
+    study = study_factory(config)
+    done = study.run("results/runs/engine~innodb/memory~32M/filesystem~tmpfs/threads~2/workload~oltp/rep~1/run.json")
+    record = json.loads(study.path("results/runs/engine~innodb/memory~32M/filesystem~tmpfs/threads~2/workload~oltp/"
+                                   "rep~1/run.json").read_text())
+    facts = record["noise_control"]
+    assert facts["drop_caches"]["at"] <= record["measure_start"]
+    cpus = noise.available_cpus()
+    if len(cpus) < 3:
+        assert facts["cpu_pinning"] == f"not applied: {len(cpus)} CPUs, 3 needed"
+        assert "noise_control.cpu_pinning: not applied where a cell needs 3 CPUs" in done.stderr
+        log = study.path("results/logs/run/engine~innodb/memory~32M/filesystem~tmpfs/threads~2/workload~oltp/"
+                         "rep~1.log").read_text()
+        assert f"warning: noise_control.cpu_pinning: not applied: {len(cpus)} CPUs, 3 needed" in log
+    else:
+        assert facts["cpu_pinning"]["cpus"] == noise.split(cpus, server=True)
+        assert facts["cpu_pinning"]["pinned"]["server"] and facts["cpu_pinning"]["pinned"]["client"] is True

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import calibration, engines, events, fsprobe, servers, units, workloads
+from dbsweep import calibration, canary, engines, events, fsprobe, noise, servers, units, workloads
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
@@ -67,6 +67,8 @@ class Study:
     topologies: dict = field(default_factory=dict)  # topologies, network, networks, proxies as declared
     headline: list[str] = field(default_factory=list)  # analysis.headline: the summary's first plots (page only)
     warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
+    noise_control: noise.NoiseControl | None = None  # what each repetition sets on the host; None: nothing
+    canary_every: int | None = None  # noise_control.canary.every: repetitions between two canary runs
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
     @functools.cached_property
@@ -97,6 +99,8 @@ class Study:
         common = {"tool": wl["tool"], "options": options, "threads": int(values.get("threads", 1)),
                   "filesystem": self.filesystems[values["filesystem"]],
                   "dataset": workload.dataset(options, **settings), "duration_s": workload.duration(options)}
+        if self.noise_control is not None:
+            common["noise_control"] = self.noise_control
         if not workload.database:
             return Recipe(**common)
         engine = values["engine"]
@@ -125,12 +129,34 @@ class Study:
         run = calibration.of(r)
         return calibration.path(run, cell.get("host")), run
 
-    def priority(self, rep: int) -> int:
+    def priority(self, rep: int, cell: Cell | None = None) -> int:
         """Snakemake's priority of a measuring job: with interleave, repetition 1 highest, so that
         among the runs ready to start (one at a time: they share the `measure` resource) every
         cell's repetition k comes before any repetition k+1. Preparing and fetching, which
-        runs wait for, ask as repetition 0: before all runs."""
-        return self.repetitions + 1 - rep if self.interleave else 0
+        runs wait for, ask as repetition 0: before all runs. With a canary every run has a place of
+        its own (position), even numbers, and the canaries the odd ones between (canary_priority)."""
+        if self.canary_every is None:
+            return self.repetitions + 1 - rep if self.interleave else 0
+        total = len(self.cells) * self.repetitions
+        if rep == 0:
+            return 2 * total + 2
+        return 2 * (total - self.position(cell, rep))
+
+    def position(self, cell: Cell, rep: int) -> int:
+        """A run's place (from 0) in the order a canary study measures in: interleaved (repetition k of every
+        cell before k+1 of any), or without interleave cell by cell."""
+        i = self._cell_index[cell]
+        return (rep - 1) * len(self.cells) + i if self.interleave else i * self.repetitions + rep - 1
+
+    def canary_priority(self, j: int) -> int:
+        """Canary run j comes after canary.after(j) runs of the study, (j - 1) x every but at most all: between
+        the runs at positions after - 1 and after."""
+        total = len(self.cells) * self.repetitions
+        return 2 * (total - canary.after(j, self.canary_every, total)) + 1
+
+    @functools.cached_property
+    def _cell_index(self) -> dict[Cell, int]:
+        return {cell: i for i, cell in enumerate(self.cells)}
 
     def basedir(self, family: str, version: str) -> str | None:
         """Where a version's server programs are: a user's build, a fetched one, or None for Debian's."""
@@ -246,6 +272,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         if "engine" in cell.as_dict() and workloads.get(wls[cell["workload"]]["tool"]).database:
             topology.check_cell(cell["engine"], topology.recipe(declared, cell.as_dict()))
     warnings += _check_memory(cells, config.get("allow_oversize_memory", False))
+    control = _noise_control(config.get("noise_control", {}))
+    warnings += _check_pinning(control, cells, wls)
     for name, fs in used_fs.items():
         _check_filesystem(name, fs)
     study = Study(
@@ -269,6 +297,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         topologies=declared,
         headline=config.get("analysis", {}).get("headline", []),
         warnings=warnings,
+        noise_control=control,
+        canary_every=config.get("noise_control", {}).get("canary", {}).get("every"),
     )
     _check_fit(study, used_fs)
     return study
@@ -654,6 +684,25 @@ def _check_memory(cells: list[Cell], allow: bool) -> list[str]:
                 raise ConfigError(message + "; set allow_oversize_memory: true to run it anyway")
             warnings.append(message)
     return warnings
+
+
+def _noise_control(spec: dict) -> noise.NoiseControl | None:
+    """The per-repetition part of noise_control (the schema checked its values), or None when nothing
+    is set: a recipe without it stays equal to one recorded before noise control existed."""
+    control = noise.NoiseControl(**{k: v for k, v in spec.items() if k != "canary"})
+    return control if control.any else None
+
+
+def _check_pinning(control: noise.NoiseControl | None, cells: list[Cell], wls: dict) -> list[str]:
+    """cpu_pinning on a host with fewer CPUs than a cell's parts: one warning for the study (each run
+    records "not applied" in its run.json), not a refusal."""
+    if control is None or not control.cpu_pinning:
+        return []
+    cpus = len(noise.available_cpus())
+    need = max(noise.needed(workloads.get(wls[cell["workload"]]["tool"]).database) for cell in cells)
+    if cpus >= need:
+        return []
+    return [f"noise_control.cpu_pinning: not applied where a cell needs {need} CPUs: this host has {cpus}"]
 
 
 def _check_filesystem(name: str, fs: dict) -> None:

@@ -21,7 +21,7 @@ GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 OTHERS = ("mariadbd", "mysqld", "postgres", "sysbench", "fio", "pgbench", "haproxy", "proxysql", "stress-ng")
 
 
-def _selected(path: Path) -> str | None:
+def selected(path: Path) -> str | None:
     """The bracketed choice of a sysfs setting ("always [madvise] never" -> madvise), or its value."""
     try:
         text = path.read_text().strip()
@@ -35,7 +35,7 @@ def _selected(path: Path) -> str | None:
 def look(own: set[int]) -> dict:
     """The host's state now; own: the pids of this repetition (its cgroup's), whose processes are not
     foreign. Returns {"settings": …, "warnings": [...]}."""
-    settings = {"thp": _selected(THP), "governor": _selected(GOVERNOR), "load_1m": round(os.getloadavg()[0], 2),
+    settings = {"thp": selected(THP), "governor": selected(GOVERNOR), "load_1m": round(os.getloadavg()[0], 2),
                 "swap_used_mb": round(psutil.swap_memory().used / 2**20, 1)}
     foreign = sorted({p.info["name"] for p in psutil.process_iter(["name"])
                       if p.info["name"] in OTHERS and p.pid not in own})

@@ -52,6 +52,10 @@ class Monitors:
             raise
         return self
 
+    @property
+    def pids(self) -> list[int]:
+        return [proc.pid for proc in self._procs]
+
     def __exit__(self, *exc) -> None:
         died = [(proc.args[0], proc.returncode) for proc in self._procs if proc.poll() is not None]
         self._stop()

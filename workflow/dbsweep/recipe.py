@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import MISSING, dataclass, fields
 
+from dbsweep.noise import NoiseControl
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -35,6 +37,8 @@ class Recipe:
     proxy: dict | None = None
     # a cell on the events axis: its schedule, sorted by time ([] for `none`)
     events: list | None = None
+    # what the repetition sets on the host around its window (noise.py); None: nothing
+    noise_control: NoiseControl | None = None
 
     def __post_init__(self):
         for name, kind in (("tool", str), ("options", dict), ("threads", int), ("filesystem", dict),
@@ -47,6 +51,8 @@ class Recipe:
             raise ValueError(f"recipe: a {self.tool} cell without an engine has server parts")
         if (self.topology is None) != (self.network is None):
             raise ValueError("recipe: a topology and its network come together")
+        if self.noise_control is not None and not isinstance(self.noise_control, NoiseControl):
+            raise ValueError(f"recipe.noise_control: {self.noise_control!r} is not a NoiseControl")
 
     @property
     def database(self) -> bool:
@@ -63,18 +69,20 @@ class Recipe:
 
     def as_dict(self) -> dict:
         """The JSON form, keys in the order they always had (a storage cell has no server keys, a cell
-        without topology no topology keys), so recipes recorded before stay equal."""
+        without topology no topology keys, one without noise control no noise_control), so recipes recorded
+        before stay equal."""
         out = {name: getattr(self, name) for name in ("tool", "options", "threads", "filesystem", "dataset",
                                                        "duration_s")}
+        noise = {"noise_control": self.noise_control.as_dict()} if self.noise_control is not None else {}
         if not self.database:
-            return out
+            return out | noise
         if self.topology is not None:
             out |= {"topology": self.topology, "network": self.network, "proxy": self.proxy}
         if self.events is not None:
             out["events"] = self.events
         return out | {name: getattr(self, name) for name in ("engine", "version", "basedir", "memory",
                                                               "server_options", "warmup_s", "cold_start",
-                                                              "memory_limit")}
+                                                              "memory_limit")} | noise
 
     @classmethod
     def preparing(cls, image_spec: dict) -> Recipe:
@@ -93,4 +101,6 @@ class Recipe:
         missing = sorted(f.name for f in fields(cls) if f.default is MISSING and f.name not in data)
         if missing:
             raise ValueError(f"recipe: {missing[0]!r} is missing")
+        if data.get("noise_control") is not None:
+            data = data | {"noise_control": NoiseControl(**data["noise_control"])}
         return cls(**data)

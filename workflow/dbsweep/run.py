@@ -16,6 +16,10 @@ OOM killer) is a failure, not a refusal: it is retried.
 The repetition runs inside runtime.owned: the host's measuring lock, a cgroup
 holding every process it starts, a guardian that releases it if this process
 dies; its resources are a runtime.resources.Stack, left in reverse.
+
+The study's noise_control (noise.py) is applied here: THP and the CPU governor as the first resource
+of the stack (set before the filesystem and the server, which map their memory, restored last), and
+right before each measured window (_window) the page cache dropped and the CPUs pinned.
 """
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from pathlib import Path
 
 import psutil
 
-from dbsweep import database, disturbances, engines, manifest, storage, workloads
+from dbsweep import database, disturbances, engines, manifest, noise, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
 from dbsweep.recipe import Recipe
@@ -51,16 +55,18 @@ class Rejected(RuntimeError):
 
 
 def run_tool(argv: list[str], cwd: Path, stdout: Path, stderr: Path, progress: Follow | None = None,
-             env: dict | None = None) -> int:
+             env: dict | None = None, preexec=None) -> int:
     """Run argv in a session of its own, inside a sub-cgroup of the repetition's when there is one; when
     it ends or we are interrupted, it and all its descendants are stopped: those that lost their parent
     too (fio's workers, when fio itself was killed). `progress` follows its per-second output into the run
-    log; env is the tool's environment (else ours)."""
+    log; env is the tool's environment (else ours); preexec runs in the child before it execs (the
+    client's CPUs: noise.Pinning.client)."""
     inside = cgroup.current.child(f"tool-{time.monotonic_ns()}") if cgroup.current else None
     prefix = inside.enter_argv() if inside else []
     try:
         with open(stdout, "wb") as out, open(stderr, "wb") as err, (progress or nullcontext()):
-            proc = subprocess.Popen(prefix + argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True, env=env)
+            proc = subprocess.Popen(prefix + argv, cwd=cwd, stdout=out, stderr=err, start_new_session=True, env=env,
+                                    preexec_fn=preexec)
             try:
                 return proc.wait()
             finally:
@@ -134,6 +140,8 @@ def _attempt(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None
     } | ({"calibration": calibration} if calibration else {})
     try:
         with storage.scratch_files(scratch, active), Stack(log) as stack:
+            if recipe.noise_control is not None:
+                stack.enter("host", "settings", noise.host_settings(recipe.noise_control, record, log))
             fs = stack.enter("filesystem", recipe.filesystem["type"],
                              storage.filesystem(recipe.filesystem, scratch, active, image))
             record["filesystem"] = fs.facts
@@ -176,20 +184,19 @@ def fill(recipe: Recipe, root: Path, scratch: Path, log) -> list[list[str]]:
 
 
 def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
-             db=None, env: dict | None = None, timed=None) -> None:
+             db=None, env: dict | None = None, timed=None, servers: list[int] | None = None) -> None:
     """The measured window: monitors (and a server sampler) around the tool, and the cell's timed events
-    (timed(start): their schedule from the window's start) beside it."""
+    (timed(start): their schedule from the window's start) beside it. servers: the pids of the cell's
+    servers (None in a storage cell), for cpu_pinning."""
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     tool = workloads.get(recipe.tool)
     progress = Follow(raw / tool.live_from, tool.live, recipe.duration_s, log)
-    with Monitors(raw, devices) as mon, (sampler or nullcontext()):
-        record["monitors"] = mon.commands
-        _look_around(record, log)
-        record["measure_start"] = time.time()
+    with _window(recipe, raw, devices, record, log, sampler, servers) as pinning:
         with (timed or _untimed)(record["measure_start"]) as schedule:
-            record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env)
+            record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env,
+                                             pinning.client())
             record["measure_end"] = time.time()
     if schedule is not None and schedule.errors:
         raise RuntimeError(f"timed events failed: {'; '.join(schedule.errors)}")
@@ -198,6 +205,29 @@ def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw
         refused(f"{name} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
     if record["exit_status"] != 0:
         raise RuntimeError(f"{name} was killed by signal {-record['exit_status']}")
+
+
+@contextmanager
+def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sampler=None,
+            servers: list[int] | None = None, not_pinned: str | None = None):
+    """Around a measured window: the page cache dropped (noise_control.drop_caches: after the restore,
+    the server's start and its warm-up, which all fill it), the monitors (and a server sampler) started,
+    the CPUs pinned (cpu_pinning: the servers' process trees, the monitors and this process; the client
+    through the yielded Pinning's client()), the host looked at, and record["measure_start"] set.
+    not_pinned: why the CPUs cannot be pinned in this cell, if they cannot."""
+    control = recipe.noise_control or noise.NoiseControl()
+    noise.drop_caches(control, record, log)
+    pinning = noise.Pinning(control, servers is not None, record, log, not_pinned)
+    try:
+        pinning.server(servers or [])
+        with Monitors(raw, devices) as mon, (sampler or nullcontext()):
+            record["monitors"] = mon.commands
+            pinning.monitors(mon.pids)
+            _look_around(record, log)
+            record["measure_start"] = time.time()
+            yield pinning
+    finally:
+        pinning.restore()
 
 
 def _look_around(record: dict, log) -> None:
@@ -305,10 +335,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             return window.db
 
         window.restart = restart
-        with Monitors(raw, fs.devices) as mon:
-            record["monitors"] = mon.commands
-            _look_around(record, log)
-            record["measure_start"] = time.time()
+        with _window(recipe, raw, fs.devices, record, log, servers=[db.handle.pid],
+                     not_pinned="the workload is its client in dbsweep's own process"):
             tool.measure(window)
             record["measure_end"] = time.time()
             record["exit_status"] = 0
@@ -316,14 +344,15 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     nodes = _nodes(recipe, db, topology, fs, raw, log)
     sampler = _sampling(nodes, topology, raw)
     timed = _timed(recipe, nodes, topology, raw, log)
+    servers = [node.db.handle.pid for node in nodes]
     if tool.phases is not None:
-        _measure_phases(tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
-                        scratch, record, log, sampler, client, timed)
+        _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
+                        scratch, record, log, sampler, client, timed, servers)
     else:
         argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
         with client(db, argv) as (argv, env):
             _measure(recipe, argv, scratch, topology.devices if topology else fs.devices, raw, record, log, sampler, db,
-                     env, timed)
+                     env, timed, servers)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
@@ -389,16 +418,13 @@ def _untimed(start: float):
     yield None
 
 
-def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path, record: dict,
-                    log, sampler, client, timed=None) -> None:
+def _measure_phases(recipe: Recipe, tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path,
+                    record: dict, log, sampler, client, timed=None, servers: list[int] | None = None) -> None:
     """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
     raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
     each phase, so a failed phase keeps what the earlier ones measured."""
     done = []
-    with Monitors(raw, fs.devices) as mon, sampler:
-        record["monitors"] = mon.commands
-        _look_around(record, log)
-        record["measure_start"] = time.time()
+    with _window(recipe, raw, fs.devices, record, log, sampler, servers) as pinning:
         with (timed or _untimed)(record["measure_start"]) as schedule:
             for name, argv in phases:
                 with client(db, argv) as (argv, env):
@@ -407,7 +433,8 @@ def _measure_phases(tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path
                     log.flush()
                     (raw / name).mkdir()
                     start = time.time()
-                    status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt", env=env)
+                    status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt", env=env,
+                                      preexec=pinning.client())
                 done.append({"phase": name, "argv": argv, "start": start, "end": time.time(),
                              "exit_status": status,
                              "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})

@@ -38,3 +38,19 @@ rule aggregate:
         "results/logs/aggregate.log",
     script:
         "../scripts/aggregate.py"
+
+
+# canary_table: the canary's runs as a series of their own (results/tables/canary.csv, dbsweep/canary.py).
+rule canary_table:
+    localrule: True
+    input:
+        CANARY_RUNS,
+    output:
+        f"{TABLES}/canary.csv",
+    params:
+        every=STUDY.canary_every,
+        total=len(STUDY.cells) * STUDY.repetitions,
+    log:
+        "results/logs/canary_table.log",
+    script:
+        "../scripts/canary.py"

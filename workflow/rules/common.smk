@@ -10,7 +10,7 @@ from pathlib import Path
 from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import engines, estimate, lock, slurm, study_progress, summary, workloads
+from dbsweep import canary, engines, estimate, lock, slurm, study_progress, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -148,7 +148,12 @@ def cell_values(wildcards):
 
 @per_job
 def run_priority(wildcards):
-    return STUDY.priority(int(wildcards.rep))
+    return STUDY.priority(int(wildcards.rep), CELLS[wildcards.cell])
+
+
+@per_job
+def canary_priority(wildcards):
+    return STUDY.canary_priority(int(wildcards.rep))
 
 
 def images_of(cell):
@@ -242,9 +247,16 @@ def host_repetition_group(wildcards):
 
 # A function where jobs differ, the value itself where they do not: Snakemake calls a function for
 # every job (BENCHMARKS.md, planning).
-RUN_PRIORITY = run_priority if len({STUDY.priority(rep) for rep in REPS}) > 1 else STUDY.priority(1)
+RUN_PRIORITY = (run_priority if len({STUDY.priority(rep, cell) for rep in REPS for cell in STUDY.cells[:2]}) > 1
+                else STUDY.priority(1, STUDY.cells[0]))
 SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cell names a host
 REPETITION_GROUP = host_repetition_group if "host" in STUDY.axes else "repetition"
+# The canary (noise_control.canary, dbsweep/canary.py): the study's first cell, run again between the
+# repetitions into results/canary/<cell>/rep~j.
+CANARY = STUDY.cells[0].path if STUDY.canary_every else None
+CANARY_RUNS = [f"{canary.ROOT}/{CANARY}/rep~{j}/run.json"
+               for j in range(1, canary.count(len(STUDY.cells) * STUDY.repetitions, STUDY.canary_every) + 1)
+               ] if CANARY else []
 
 
 def final_targets():
@@ -253,7 +265,12 @@ def final_targets():
     so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run.
     The repetitions' files as plain paths: given as rule aggregate's input objects, Snakemake compares
     each with aggregate's outputs (rules.py _set_inoutput_item; 85,000 comparisons for 1,000 cells)."""
-    return [*map(str, rules.aggregate.input), *analysis_targets(), *user_targets(), *rules.summary.output]
+    return [*map(str, rules.aggregate.input), *analysis_targets(), *user_targets(), *canary_table(),
+            *rules.summary.output]
+
+
+def canary_table():
+    return [rules.canary_table.output[0]] if CANARY else []
 
 
 def analysis_targets():

@@ -23,6 +23,7 @@ rule summary:
     localrule: True
     input:
         analysis=analysis_targets(),
+        canary=canary_table(),  # results/tables/canary.csv with a canary
         explore=rules.explore.output,
         user=user_targets(),  # results/user/<stem>/outputs.json lists what each script wrote
         provenance=rules.aggregate.output.provenance,

@@ -41,3 +41,25 @@ rule calibrate:
     priority: STUDY.priority(0)  # before the runs that wait for it
     script:
         "../scripts/calibrate.py"
+
+
+# canary: the study's first cell again, between the repetitions (noise_control.canary, dbsweep/canary.py);
+# the same job as run, in its own folder, in the place its priority gives it.
+rule canary:
+    input:
+        unpack(image_of),
+    output:
+        f"{canary.ROOT}/{{cell}}/rep~{{rep}}/run.json",
+    params:
+        cell=cell_values,
+        recipe=recipe,
+    log:
+        f"results/logs/canary/{{cell}}/rep~{{rep}}.log",
+    resources:
+        measure=1,
+        sbatch=SBATCH,
+        runtime=run_minutes,
+        attempt=attempt_number,
+    priority: canary_priority
+    script:
+        "../scripts/run.py"

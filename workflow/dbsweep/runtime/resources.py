@@ -1,6 +1,7 @@
 """A repetition's resources: entered in a fixed order of kinds, always left in reverse.
 
     with Stack(log) as stack:
+        stack.enter("host", "settings", noise.host_settings(...))   # THP, governor: set, restored on leaving
         fs = stack.enter("filesystem", "ext4", storage.filesystem(...))
         db = stack.enter("server", "innodb", database.running(...))
         stack.close("server")        # a cold start: the servers, and all entered after them, stop
@@ -16,7 +17,7 @@ from __future__ import annotations
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass, field
 
-KINDS = ("filesystem", "network", "server", "service", "monitor", "event", "workload")
+KINDS = ("host", "filesystem", "network", "server", "service", "monitor", "event", "workload")
 
 
 @dataclass
