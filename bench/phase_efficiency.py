@@ -103,6 +103,20 @@ def report(phases: list[dict], engines: list[str]) -> tuple[list[list], bool]:
     return out, met
 
 
+def per_rep(phases: list[dict], engines: list[str]) -> list[list]:
+    """Each repetition's CPU figures, to see what the spread is made of."""
+    out = []
+    for engine in engines:
+        for phase in PHASES:
+            for r in sorted((r for r in phases if r["engine"] == engine and r["phase"] == phase),
+                            key=lambda r: int(r["rep"])):
+                out.append([engine, phase, r["rep"], f"{float(r['seconds']):.2f}"]
+                           + [f"{v:.4g}" if v is not None else "-" for v in
+                              (number(r[k]) for k in ("cpu_us_per_op", "server_cpu_us_per_op",
+                                                      "server_kb_written_per_op"))])
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="identical cells (repetitions) per engine")
@@ -140,6 +154,9 @@ def main() -> None:
           + " ".join(f"{v:.2f}" for v in os.getloadavg()) + "\n")
     print(table(["engine", "phase", "seconds", "reps", "figure", "host median", "host max/min-1", "host CV",
                  "server median", "server max/min-1", "server CV", f"server within {100 * GOAL:.0f}%"], rows))
+    print()
+    print(table(["engine", "phase", "rep", "seconds", "host CPU µs/op", "server CPU µs/op", "server KB written/op"],
+                per_rep(phases, args.engines)))
     print(f"\ngoal (server's own figures within {100 * GOAL:.0f}% for phases of 1 s or more): "
           + ("met" if met else "NOT met"))
     if not args.keep:
