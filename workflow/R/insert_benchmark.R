@@ -86,6 +86,6 @@ rule_insert_benchmark <- function(input, output, params, log = snakemake_log()) 
   shown <- table[, .(phase, metric, configuration, value, relative,
                      short_of_target = ifelse(short_of_target, "SHORT", ""))]
   write_md_table(shown, output[["table_md"]], group_by = "phase")
-  save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 9)
+  save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 12)  # 9 metric rows
   invisible(table)
 }
