@@ -33,7 +33,8 @@ def marks(script: str) -> tuple:
 
 def test_every_benchmark_is_found():
     names = {p.values[0] for p in scripts()}
-    assert {"planning.py", "noop.py", "slurm.py", "proxy_overhead.py", "provisioning.py", "link_delay.py"} <= names
+    assert {"planning.py", "noop.py", "slurm.py", "proxy_overhead.py", "provisioning.py", "link_delay.py",
+            "phase_efficiency.py"} <= names
 
 
 @pytest.mark.parametrize("script", scripts())

@@ -77,6 +77,9 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
         assert float(r["tps"]) > 5, engine
         assert 0 <= float(r["hit_ratio"]) <= 1, engine
         assert float(r["cpu_us_per_txn"]) > 0, engine
+        # the server's own pages written per transaction, from its /proc totals at the window's ends
+        assert float(r["server_kb_written_per_txn"]) > 0, engine
+        assert float(r["server_kb_read_per_txn"]) >= 0, engine
         assert float(r["datadir_mb_end"]) > 1, engine
     counters = rows(study.path("results/tables/counters.csv.gz"))
     assert any(r["engine"] == "innodb" and r["name"] == "Innodb_buffer_pool_read_requests" and float(r["value"]) > 0

@@ -44,6 +44,14 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
         assert float(load_["inserts"]) == 2 * 30000, engine  # every row, in batches of 100
         assert float(load_["ops"]) == 60000 and load_["op"] == "row"
         assert float(load_["cpu_us_per_op"]) > 0, engine
+        # the server's own accounting, read at the phase's start and end: CPU and pages written for every
+        # phase that does work (reads may be 0: the data is in the page cache)
+        for phase in (load_, index, qr, qp):
+            assert float(phase["server_cpu_us_per_op"]) > 0, (engine, phase["phase"])
+            assert float(phase["server_kb_read_per_op"]) >= 0, (engine, phase["phase"])
+        assert float(load_["server_kb_written_per_op"]) > 0, engine
+        # the server is one of several processes: its CPU per row is less than the host's, within reason
+        assert float(load_["server_cpu_us_per_op"]) < 3 * float(load_["cpu_us_per_op"]), engine
         assert float(index["db_mb"]) > float(load_["db_mb"]) * 0.99, engine
         for phase in (qr, qp):
             target = float(phase["target_inserts_s"])
@@ -57,6 +65,11 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
         "--events=0", "--events=0", "--time=3", "--time=3"]
     raw = run.parent / record["attempt"] / "raw"
     assert {p.name for p in raw.iterdir() if p.is_dir()} == {"load", "index", "qr", "qp"}
+    for phase in json.loads((raw / "phases.json").read_text()):  # readings at the phase's exact ends
+        start, end = phase["server"]["start"], phase["server"]["end"]
+        assert start["roots"] == end["roots"] and len(start["roots"]) == 1
+        assert start["time"] <= phase["start"] and phase["end"] <= end["time"] < phase["end"] + 1
+        assert end["cpu_s"] > start["cpu_s"] and end["write_bytes"] >= start["write_bytes"]
     samples = rows(study.path("results/tables/samples.csv.gz"))
     assert {r["phase"] for r in samples if r["engine"] == "innodb"} >= {"qr", "qp"}  # load: under a second
     with open(study.path("results/tables/insert_benchmark.csv"), newline="") as f:

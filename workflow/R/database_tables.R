@@ -20,6 +20,7 @@
 # The final figures of efficiency.csv, in this order.
 EFFICIENCY_COLUMNS <- c("tps", "lat_p95_ms", "hit_ratio", "kb_read_per_txn",
                         "kb_written_per_txn", "cpu_us_per_txn", "server_cpu_us_per_txn",
+                        "server_kb_read_per_txn", "server_kb_written_per_txn",
                         "datadir_mb_start", "datadir_mb_end", "memory_limit_mb")
 
 # Stops on a repetition that counted transactions but reports no throughput.
@@ -107,7 +108,10 @@ EFFICIENCY_PREAMBLE <- paste(
   "kb_written_per_txn: device KB per transaction (iostat); cpu_us_per_txn:",
   "CPU microseconds per transaction (vmstat us + sy: the whole host);",
   "server_cpu_us_per_txn: CPU microseconds of the servers' own processes per",
-  "transaction (every node's, in a topology); datadir_mb_start,",
+  "transaction (every node's, in a topology); server_kb_read_per_txn,",
+  "server_kb_written_per_txn: KB the servers' own processes read from and",
+  "wrote to the block layer per transaction (their /proc/<pid>/io totals at",
+  "the window's start and end; 0 on tmpfs); datadir_mb_start,",
   "datadir_mb_end: data directory size (MB) at the start and end;",
   "memory_limit_mb: the server's memory cap (MB), NA when none."
 )

@@ -1,7 +1,9 @@
 # The insert benchmark (study 8): per phase (load, index, qr, qp) inserted rows
 # and queries per second against the target rate, CPU us and KB read and
-# written per operation, and the database size; every figure also relative to
-# the baseline configuration (= 1.0), as bars.
+# written per operation (host-wide, from vmstat and iostat each second, and the
+# server's own, from its process tree's totals at the phase's start and end:
+# server_*), and the database size; every figure also relative to the baseline
+# configuration (= 1.0), as bars.
 #
 # Snakemake: input phases (+ provenance); output table_csv, table_md, plot;
 # params axes, baseline (axis -> value, may be empty); log.
@@ -12,20 +14,26 @@
 # those at their baseline values and the other axes the same.
 
 INSERT_METRICS <- c("inserts_s", "queries_s", "cpu_us_per_op", "kb_read_per_op",
-                    "kb_written_per_op", "db_mb")
+                    "kb_written_per_op", "server_cpu_us_per_op",
+                    "server_kb_read_per_op", "server_kb_written_per_op", "db_mb")
+# The server's own figures: NA in phases tables from before they were read.
+SERVER_INSERT_METRICS <- c("server_cpu_us_per_op", "server_kb_read_per_op",
+                           "server_kb_written_per_op")
 PHASE_ORDER <- c("load", "index", "qr", "qp")
 # A phase whose inserts fall short of this share of the target is marked.
 RATE_TOLERANCE <- 0.95
 
 read_phases <- function(path, axes) {
   dt <- read_table(path, axes, required = c("rep", "phase", "target_inserts_s",
-                                            INSERT_METRICS))
+                                            setdiff(INSERT_METRICS, SERVER_INSERT_METRICS)))
   dt[, phase := as.character(phase)]
   dt
 }
 
 insert_table <- function(phases, axes, baseline = list()) {
   if (nrow(phases) == 0) stop("phases: no rows (no insert benchmark cells ran)")
+  phases <- copy(phases)
+  for (col in setdiff(SERVER_INSERT_METRICS, names(phases))) set(phases, j = col, value = NA_real_)
   vary <- varying_axes(phases, axes)
   by <- c(vary, "phase")
   cells <- phases[, c(lapply(.SD, median_or_na), list(reps = .N)), by = by,
@@ -78,6 +86,6 @@ rule_insert_benchmark <- function(input, output, params, log = snakemake_log()) 
   shown <- table[, .(phase, metric, configuration, value, relative,
                      short_of_target = ifelse(short_of_target, "SHORT", ""))]
   write_md_table(shown, output[["table_md"]], group_by = "phase")
-  save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 9)
+  save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 12)  # 9 metric rows
   invisible(table)
 }

@@ -6,7 +6,7 @@ import json
 import math
 from pathlib import Path
 
-from dbsweep import engines, monitors, workloads
+from dbsweep import accounting, engines, monitors, workloads
 from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS, event_rows, recovery_rows
 from dbsweep.recipe import Recipe
 from dbsweep.topology import figures as topology_figures
@@ -33,6 +33,7 @@ SHORT_SHARE = 0.05
 POISSON_SIGMAS = 3
 QUEUE_SHARE = 0.1
 DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_per_txn", "server_cpu_us_per_txn",
+                 "server_kb_read_per_txn", "server_kb_written_per_txn",
                  "datadir_mb_start", "datadir_mb_end", "memory_limit_mb"]
 
 
@@ -68,6 +69,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         summary |= server_summary(recipe, raw / "counters.jsonl", window_start, len(samples))
         summary |= topology_figures.figures(counters, record, len(samples))
         summary["server_cpu_us_per_txn"] = server_cpu_per_txn(counters, samples)
+        summary |= server_io_per_txn(record.get("server_accounting"), samples)
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
@@ -128,6 +130,17 @@ def server_cpu_per_txn(counters: list[dict], samples: list[dict]) -> float | Non
     cpu = [row["value"] for row in counters if row["name"] == "server_cpu_s" and row["second"] in window]
     txn = sum(row["tps"] or 0 for row in samples)
     return sum(cpu) * 1e6 / txn if cpu and txn else None
+
+
+def server_io_per_txn(readings: dict | None, samples: list[dict]) -> dict:
+    """KB the servers' own processes read and wrote (block layer: page cache misses, dirtied pages) per
+    transaction, from their totals read at the measured window's start and end (run.json's
+    server_accounting; accounting.py); None for runs from before they were read, or a server started
+    again within the window. Where iostat's kb_*_per_txn count every device's traffic, the client's too."""
+    used = accounting.delta(*(readings.get(end) for end in ("start", "end"))) if readings else None
+    txn = sum(row["tps"] or 0 for row in samples)
+    got = accounting.per_op(used, txn, "txn")
+    return {k: got[k] for k in ("server_kb_read_per_txn", "server_kb_written_per_txn")}
 
 
 def node_counter_rows(raw: Path, record: dict, recipe: Recipe, window_start: float) -> list[dict]:

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import psutil
 
-from dbsweep import database, disturbances, engines, manifest, noise, storage, workloads
+from dbsweep import accounting, database, disturbances, engines, manifest, noise, storage, workloads
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
 from dbsweep.recipe import Recipe
@@ -184,20 +184,24 @@ def fill(recipe: Recipe, root: Path, scratch: Path, log) -> list[list[str]]:
 
 
 def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw: Path, record: dict, log, sampler=None,
-             db=None, env: dict | None = None, timed=None, servers: list[int] | None = None) -> None:
+             db=None, env: dict | None = None, timed=None, servers: list[int] | None = None, account=None) -> None:
     """The measured window: monitors (and a server sampler) around the tool, and the cell's timed events
     (timed(start): their schedule from the window's start) beside it. servers: the pids of the cell's
-    servers (None in a storage cell), for cpu_pinning."""
+    servers (None in a storage cell), for cpu_pinning. account() reads the servers' own CPU and IO totals
+    (accounting.reading), into run.json's server_accounting at the window's start and end."""
     record["commands"].append(argv)
     log.write(f"$ {' '.join(argv)}\n")
     log.flush()
     tool = workloads.get(recipe.tool)
     progress = Follow(raw / tool.live_from, tool.live, recipe.duration_s, log)
     with _window(recipe, raw, devices, record, log, sampler, servers) as pinning:
+        server = {"start": account()} if account else None
         with (timed or _untimed)(record["measure_start"]) as schedule:
             record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env,
                                              pinning.client())
             record["measure_end"] = time.time()
+            if server is not None:
+                record["server_accounting"] = server | {"end": account()}
     if schedule is not None and schedule.errors:
         raise RuntimeError(f"timed events failed: {'; '.join(schedule.errors)}")
     name = program(argv)
@@ -345,14 +349,15 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     sampler = _sampling(nodes, topology, raw)
     timed = _timed(recipe, nodes, topology, raw, log)
     servers = [node.db.handle.pid for node in nodes]
+    account = _accounting(nodes)
     if tool.phases is not None:
         _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
-                        scratch, record, log, sampler, client, timed, servers)
+                        scratch, record, log, sampler, client, timed, servers, account)
     else:
         argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
         with client(db, argv) as (argv, env):
             _measure(recipe, argv, scratch, topology.devices if topology else fs.devices, raw, record, log, sampler, db,
-                     env, timed, servers)
+                     env, timed, servers, account)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
@@ -381,6 +386,15 @@ def _nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
         return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.memory,
                                                              keep=raw))]
     return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
+
+
+def _accounting(nodes: list[Node]):
+    """A reading of the servers' own CPU and IO totals (accounting.reading) over the nodes that are up:
+    one taken down or started again between two readings changes the roots, which then give no delta."""
+    def read() -> dict:
+        return accounting.reading([node.db.handle.pid for node in nodes
+                                   if node.db is not None and not node.down and node.db.handle.pid])
+    return read
 
 
 def _sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
@@ -419,10 +433,12 @@ def _untimed(start: float):
 
 
 def _measure_phases(recipe: Recipe, tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path,
-                    record: dict, log, sampler, client, timed=None, servers: list[int] | None = None) -> None:
+                    record: dict, log, sampler, client, timed=None, servers: list[int] | None = None,
+                    account=None) -> None:
     """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
-    raw/<phase>/, and raw/phases.json (its start, end and the datadir size at its end) rewritten after
-    each phase, so a failed phase keeps what the earlier ones measured."""
+    raw/<phase>/, and raw/phases.json (its start, end, the datadir size at its end and, with account,
+    the servers' own CPU and IO totals read at its start and end: `server`) rewritten after each phase,
+    so a failed phase keeps what the earlier ones measured."""
     done = []
     with _window(recipe, raw, fs.devices, record, log, sampler, servers) as pinning:
         with (timed or _untimed)(record["measure_start"]) as schedule:
@@ -432,12 +448,16 @@ def _measure_phases(recipe: Recipe, tool, phases: list[tuple[str, list[str]]], d
                     log.write(f"$ {' '.join(argv)}\n")
                     log.flush()
                     (raw / name).mkdir()
+                    server = {"start": account()} if account else None
                     start = time.time()
                     status = run_tool(argv, scratch, raw / name / "stdout.txt", raw / name / "stderr.txt", env=env,
                                       preexec=pinning.client())
-                done.append({"phase": name, "argv": argv, "start": start, "end": time.time(),
-                             "exit_status": status,
-                             "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)})
+                    end = time.time()
+                    if server is not None:
+                        server["end"] = account()
+                done.append({"phase": name, "argv": argv, "start": start, "end": end, "exit_status": status,
+                             "datadir_bytes": database.datadir_bytes(fs.path / database.DATADIR)}
+                            | ({"server": server} if server else {}))
                 manifest.write_json(raw / "phases.json", done)
                 if status != 0:
                     record["exit_status"] = status

@@ -4,7 +4,13 @@ rate per client with concurrent range queries (qr), the same with point queries 
 
 The prepared image holds the empty tables; every phase is measured, one after another in one measured
 window (run.py _measure_phases): raw/<phase>/stdout.txt is sysbench's own per-second and final report,
-raw/phases.json each phase's start, end and the datadir size at its end.
+raw/phases.json each phase's start, end and the datadir size at its end, and the server's own CPU and IO
+totals read at its start and end (dbsweep.accounting).
+
+CPU and IO per operation come two ways, side by side: host-wide (cpu_us_per_op, kb_read_per_op,
+kb_written_per_op: vmstat and iostat's per-second samples within the phase, which a phase of a second or
+two cannot measure well) and the server's own (server_cpu_us_per_op, server_kb_read_per_op,
+server_kb_written_per_op: its process tree's totals at the phase's exact start and end).
 """
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import hashlib
 import json
 from pathlib import Path
 
+from dbsweep import accounting
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import sysbench_oltp, sysbench_time
 from dbsweep.workloads.contract import DATABASE, Run, Table, Workload
@@ -25,7 +32,8 @@ DEFAULTS = {"tables": 1, "table_size": 10000, "load_batch": 100, "insert_batch":
 MINIMUM = {"table_size": 0, "data_length": 0}  # the others start at 1
 DATASET = ("tables",)  # what prepare writes: empty tables
 PHASE_COLUMNS = ["phase", "seconds", "inserts", "queries", "inserts_s", "queries_s", "target_inserts_s",
-                 "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "db_mb"]
+                 "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "server_cpu_us_per_op",
+                 "server_kb_read_per_op", "server_kb_written_per_op", "db_mb"]
 
 
 def check(options: dict, where: str) -> None:
@@ -139,13 +147,16 @@ def summary(rawdir: Path) -> dict:
             "ops": {"load": inserts, "index": rows}.get(name, final["reads"]),
             "db_mb": phase["datadir_bytes"] / 2**20,
             "lat_p95_ms": final["lat_pct_ms"], "lat_max_ms": final["lat_max_ms"],
+            # the server's own CPU and IO over the phase (None in runs from before they were read)
+            "server_used": accounting.delta(phase.get("server", {}).get("start"), phase.get("server", {}).get("end")),
         })
     return {"phases": out}
 
 
 def phase_rows(rawdir: Path, run: Run) -> list[dict]:
-    """The phases table: each phase's figures, with CPU and IO per operation."""
-    return [phase | per_op(phase, run.system, run.cpus) for phase in summary(rawdir)["phases"]]
+    """The phases table: each phase's figures, with CPU and IO per operation, host-wide and the server's own."""
+    return [phase | per_op(phase, run.system, run.cpus) | accounting.per_op(phase["server_used"], phase["ops"], "op")
+            for phase in summary(rawdir)["phases"]]
 
 
 def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
