@@ -18,6 +18,6 @@ rule collect:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",
     resources:
         sbatch=SBATCH,  # on Slurm: its run's job
-    group: REPETITION_GROUP
+    group: repetition_group
     script:
         "../scripts/collect.py"

@@ -237,9 +237,14 @@ def cell_sbatch(wildcards):
 
 
 @per_job
-def host_repetition_group(wildcards):
-    """On a cluster, a cell's run and collect are one group; a Slurm job packs several groups (the
-    profile's group-components of `repetition`), so cells of a `host` axis are packed per host."""
+def repetition_group(wildcards):
+    """On a cluster, a cell's run and collect are one group, `repetition`; a Slurm job packs several groups
+    (the profile's group-components), so cells of a `host` axis are packed per host. None where the jobs
+    run here, a dry run included (Snakemake would list them as group jobs)."""
+    if workflow.local_exec:
+        return None
+    if "host" not in STUDY.axes:
+        return "repetition"
     name = f"repetition@{CELLS[wildcards.cell]['host']}"
     workflow.parent_groupids[name] = "repetition"  # group-components counts it as `repetition`
     return name
@@ -250,7 +255,6 @@ def host_repetition_group(wildcards):
 RUN_PRIORITY = (run_priority if len({STUDY.priority(rep, cell) for rep in REPS for cell in STUDY.cells[:2]}) > 1
                 else STUDY.priority(1, STUDY.cells[0]))
 SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cell names a host
-REPETITION_GROUP = host_repetition_group if "host" in STUDY.axes else "repetition"
 # The canary (noise_control.canary, dbsweep/canary.py): the study's first cell, run again between the
 # repetitions into results/canary/<cell>/rep~j.
 CANARY = STUDY.cells[0].path if STUDY.canary_every else None

@@ -16,7 +16,7 @@ rule run:
         sbatch=SBATCH,  # on Slurm: the node to itself
         runtime=run_minutes,
         attempt=attempt_number,
-    group: REPETITION_GROUP  # on a cluster: with its collect, in one job
+    group: repetition_group  # on a cluster: with its collect, in one job
     priority: RUN_PRIORITY  # interleaved repetitions (config key interleave)
     script:
         "../scripts/run.py"
