@@ -27,6 +27,28 @@ def test_shipped_studies_load(path):
     assert study.cells
 
 
+@pytest.mark.parametrize("quick", sorted(p.name for p in (ROOT / "config" / "studies" / "quick").glob("*.yaml")))
+def test_quick_variants_shorten_every_study_of_their_workload(quick):
+    """A quick overlay (the second --configfile, merged by Snakemake's own update_config) must name a workload
+    the studies declare, or it would add a workload without a tool; each study of it keeps its matrix and
+    gets the quick window and warm-up."""
+    from snakemake.utils import update_config
+    overlay = read(ROOT / "config" / "studies" / "quick" / quick)
+    (name, shortened), = overlay["workloads"].items()
+    studies = [p for p in sorted((ROOT / "config" / "studies").glob("*.yaml")) if name in read(p)["workloads"]]
+    assert studies, f"no shipped study has a workload {name!r}"
+    for path in studies:
+        config = read(path)
+        full = load(config, path.parent)
+        update_config(config, copy.deepcopy(overlay))
+        study = load(config, path.parent)
+        assert study.cells == full.cells
+        cells = [c for c in study.cells if c["workload"] == name]
+        assert {(study.recipe(c).duration_s, study.recipe(c).warmup_s) for c in cells} == {
+            (shortened["options"]["time"], shortened["warmup"])}
+        assert all(study.recipe(c).dataset == full.recipe(c).dataset for c in cells), "the same images"
+
+
 def test_demo_study_expands_to_its_matrix():
     study = load(DEMO)
     assert study.axes == ["engine", "memory", "filesystem", "threads", "workload"]

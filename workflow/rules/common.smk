@@ -15,10 +15,11 @@ from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
 def study_folder():
-    """The folder of the study file (the last --configfile, or the default config/config.yaml): the
-    files a study names are relative to it, wherever snakemake runs (--directory). Snakemake makes
-    the command line's config files absolute before it changes directory."""
-    return Path(workflow.configfiles[-1]).absolute().parent if workflow.configfiles else Path.cwd()
+    """The folder of the study file (the first --configfile, or the default config/config.yaml; later
+    ones overlay it, as config/studies/quick/ does): the files a study names are relative to it,
+    wherever snakemake runs (--directory). Snakemake makes the command line's config files absolute
+    before it changes directory."""
+    return Path(workflow.configfiles[0]).absolute().parent if workflow.configfiles else Path.cwd()
 
 
 try:
