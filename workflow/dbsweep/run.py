@@ -141,7 +141,7 @@ def _attempt(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None
     try:
         with storage.scratch_files(scratch, active), Stack(log) as stack:
             if recipe.noise_control is not None:
-                stack.enter("host", "settings", noise.host_settings(recipe.noise_control, record, log))
+                stack.enter("host", "settings", noise.host_settings(recipe.noise_control, record, log, active))
             fs = stack.enter("filesystem", recipe.filesystem["type"],
                              storage.filesystem(recipe.filesystem, scratch, active, image))
             record["filesystem"] = fs.facts
