@@ -262,7 +262,10 @@ def _server_gone(db) -> str | None:
         pass
     logs = sorted(db.handle.rundir.glob("*.log"))
     said = " | ".join(line for path in logs for line in _lines(path)[-5:])
-    return f"the server (pid {db.handle.pid}) died while serving; its last words: {said or '(none)'}"
+    oom = db.memory.oom_kills() if db.memory is not None else 0
+    how = (f"was killed by the OOM killer of its memory cgroup (limit {db.memory.limit_mb()} MB: the memory axis "
+           f"plus server.cgroup_overhead)" if oom else "died while serving")
+    return f"the server (pid {db.handle.pid}) {how}; its last words: {said or '(none)'}"
 
 
 def _lines(path: Path) -> list[str]:
@@ -366,7 +369,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             record["commands"].append(argv)
             errors = name.replace("stdout", "stderr")
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
-                raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
+                gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
+                raise RuntimeError((f"{gone}\n" if gone else "") + f"{argv[-1]}: {_tail(raw, errors, name)}")
 
 
 @contextmanager
