@@ -262,8 +262,9 @@ def _server_gone(db) -> str | None:
         pass
     logs = sorted(db.handle.rundir.glob("*.log"))
     said = " | ".join(line for path in logs for line in _lines(path)[-5:])
-    oom = db.memory.oom_kills() if db.memory is not None else 0
-    how = (f"was killed by the OOM killer of its memory cgroup (limit {db.memory.limit_mb()} MB: the memory axis "
+    memory = getattr(db, "memory", None)
+    oom = memory.oom_kills() if memory is not None else 0
+    how = (f"was killed by the OOM killer of its memory cgroup (limit {memory.limit_mb()} MB: the memory axis "
            f"plus server.cgroup_overhead)" if oom else "died while serving")
     return f"the server (pid {db.handle.pid}) {how}; its last words: {said or '(none)'}"
 
