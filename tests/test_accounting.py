@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from dbsweep import accounting
-from dbsweep.collect import server_io_per_txn
+from dbsweep.collect import server_per_txn
 
 # A stand-in for a server: waits for a line on stdin, then does what it is told, and answers "done".
 # "spin": ~0.3 s of CPU in itself; "child": the same in a child it waits for (reaped, as PostgreSQL's
@@ -114,14 +114,22 @@ def test_per_op_from_a_delta():
     assert set(accounting.per_op(used, 0, "op").values()) == {None}
 
 
-def test_kb_per_transaction_from_the_window_readings(server):
-    """collect: run.json's server_accounting (window start and end) over the transactions of the samples."""
+def test_cpu_and_kb_per_transaction_from_the_window_readings(server):
+    """collect: run.json's server_accounting (window start and end) over the transactions of the samples; the
+    sampler's per-second CPU only where there is no pair of readings."""
     start = accounting.reading([server.pid])
     server.do("write")
+    server.do("spin")
     readings = {"start": start, "end": accounting.reading([server.pid])}
     samples = [{"second": s, "tps": 100} for s in (1, 2, 3, 4)]
-    got = server_io_per_txn(readings, samples)
+    sampled = [{"second": s, "name": "server_cpu_s", "value": 0.5} for s in (1, 2, 3, 4)]
+    got = server_per_txn(readings, sampled, samples)
     written = readings["end"]["write_bytes"] - start["write_bytes"]
     assert got["server_kb_written_per_txn"] == pytest.approx(written / 1024 / 400)
     assert got["server_kb_written_per_txn"] >= 8 * 1024 / 400
-    assert server_io_per_txn(None, samples) == {"server_kb_read_per_txn": None, "server_kb_written_per_txn": None}
+    cpu = readings["end"]["cpu_s"] - start["cpu_s"]
+    assert got["server_cpu_us_per_txn"] == pytest.approx(cpu * 1e6 / 400), "the edges' CPU, not the sampler's"
+    # no pair of readings (a run from before them, a server restarted in the window): the sampler's CPU
+    assert server_per_txn(None, sampled, samples) == {
+        "server_cpu_us_per_txn": pytest.approx(2.0 * 1e6 / 400), "server_kb_read_per_txn": None,
+        "server_kb_written_per_txn": None}

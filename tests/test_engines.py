@@ -246,16 +246,24 @@ def test_unreachable_datadir_fails_early(name, scratch):
             pytest.fail("the server started")
 
 
-def test_memory_cgroup_caps_a_process():
+def test_memory_cgroup_caps_a_process_and_a_death_by_its_oom_killer_is_named(tmp_path):
+    from types import SimpleNamespace
+    from dbsweep.run import _server_gone
     hog = ("import sys; sys.stdin.readline(); block = bytearray(256 << 20); "
            "block[::4096] = b'x' * len(block[::4096]); print('not capped')")
     with memory_cgroup(f"dbsweep-test-hog-{os.getpid()}", 64 << 20) as add:
         assert add.limit_file.read_text().strip() == str(64 << 20)
+        assert add.oom_kills() == 0
         proc = subprocess.Popen([sys.executable, "-c", hog], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         add(proc.pid)
         assert str(proc.pid) in (add.path / "cgroup.procs").read_text().split()
         out, _ = proc.communicate("go\n", timeout=60)
         path = add.path
+        assert add.oom_kills() == 1
+        (tmp_path / "server.log").write_text("[Note] serving\n")
+        gone = _server_gone(SimpleNamespace(handle=SimpleNamespace(pid=proc.pid, rundir=tmp_path), memory=add))
+        assert gone == (f"the server (pid {proc.pid}) was killed by the OOM killer of its memory cgroup (limit 64 MB: "
+                        "the memory axis plus server.cgroup_overhead); its last words: [Note] serving")
     assert proc.returncode == -signal.SIGKILL and "not capped" not in out  # the OOM killer, inside the cgroup
     assert not path.exists()
 

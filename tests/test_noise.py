@@ -163,6 +163,44 @@ def test_host_settings_restore_thp_when_the_body_fails_and_say_not_available_wit
     assert record["noise_control"]["thp"] == {"before": "madvise", "set": "always", "after": "madvise"}
 
 
+KILLED_IN_BODY = """
+import sys, time
+from pathlib import Path
+from dbsweep import noise
+noise.THP = Path(sys.argv[1])
+with noise.host_settings(noise.NoiseControl(thp="never"), {}, sys.stderr, Path(sys.argv[2])):
+    print("set", flush=True)
+    time.sleep(60)
+"""
+
+
+def test_host_settings_of_a_job_killed_outright_are_restored_by_the_next_sweep(tmp_path):
+    """SIGKILL runs no finally: the value changed is recorded in the repetition's active folder first,
+    and what releases a dead job's leftovers (its guardian, or the next repetition's sweep) writes it back."""
+    from dbsweep import storage
+    thp, active = tmp_path / "enabled", tmp_path / "active"
+    thp.write_text("always [madvise] never\n")
+    job = subprocess.Popen([sys.executable, "-c", KILLED_IN_BODY, str(thp), str(active)], stdout=subprocess.PIPE,
+                           text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
+    assert job.stdout.readline() == "set\n"
+    assert thp.read_text() == "never\n"
+    assert storage.sweep_stale(active) == [], "the job is alive: its settings are its own"
+    job.kill()
+    job.wait()
+    assert thp.read_text() == "never\n", "SIGKILL restored nothing"
+    assert storage.sweep_stale(active) == [f"{thp} = madvise"]
+    assert noise.selected(thp) == "madvise" and not list(active.glob("*.json"))
+
+
+def test_host_settings_leave_no_record_after_a_clean_exit(monkeypatch, tmp_path):
+    thp, active = tmp_path / "enabled", tmp_path / "active"
+    thp.write_text("[always] madvise never\n")
+    monkeypatch.setattr(noise, "THP", thp)
+    with noise.host_settings(noise.NoiseControl(thp="never"), {}, io.StringIO(), active):
+        assert len(list(active.glob("*.json"))) == 1
+    assert noise.selected(thp) == "always" and not list(active.glob("*.json"))
+
+
 def _watch(folder: Path, seen: dict, stop: threading.Event) -> None:
     """Poll the processes of a run in folder (fio, vmstat by their cwd) for their Cpus_allowed_list, and
     the host's THP, while the run runs; only the measured fio (--name=dbsweep), not those that check the

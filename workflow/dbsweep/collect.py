@@ -68,8 +68,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
         summary |= server_summary(recipe, raw / "counters.jsonl", window_start, len(samples))
         summary |= topology_figures.figures(counters, record, len(samples))
-        summary["server_cpu_us_per_txn"] = server_cpu_per_txn(counters, samples)
-        summary |= server_io_per_txn(record.get("server_accounting"), samples)
+        summary |= server_per_txn(record.get("server_accounting"), counters, samples)
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
@@ -132,15 +131,19 @@ def server_cpu_per_txn(counters: list[dict], samples: list[dict]) -> float | Non
     return sum(cpu) * 1e6 / txn if cpu and txn else None
 
 
-def server_io_per_txn(readings: dict | None, samples: list[dict]) -> dict:
-    """KB the servers' own processes read and wrote (block layer: page cache misses, dirtied pages) per
-    transaction, from their totals read at the measured window's start and end (run.json's
-    server_accounting; accounting.py); None for runs from before they were read, or a server started
-    again within the window. Where iostat's kb_*_per_txn count every device's traffic, the client's too."""
+def server_per_txn(readings: dict | None, counters: list[dict], samples: list[dict]) -> dict:
+    """CPU microseconds, and KB read and written (block layer: page cache misses, dirtied pages), of the
+    servers' own processes per transaction, from their totals read at the measured window's start and
+    end (run.json's server_accounting; accounting.py). Where there is no such pair (runs from before they
+    were read, a node taken down or started again within the window), the CPU comes from the sampler's
+    per-second server_cpu_s (server_cpu_per_txn) and the KB are None. Where vmstat's cpu_us_per_txn and
+    iostat's kb_*_per_txn count the whole host, the client and the monitors too."""
     used = accounting.delta(*(readings.get(end) for end in ("start", "end"))) if readings else None
     txn = sum(row["tps"] or 0 for row in samples)
     got = accounting.per_op(used, txn, "txn")
-    return {k: got[k] for k in ("server_kb_read_per_txn", "server_kb_written_per_txn")}
+    if got["server_cpu_us_per_txn"] is None:
+        got["server_cpu_us_per_txn"] = server_cpu_per_txn(counters, samples)
+    return got
 
 
 def node_counter_rows(raw: Path, record: dict, recipe: Recipe, window_start: float) -> list[dict]:

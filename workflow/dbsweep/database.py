@@ -34,6 +34,7 @@ class Database:
     option_file: Path  # sysbench --config-file with the connection, mode 0600
     local: object = None  # how this process reaches it (conn, or the socket for a node in a namespace)
     node: str | None = None  # its node's name in a topology
+    memory: object = None  # the runtime.memory.MemoryCgroup that caps it (recipe.memory_limit), or None
 
     def __post_init__(self):
         if self.local is None:
@@ -98,7 +99,7 @@ def running(recipe: Recipe, root: Path, log, memory: str | None = None, keep: Pa
             write_secret(option_file, "\n".join(family.sysbench_options(conn, engine)) + "\n")
             local = dataclasses.replace(conn, host=None) if node and node.netns else conn
             try:
-                yield Database(engine, family, handle, conn, option_file, local, node.name if node else None)
+                yield Database(engine, family, handle, conn, option_file, local, node.name if node else None, add)
             finally:
                 option_file.unlink(missing_ok=True)
     finally:

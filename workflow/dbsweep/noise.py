@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from dbsweep import storage
 from dbsweep.disturbances import THP, selected
 
 CPUFREQ = Path("/sys/devices/system/cpu")
@@ -120,18 +121,27 @@ def _write(path: Path, value: str) -> str | None:
 
 
 @contextmanager
-def host_settings(control: NoiseControl, record: dict, log):
+def host_settings(control: NoiseControl, record: dict, log, active: Path | None = None):
     """THP and the CPU governor as the study asks, for the body (the whole repetition: a server's
     memory is mapped at its start), restored on exit, also when the body raised. record["noise_control"]
-    gets each one's before, set and after, or "not available: why"."""
+    gets each one's before, set and after, or "not available: why". With active (the repetition's
+    results/.active), each value is recorded there before it is changed, so that a job killed outright
+    (SIGKILL, the OOM killer) has it restored by its guardian or by the next repetition on the host
+    (storage.release, storage.sweep_stale)."""
     facts = record.setdefault("noise_control", {})
     undo = []
+
+    def change(path: Path, value: str, before: str | None) -> str | None:
+        entry = storage.register(active, {"sysfs": str(path), "value": before}) if active and before else None
+        why = _write(path, value)
+        undo.append((path, before, entry))
+        return why
+
     try:
         if control.thp is not None:
             before = selected(THP)
-            why = "no " + str(THP) if before is None else _write(THP, control.thp)
+            why = "no " + str(THP) if before is None else change(THP, control.thp, before)
             if why is None:
-                undo.append((THP, before, "thp"))
                 facts["thp"] = {"before": before, "set": selected(THP)}
             else:
                 facts["thp"] = f"not available: {why}"
@@ -143,9 +153,7 @@ def host_settings(control: NoiseControl, record: dict, log):
                 _warn(log, f"noise_control.governor: {facts['governor']}")
             else:
                 before = {p.parts[-3]: selected(p) for p in paths}
-                whys = [why for p in paths if (why := _write(p, control.governor))]
-                for p in paths:
-                    undo.append((p, before[p.parts[-3]], "governor"))
+                whys = [why for p in paths if (why := change(p, control.governor, before[p.parts[-3]]))]
                 if whys:
                     facts["governor"] = f"not available: {whys[0]}"
                     _warn(log, f"noise_control.governor: {facts['governor']}")
@@ -153,9 +161,11 @@ def host_settings(control: NoiseControl, record: dict, log):
                     facts["governor"] = {"before": before, "set": control.governor}
         yield
     finally:
-        for path, value, key in reversed(undo):
+        for path, value, entry in reversed(undo):
             if value is not None:
                 _write(path, value)
+            if entry is not None:
+                entry.unlink(missing_ok=True)
         if isinstance(facts.get("thp"), dict):
             facts["thp"]["after"] = selected(THP)
         if isinstance(facts.get("governor"), dict):

@@ -141,7 +141,7 @@ def _attempt(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None
     try:
         with storage.scratch_files(scratch, active), Stack(log) as stack:
             if recipe.noise_control is not None:
-                stack.enter("host", "settings", noise.host_settings(recipe.noise_control, record, log))
+                stack.enter("host", "settings", noise.host_settings(recipe.noise_control, record, log, active))
             fs = stack.enter("filesystem", recipe.filesystem["type"],
                              storage.filesystem(recipe.filesystem, scratch, active, image))
             record["filesystem"] = fs.facts
@@ -262,7 +262,11 @@ def _server_gone(db) -> str | None:
         pass
     logs = sorted(db.handle.rundir.glob("*.log"))
     said = " | ".join(line for path in logs for line in _lines(path)[-5:])
-    return f"the server (pid {db.handle.pid}) died while serving; its last words: {said or '(none)'}"
+    memory = getattr(db, "memory", None)
+    oom = memory.oom_kills() if memory is not None else 0
+    how = (f"was killed by the OOM killer of its memory cgroup (limit {memory.limit_mb()} MB: the memory axis "
+           f"plus server.cgroup_overhead)" if oom else "died while serving")
+    return f"the server (pid {db.handle.pid}) {how}; its last words: {said or '(none)'}"
 
 
 def _lines(path: Path) -> list[str]:
@@ -366,7 +370,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             record["commands"].append(argv)
             errors = name.replace("stdout", "stderr")
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
-                raise RuntimeError(f"{argv[-1]}: {_tail(raw, errors, name)}")
+                gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
+                raise RuntimeError((f"{gone}\n" if gone else "") + f"{argv[-1]}: {_tail(raw, errors, name)}")
 
 
 @contextmanager

@@ -306,6 +306,12 @@ def _release(active: Path, chosen) -> list[str]:
             released.append(record["loop"])
         if "netns" in record:
             released += [f"netns {name}" for name in delete_netns(record["netns"])]
+        if "sysfs" in record:  # a host setting noise.host_settings changed (THP, a CPU's governor)
+            try:
+                Path(record["sysfs"]).write_text(record["value"] + "\n")
+                released.append(f"{record['sysfs']} = {record['value']}")
+            except OSError:
+                pass
         if "remove" in record and Path(record["remove"]).exists():
             _remove(Path(record["remove"]))
             released.append(record["remove"])

@@ -74,6 +74,23 @@ class MemoryCgroup:
         for child in children:
             move(child.pid, self.path)
 
+    def oom_kills(self) -> int:
+        """How many processes the kernel's OOM killer has killed in this cgroup (v1 memory.oom_control,
+        v2 memory.events: their oom_kill line); 0 where the kernel does not count them."""
+        for name in ("memory.oom_control", "memory.events"):
+            try:
+                text = (self.path / name).read_text()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    return int(value)
+        return 0
+
+    def limit_mb(self) -> int:
+        return int(self.limit_file.read_text().strip()) >> 20
+
     def release(self) -> None:
         """Send remaining processes home and remove the cgroup (retrying while the kernel lets go of it)."""
         for _ in range(RMDIR_TRIES):
