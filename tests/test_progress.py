@@ -1,5 +1,6 @@
 """The live progress line: each tool's per-second output read as it is written (real captured output)."""
 import io
+import os
 import logging
 import re
 import threading
@@ -104,6 +105,19 @@ def test_study_progress_in_a_log_is_a_plain_line_when_a_repetition_starts_or_end
     assert lines[1].endswith("about 20 s left; running filesystem~xfs/threads~4 rep~2: run 3/8 s, 4,512 IOPS")
     assert lines[2].startswith("dbsweep: 2/3 repetitions done") and "running" not in lines[2]
     assert lines[3].startswith("dbsweep: 2/3 repetitions done") and "about" in lines[3]
+
+
+def test_a_repetition_measured_again_is_not_done_until_its_new_run_json(tmp_path):
+    """A changed recipe reruns a cell whose run.json is there from before: the line must not count it
+    done (it did: 17/20 done one second into a rerun of all 20)."""
+    runs = study_tree(tmp_path)
+    for run in runs:
+        finish(run)
+        os.utime(run / "run.json", (time.time() - 600,) * 2)  # an earlier run's
+    progress = study_progress.StudyProgress(runs, dict.fromkeys(runs[1:], 10.0), io.StringIO(), again=set(runs[1:]))
+    assert progress.status().done == 1
+    finish(runs[1])  # this run writes it anew
+    assert progress.status().done == 2
 
 
 def test_time_left_follows_the_pace_of_this_run(tmp_path):

@@ -44,11 +44,15 @@ class Status:
 class StudyProgress:
     """rep_dirs: every repetition of the study; expected: seconds estimated for each missing one."""
 
-    def __init__(self, rep_dirs: list[Path], expected: dict[Path, float], stream, every: float = EVERY_S):
+    def __init__(self, rep_dirs: list[Path], expected: dict[Path, float], stream, every: float = EVERY_S,
+                 again: set[Path] = frozenset()):
+        """again: the repetitions this run measures anew (a changed recipe): their run.json is the old one
+        until this run replaces it, so they count as done only once it is newer than this run's start."""
         self.rep_dirs, self.expected, self.stream, self.every = rep_dirs, expected, stream, every
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.start = time.time()
-        self.done = {d for d in rep_dirs if (d / "run.json").exists()}
+        self.again = set(again)
+        self.done = {d for d in rep_dirs if d not in self.again and (d / "run.json").exists()}
         self.done_now: set[Path] = set()  # done during this run
         self._paced_at = 0.0  # seconds into this run when the latest of them was seen done
         self._shown = ""  # the line on screen (terminal) or the last written (log)
@@ -113,7 +117,7 @@ class StudyProgress:
     def status(self) -> Status:
         elapsed = time.time() - self.start
         for rep_dir in self.rep_dirs:
-            if rep_dir not in self.done and (rep_dir / "run.json").exists():
+            if rep_dir not in self.done and self._written(rep_dir):
                 self.done.add(rep_dir)
                 self.done_now.add(rep_dir)
                 self._paced_at = elapsed
@@ -130,6 +134,13 @@ class StudyProgress:
                 running, live, newest = rep_dir, _last_progress(log), mtime
         return Status(len(self.done), len(self.rep_dirs), elapsed, self.left(elapsed),
                       _name(running) if running else None, live)
+
+    def _written(self, rep_dir: Path) -> bool:
+        try:
+            mtime = (rep_dir / "run.json").stat().st_mtime
+        except FileNotFoundError:
+            return False
+        return rep_dir not in self.again or mtime >= self.start
 
     def left(self, elapsed: float) -> float | None:
         """The estimate of the missing repetitions, times the pace of this run's repetitions so far

@@ -71,7 +71,8 @@ def print_estimate(dag):
     jobs = list(dag.needrun_jobs())
     runs = [job for job in jobs if job.rule.name == "run"]
     todo = [STUDY.recipe(CELLS[job.wildcards.cell]) for job in runs]
-    again = sum(Path(job.output[0]).exists() for job in runs)
+    RERUN.update(Path(job.output[0]).parent for job in runs if Path(job.output[0]).exists())
+    again = len(RERUN)
     done = [run for cell in STUDY.cells for rep in REPS
             if (run := Path(RUNS, cell.path, f"rep~{rep}", "run.json")).exists()]
     images = sum(job.rule.name == "prepare" for job in jobs)
@@ -95,6 +96,7 @@ if workflow.is_main_process:  # not again in each job of a cluster run
 
 
 PROGRESS = []  # the study's progress line (dbsweep/study_progress.py) while this snakemake runs
+RERUN = set()  # the repetitions this snakemake measures again (their run.json is stale): print_estimate
 
 
 def start_progress():
@@ -103,12 +105,13 @@ def start_progress():
     for cell in STUDY.cells:
         for rep in REPS:
             rep_dir = Path(RUNS, cell.path, f"rep~{rep}")
-            if not (rep_dir / "run.json").exists():
+            if rep_dir in RERUN or not (rep_dir / "run.json").exists():
                 missing.append(rep_dir)
                 recipes.append(STUDY.recipe(cell))
     done = [d / "run.json" for d in map(Path, rep_dirs()) if (d / "run.json").exists()]
     expected = dict(zip(missing, estimate.per_repetition(recipes, estimate.estimate(recipes, done))))
-    PROGRESS.append(study_progress.StudyProgress([Path(d) for d in rep_dirs()], expected, sys.stderr).__enter__())
+    PROGRESS.append(study_progress.StudyProgress([Path(d) for d in rep_dirs()], expected, sys.stderr,
+                                                 again=RERUN).__enter__())
 
 
 def stop_progress():
