@@ -261,7 +261,7 @@ def test_memory_cgroup_caps_a_process_and_a_death_by_its_oom_killer_is_named(tmp
         path = add.path
         assert add.oom_kills() == 1
         (tmp_path / "server.log").write_text("[Note] serving\n")
-        gone = _server_gone(SimpleNamespace(handle=SimpleNamespace(pid=proc.pid, rundir=tmp_path), memory=add))
+        gone = _server_gone(SimpleNamespace(handle=SimpleNamespace(pid=proc.pid, rundir=tmp_path), memory_cgroup=add))
         assert gone == (f"the server (pid {proc.pid}) was killed by the OOM killer of its memory cgroup (limit 64 MB: "
                         "the memory axis plus server.cgroup_overhead); its last words: [Note] serving")
     assert proc.returncode == -signal.SIGKILL and "not capped" not in out  # the OOM killer, inside the cgroup

@@ -34,7 +34,7 @@ class Database:
     option_file: Path  # sysbench --config-file with the connection, mode 0600
     local: object = None  # how this process reaches it (conn, or the socket for a node in a namespace)
     node: str | None = None  # its node's name in a topology
-    memory: object = None  # the runtime.memory.MemoryCgroup that caps it (recipe.memory_limit), or None
+    memory_cgroup: object = None  # the runtime.memory.MemoryCgroup that caps it (recipe.memory_limit), or None
 
     def __post_init__(self):
         if self.local is None:

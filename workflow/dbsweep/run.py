@@ -262,7 +262,7 @@ def _server_gone(db) -> str | None:
         pass
     logs = sorted(db.handle.rundir.glob("*.log"))
     said = " | ".join(line for path in logs for line in _lines(path)[-5:])
-    memory = getattr(db, "memory", None)
+    memory = getattr(db, "memory_cgroup", None)
     oom = memory.oom_kills() if memory is not None else 0
     how = (f"was killed by the OOM killer of its memory cgroup (limit {memory.limit_mb()} MB: the memory axis "
            f"plus server.cgroup_overhead)" if oom else "died while serving")
