@@ -1,8 +1,11 @@
 """Real loop filesystems: made, mounted, and always released."""
+import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -105,6 +108,38 @@ def test_block_device_is_formatted_only_when_allowed_and_not_mounted(tmp_path):
                 load(config)
     finally:
         time.sleep(0.1)
+        storage.detach(dev)
+    assert leftovers(tmp_path) == []
+
+
+def test_detach_never_takes_away_an_image_attached_to_the_same_device_after_it(tmp_path):
+    """A busy loop device is only marked for autoclear by `losetup -d`; once its holder lets go, another
+    process may attach its own image to that device before detach looks again. detach must leave it be
+    (seen with two test workers: one's retry detached the other's image, its mount lost its superblock)."""
+    ours, theirs = tmp_path / "ours.img", tmp_path / "theirs.img"
+    storage.sparse_file(ours, "16M")
+    storage.sparse_file(theirs, "16M")
+    dev = storage.sh(["losetup", "--find", "--show", str(ours)]).stdout.strip()
+    autoclear = Path(f"/sys/block/{Path(dev).name}/loop/autoclear")
+    holder = os.open(dev, os.O_RDONLY)  # keeps the device busy: the first `losetup -d` only marks it
+    detaching = threading.Thread(target=storage.detach, args=(dev,))
+    try:
+        detaching.start()
+        deadline = time.monotonic() + 10
+        while autoclear.read_text().strip() != "1":
+            assert time.monotonic() < deadline, "losetup -d never marked the busy device"
+            time.sleep(0.005)
+        os.close(holder)
+        holder = None  # the kernel lets ours go now; theirs takes the same device at once
+        storage.sh(["losetup", dev, str(theirs)])
+        detaching.join(timeout=30)
+        assert not detaching.is_alive()
+        backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
+        assert backing.exists() and backing.read_text().strip() == str(theirs), "detach took away theirs"
+    finally:
+        if holder is not None:
+            os.close(holder)
+        detaching.join(timeout=30)
         storage.detach(dev)
     assert leftovers(tmp_path) == []
 

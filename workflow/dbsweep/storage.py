@@ -110,15 +110,27 @@ def loop_device(image: Path, active: Path):
 
 def detach(dev: str, tries: int = 50) -> None:
     """Detach dev and wait until the kernel has let it go (losetup -d of a busy device only marks it
-    for autoclear and succeeds; udev's probe of a device that just changed holds it open a moment)."""
-    backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
+    for autoclear and succeeds; udev's probe of a device that just changed holds it open a moment).
+    Only while it still holds the image it held when called: once let go, another process may attach
+    its own image to the same device, and a second `losetup -d` would take that one away."""
+    image = _backing(dev)
     for _ in range(tries):
+        if image is None or _backing(dev) != image:
+            return
         subprocess.run(["losetup", "-d", dev], capture_output=True)
-        if not backing.exists():
+        if _backing(dev) != image:
             return
         time.sleep(0.3)
-    raise RuntimeError(f"could not detach {dev}: still backed by {backing.read_text().strip()}; "
+    raise RuntimeError(f"could not detach {dev}: still backed by {image}; "
                        f"held open by {', '.join(holders(dev)) or 'no process (a mount or a device-mapper target?)'}")
+
+
+def _backing(dev: str) -> str | None:
+    """The path of the file dev is attached to (as it was when attached), or None when it is free."""
+    try:
+        return Path(f"/sys/block/{Path(dev).name}/loop/backing_file").read_text().strip().removesuffix(" (deleted)")
+    except OSError:
+        return None
 
 
 def holders(dev: str) -> list[str]:
@@ -301,7 +313,7 @@ def _release(active: Path, chosen) -> list[str]:
         if "mount" in record and mount_facts(Path(record["mount"])):
             unmount(Path(record["mount"]))
             released.append(record["mount"])
-        if "loop" in record and _loop_backs(record["loop"], record["image"]):
+        if "loop" in record and _backing(record["loop"]) == record["image"]:
             detach(record["loop"])
             released.append(record["loop"])
         if "netns" in record:
@@ -340,6 +352,3 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _loop_backs(dev: str, image: str) -> bool:
-    backing = Path(f"/sys/block/{Path(dev).name}/loop/backing_file")
-    return backing.exists() and backing.read_text().strip().removesuffix(" (deleted)") == image
