@@ -17,6 +17,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 SLURM_TURN = Path("/run/dbsweep/test-slurm.lock")
+# Each pytest-xdist worker measures under a measuring lock of its own, so the two workers' studies measure
+# side by side rather than wait for each other (no test asserts a figure; the lock's own tests set theirs).
+# Set at import, before any test module imports dbsweep.runtime.lock, and inherited by every snakemake.
+os.environ["DBSWEEP_MEASURE_LOCK"] = f"/run/dbsweep/test-measure-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.lock"
 
 
 def leftovers(folder: Path) -> list[str]:
@@ -156,3 +160,20 @@ def tiny_study(**changes) -> dict:
     }
     config.update(changes)
     return config
+
+
+# Test files whose tests share nothing (no module fixture) and are long one by one: each of their tests
+# goes to whichever worker is free, and they go first, so that no worker ends the run alone with one.
+SPREAD = {"test_bench.py", "test_r_analysis.py"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """The order of work for the two pytest-xdist workers (pytest.ini: --dist loadgroup): a test file's
+    tests stay together on one worker (they share module fixtures: prepared images, the test Slurm), but
+    each test of a SPREAD file is a unit of its own; SPREAD tests first, then files with more tests first."""
+    count = {}
+    for item in items:
+        count[item.path.name] = count.get(item.path.name, 0) + 1
+        item.add_marker(pytest.mark.xdist_group(item.nodeid if item.path.name in SPREAD else item.path.name))
+    items.sort(key=lambda item: (item.path.name not in SPREAD, -count[item.path.name], item.path.name))

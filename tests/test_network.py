@@ -226,7 +226,7 @@ def test_bad_hosts_and_links_are_refused_before_anything_is_made(hosts, links, m
     with pytest.raises(ValueError, match=message):
         with network(hosts, links, io.StringIO()):
             pass
-    assert namespaces() == before
+    assert not {ns for ns in namespaces() - before if ns.startswith(f"dbs{os.getpid()}")}  # others' may come and go
     with pytest.raises(ValueError):
         check(hosts, links)
 

@@ -383,6 +383,13 @@ def _netns() -> set[str]:
     return {line.split()[0] for line in out.splitlines() if line.strip()}
 
 
+def net_of(pid: int) -> str | None:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
 def test_sigkill_of_a_topology_job_leaves_no_node_namespace_or_link(prepared):
     """The job of a primary, a replica and their client, each in a namespace of its own joined by links
     with a user-space delay, is SIGKILLed in its window: its guardian kills both servers, the client and
@@ -399,6 +406,7 @@ def test_sigkill_of_a_topology_job_leaves_no_node_namespace_or_link(prepared):
         time.sleep(1)
         ours = {ns for ns in _netns() - before if ns.startswith(f"dbs{job}")}
         assert len(ours) == 3, ours  # client, primary, replica1
+        spaces = {f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]" for ns in ours}  # to know its delayers once deleted
         # Both servers under the job; seen once with only one of them a second into the window, under the
         # full suite's load (cause not found), so they get a few seconds of the 8 s window to show.
         servers = wait_for(lambda: (pids if len(pids := [p.pid for p in psutil.Process(job).children(recursive=True)
@@ -410,7 +418,7 @@ def test_sigkill_of_a_topology_job_leaves_no_node_namespace_or_link(prepared):
         assert not [pid for pid in servers if psutil.pid_exists(pid)
                     and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
         assert not [p for p in psutil.process_iter(["cmdline"])
-                    if "dbsweep.topology.delayer" in " ".join(p.info["cmdline"] or [])]
+                    if "dbsweep.topology.delayer" in " ".join(p.info["cmdline"] or []) and net_of(p.pid) in spaces]
         assert leftovers(root) == [] and not (rep / "run.json").exists()
         done = study.run(check=False)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
