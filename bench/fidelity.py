@@ -27,7 +27,7 @@ distribution-free one of the median (order statistics, binomial); the goal
 then is that it contains 1 and its half-width is at most 3 %.
 
     .venv/bin/python bench/fidelity.py [--rounds 5] [--runtime 10] [--where /dev/shm]
-    .venv/bin/python bench/fidelity.py --smoke     # one round of 2 s runs: checks it still runs
+    .venv/bin/python bench/fidelity.py --smoke     # one round of 2 s runs at numjobs 1: checks it still runs
     .venv/bin/python bench/fidelity.py --fs tmpfs --threads 1 --no-aa --rounds 40 --runtime 3
 """
 from __future__ import annotations
@@ -163,10 +163,10 @@ def main() -> None:
     ap.add_argument("--fs", choices=["ext4", "xfs", "tmpfs"], default="ext4")
     ap.add_argument("--threads", type=int, nargs="+", default=THREADS, help="fio numjobs, one cell each")
     ap.add_argument("--no-aa", action="store_true", help="pairs only: no second run by hand (A/A)")
-    ap.add_argument("--smoke", action="store_true", help="one round of 2 s runs: does it still run")
+    ap.add_argument("--smoke", action="store_true", help="one round of 2 s runs at numjobs 1: does it still run")
     args = ap.parse_args()
     if args.smoke:
-        args.rounds, args.runtime = 1, 2
+        args.rounds, args.runtime, args.threads = 1, 2, [1]
     threads, fs = args.threads, args.fs
     tmp = tempdir("fidelity", args.keep, args.where)
     environ = env(tmp)
