@@ -14,7 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from dbsweep import canary, noise, summary
+from dbsweep import canary, disturbances, noise, summary
 from dbsweep.config import load, read
 from dbsweep.recipe import Recipe
 
@@ -248,6 +248,9 @@ def test_a_real_cell_with_noise_control_records_what_it_applied_and_restores_thp
     else:
         assert facts["governor"] == "not available: no cpufreq scaling_governor"
     assert facts["drop_caches"]["at"] <= record["measure_start"]
+    host = record["disturbances"]  # looked at before the window, its steal read at both edges
+    assert host["settings"]["steal_pct"] >= 0 and isinstance(host["warnings"], dict)
+    assert host["settings"]["virtual_machine"] == disturbances.virtual_machine()
     cpus = noise.available_cpus()
     sets = noise.split(cpus, server=False)
     if sets is None:

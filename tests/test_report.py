@@ -88,6 +88,7 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     page = (results / "index.html").read_text()
     assert '<a href="explore.html">' in page and (results / "explore.html").stat().st_size > 4e6
     assert "Complete" in page and "Incomplete" not in page and "cpus_allowed" not in page
+    assert re.search(r"Host warnings: (none in 2|\d of 2) repetition\(s\)", page), "the host's warnings counted"
     plots = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
     assert {"plots/throughput_vs_threads.png", "plots/latency_vs_threads.png", "plots/jitter.png",
             "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(plots)

@@ -217,7 +217,8 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
     """Around a measured window: the page cache dropped (noise_control.drop_caches: after the restore,
     the server's start and its warm-up, which all fill it), the monitors (and a server sampler) started,
     the CPUs pinned (cpu_pinning: the servers' process trees, the monitors and this process; the client
-    through the yielded Pinning's client()), the host looked at, and record["measure_start"] set.
+    through the yielded Pinning's client()), the host looked at, and record["measure_start"] set; once
+    the window has ended, its CPU steal (disturbances.after_window).
     not_pinned: why the CPUs cannot be pinned in this cell, if they cannot."""
     control = recipe.noise_control or noise.NoiseControl()
     noise.drop_caches(control, record, log)
@@ -228,8 +229,12 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
             record["monitors"] = mon.commands
             pinning.monitors(mon.pids)
             _look_around(record, log)
+            ticks = disturbances.cpu_ticks()
             record["measure_start"] = time.time()
             yield pinning
+            steal = disturbances.after_window(record["disturbances"], ticks, disturbances.cpu_ticks())
+            if steal:
+                log.write(f"warning: {steal}\n")
     finally:
         pinning.restore()
 
@@ -239,7 +244,7 @@ def _look_around(record: dict, log) -> None:
     warnings, into the log."""
     own = set(cgroup.current.pids()) if cgroup.current else set()
     record["disturbances"] = disturbances.look(own)
-    for warning in record["disturbances"]["warnings"]:
+    for warning in record["disturbances"]["warnings"].values():
         log.write(f"warning: {warning}\n")
     log.flush()
 

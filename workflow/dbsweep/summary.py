@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from . import answer, canary, markdown
+from . import answer, canary, disturbances, markdown
 
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
@@ -133,6 +133,7 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "problems": problems(study.rep_dirs, study.images),
         "skipped_plots": _csv(tables_dir / "skipped_plots.csv") if complete else [],
         "canary": next((canary.line(p) for p in targets if p.name == "canary.csv"), "") if complete else "",
+        "host": disturbances.line(study.rep_dirs) if complete else "",
     }
     out = {"html": results / "index.html", "md": results / "summary.md",
            "caption": results / "report" / "provenance.rst", "front": results / "report" / "study.rst"}
@@ -272,6 +273,7 @@ def _figure_html(path: Path, results: Path) -> str:
 def _status_html(page: dict) -> str:
     if page["complete"]:
         drift = f'<p class="canary">{html.escape(page["canary"])}</p>' if page.get("canary") else ""
+        drift += f'<p class="host">{html.escape(page["host"])}</p>' if page.get("host") else ""
         return (f'<p class="status complete">Complete: every applicable cell has its results '
                 f"({html.escape(cells_line(page['study']))}).</p>{drift}")
     return f'<p class="status incomplete"><strong>Incomplete.</strong> {html.escape(status_text(page))}</p>'
@@ -336,8 +338,9 @@ def to_markdown(page: dict, results: Path) -> str:
         out += [m(study.description), ""]
     out += [f"**Complete**: every applicable cell has its results ({cells_line(study)})." if page["complete"] else
             f"**Incomplete**: {md_escape(status_text(page))}", ""]
-    if page.get("canary"):
-        out += [m(page["canary"]), ""]
+    for line in (page.get("canary"), page.get("host")):
+        if line:
+            out += [m(line), ""]
     if page["comparisons"] or page["recovery"] or page["headline"]:
         out += ["## Answer", ""]
         if page["recovery"]:

@@ -1,0 +1,100 @@
+"""What may disturb a measurement (dbsweep/disturbances.py): the host looked at before a window, its steal
+over the window, and the summary page's count of the repetitions measured with each warning."""
+import json
+import subprocess
+from pathlib import Path
+
+from dbsweep import disturbances, summary
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+def virtio_tree(root: Path, listing: str) -> Path:
+    """A sysfs virtio devices folder from a captured listing: `<device> <id> <features>` per line."""
+    for line in listing.splitlines():
+        name, kind, features = line.split()
+        (root / name).mkdir(parents=True)
+        (root / name / "device").write_text(kind + "\n")
+        (root / name / "features").write_text(features + "\n")
+    return root
+
+
+def test_free_page_reporting_is_the_balloons_feature_bit_5(tmp_path):
+    # captured on this project's VM (Firecracker): a balloon (0x0005) with bits 1, 2 and 5 set
+    captured = (FIXTURES / "virtio" / "firecracker-balloon.txt").read_text()
+    assert disturbances.free_page_reporting(virtio_tree(tmp_path / "on", captured))
+    no_reporting = captured.replace("0x0005 011001", "0x0005 011000")  # stats and deflate-on-OOM only
+    assert not disturbances.free_page_reporting(virtio_tree(tmp_path / "off", no_reporting))
+    no_balloon = "\n".join(line for line in captured.splitlines() if " 0x0005 " not in line)
+    assert not disturbances.free_page_reporting(virtio_tree(tmp_path / "none", no_balloon))
+    assert not disturbances.free_page_reporting(tmp_path / "no such folder")  # not a virtio guest
+
+
+def test_virtual_machine_is_the_cpus_hypervisor_flag(tmp_path):
+    real = Path("/proc/cpuinfo").read_text()
+    flagged = tmp_path / "vm"
+    flagged.write_text(real if " hypervisor" in real else real.replace("flags\t\t:", "flags\t\t: hypervisor"))
+    bare = tmp_path / "bare"
+    bare.write_text(real.replace(" hypervisor", ""))
+    assert disturbances.virtual_machine(flagged) and not disturbances.virtual_machine(bare)
+    assert disturbances.virtual_machine() == (" hypervisor" in real)
+
+
+def test_steal_over_a_window_is_recorded_and_warned_above_one_percent():
+    start = disturbances.cpu_ticks()
+    assert len(start) == 8 and all(t >= 0 for t in start)
+    later = disturbances.cpu_ticks()
+    assert all(b >= a for a, b in zip(start, later))
+    # user nice system idle iowait irq softirq steal: 200 ticks in the window, 3 of them stolen
+    end = [a + d for a, d in zip(start, [120, 0, 40, 30, 5, 0, 2, 3])]
+    found = {"settings": {}, "warnings": {}}
+    warning = disturbances.after_window(found, start, end)
+    assert found["settings"]["steal_pct"] == 1.5 and found["warnings"] == {"steal": warning}
+    assert warning.startswith("the hypervisor took 1.5% of the CPUs' time in the window (steal)")
+    calm = {"settings": {}, "warnings": {}}
+    assert disturbances.after_window(calm, start, [a + d for a, d in zip(start, [120, 0, 40, 38, 0, 0, 1, 1])]) is None
+    assert calm == {"settings": {"steal_pct": 0.5}, "warnings": {}}
+
+
+def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
+    fio = subprocess.Popen(["fio", "--name=beside", "--ioengine=null", "--rw=read", "--size=1M", "--rate_iops=1",
+                            "--time_based", "--runtime=30"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    try:
+        found = disturbances.look(own=set())
+        for _ in range(50):  # until fio is past its exec
+            if "fio" in found["settings"]["foreign_processes"]:
+                break
+            found = disturbances.look(own=set())
+    finally:
+        fio.kill()
+        fio.wait()
+    assert "fio" in found["settings"]["foreign_processes"] and "fio" in found["warnings"]["servers"]
+    assert set(found["settings"]) >= {"thp", "governor", "load_1m", "swap_used_mb", "virtual_machine",
+                                      "free_page_reporting"}
+    assert json.loads(json.dumps(found)) == found  # as run.json keeps it
+
+
+def rep(results: Path, cell: str, warnings) -> Path:
+    rep_dir = results / "runs" / cell / "rep~1"
+    rep_dir.mkdir(parents=True)
+    if warnings is not None:
+        (rep_dir / "run.json").write_text(json.dumps({"disturbances": {"settings": {}, "warnings": warnings}}))
+    return rep_dir
+
+
+def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_path):
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    reps = [rep(results, "threads~1", {"load": "load average 3.1 on 2 CPUs", "steal": "the hypervisor took 4%"}),
+            rep(results, "threads~2", {}),
+            rep(results, "threads~4", {"load": "load average 2.2 on 2 CPUs"}),
+            rep(results, "threads~8", ["load average 9 on 2 CPUs: something else runs"]),  # an older run.json
+            rep(results, "threads~16", None)]  # not run: not counted
+    line = ("Host warnings: 3 of 4 repetition(s) measured with one or more (a load average above half the CPUs: 2; "
+            "other: 1; hypervisor steal above 1%: 1).")
+    assert disturbances.line(reps).startswith(line)
+    study = summary.Study("s", "", {"threads": ["1", "2", "4", "8", "16"]}, 5, 1, reps)
+    written = summary.write(study, results, [], complete=True)
+    assert line in written["html"].read_text() and summary.md_escape(line) in written["md"].read_text()
+    assert disturbances.line(reps[1:2]).startswith("Host warnings: none in 1 repetition(s)")
+    assert disturbances.line(reps[4:]) == ""
