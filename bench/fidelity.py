@@ -183,8 +183,9 @@ def main() -> None:
 
     def pipeline(t: int, force: bool, log: Path) -> tuple[float, dict]:
         target = str(cell_dir(work, t, fs).relative_to(work) / "run.json")
-        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, *(["--forcerun", "run"] if force else []),
-                           target, snakefile=snakefile), work, environ, log)
+        # the target before --forcerun, which takes every word up to the next option as its own
+        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, target, *(["--forcerun", "run"] if force else []),
+                           snakefile=snakefile), work, environ, log)
         record = json.loads((cell_dir(work, t, fs) / "run.json").read_text())
         return read_iops(fio_report(cell_dir(work, t, fs) / record["attempt"] / "raw" / "fio.json")), record
 
