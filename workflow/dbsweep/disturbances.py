@@ -143,8 +143,8 @@ def line(rep_dirs: list[Path]) -> str:
     disturbed = sum(1 for w in found if w)
     if not disturbed:
         return (f"Host warnings: none in {len(found)} repetition(s) (load, swap, other servers, THP, governor, "
-                "steal; each run.json's `disturbances`).")
+                "steal; each run.json's disturbances).")
     counts = "; ".join(f"{KINDS.get(kind, 'other')}: {n}" for kind, n in
                        sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
     return (f"Host warnings: {disturbed} of {len(found)} repetition(s) measured with one or more ({counts}). "
-            "Each repetition's are in its run.json (`disturbances`) and its log.")
+            "Each repetition's are in its log and its run.json (disturbances).")
