@@ -272,10 +272,9 @@ def _figure_html(path: Path, results: Path) -> str:
 
 def _status_html(page: dict) -> str:
     if page["complete"]:
-        drift = f'<p class="canary">{html.escape(page["canary"])}</p>' if page.get("canary") else ""
-        drift += f'<p class="host">{html.escape(page["host"])}</p>' if page.get("host") else ""
+        notes = "".join(f'<p class="{key}">{html.escape(page[key])}</p>' for key in ("canary", "host") if page.get(key))
         return (f'<p class="status complete">Complete: every applicable cell has its results '
-                f"({html.escape(cells_line(page['study']))}).</p>{drift}")
+                f"({html.escape(cells_line(page['study']))}).</p>{notes}")
     return f'<p class="status incomplete"><strong>Incomplete.</strong> {html.escape(status_text(page))}</p>'
 
 
