@@ -57,7 +57,9 @@ def once(tmp: Path, workflow: Path, name: str, cells: int, extra: list, environ:
     return seconds
 
 
-CTLD = re.compile(r"^\[(\S+)\] (?:_slurm_rpc_submit_batch_job:|sched: Allocate|_job_complete:) JobId=(\d+)(.*)$")
+# a job is started by the main scheduler ("sched: Allocate") or, when that has passed it by, by backfill
+CTLD = re.compile(r"^\[(\S+)\] (?:_slurm_rpc_submit_batch_job:|sched: Allocate|sched/backfill: _start_job: Started|"
+                  r"_job_complete:) JobId=(\d+)(.*)$")
 BANNER = re.compile(r"^  Date: (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)$")
 STAMP = re.compile(r"^\s*\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]")
 EVENT = re.compile(r"^\s*(?:(local)?rule (\w+):|Finished jobid: \d+ \(Rule: (\w+)\))")
@@ -71,7 +73,7 @@ def slurm_times(log: Path) -> dict[int, dict[str, float]]:
         if not m:
             continue
         t = datetime.fromisoformat(m[1]).timestamp()
-        kind = "submit" if "submit" in line else "allocate" if "Allocate" in line else "complete"
+        kind = "submit" if "submit" in line else "allocate" if "Allocate" in line or "Started" in line else "complete"
         if kind == "complete" and "done" not in m[3]:
             continue
         jobs.setdefault(int(m[2]), {})[kind] = t
