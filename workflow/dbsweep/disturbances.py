@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from pathlib import Path
 
 import psutil
@@ -136,10 +137,7 @@ def line(rep_dirs: list[Path]) -> str:
     found = [w for w in map(warnings_of, rep_dirs) if w is not None]
     if not found:
         return ""
-    kinds = {}
-    for warnings in found:
-        for kind in warnings:
-            kinds[kind] = kinds.get(kind, 0) + 1
+    kinds = Counter(kind for warnings in found for kind in warnings)
     disturbed = sum(1 for w in found if w)
     if not disturbed:
         return (f"Host warnings: none in {len(found)} repetition(s) (load, swap, other servers, THP, governor, "
