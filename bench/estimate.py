@@ -4,9 +4,9 @@ A tmpfs study (one fio randread workload, size 16M, runtime 3 s, user axis `u`),
 real workflow (`snakemake -c2`, default profile) in rounds: round 1 with --cells cells, each
 later round adds --cells new cells (new values of `u`). Before each round a dry run prints
 the estimate (round 1: the documented defaults; later rounds: the overhead measured from the
-earlier rounds' run.json). The real time is from starting `snakemake` until the last run step
-of the round ended (run.json `ended`): the part the estimate is about (the analysis jobs after
-it are not counted).
+earlier rounds' run.json). Each round runs up to its run jobs (`--until run`). The real time is
+from starting `snakemake` until the last run step of the round ended (run.json `ended`): the part
+the estimate is about (the analysis jobs after it are not run).
 
     .venv/bin/python bench/estimate.py [--cells 10] [--rounds 3]
     .venv/bin/python bench/estimate.py --smoke     # 2 rounds of 1 cell: checks it still runs
@@ -62,7 +62,8 @@ def main() -> None:
         reps, window, overhead, per_rep, source = match.groups()
         before = {p for p in (work / "results" / "runs").rglob("rep~1/run.json")} if n > 1 else set()
         t0 = time.time()
-        run(snakemake_argv(work, *flags, snakefile=sf), work, environ, tmp / f"run-{n}.txt")
+        # up to the run jobs: the estimate is about them, and the analysis after them is not timed
+        run(snakemake_argv(work, *flags, "--until", "run", snakefile=sf), work, environ, tmp / f"run-{n}.txt")
         new = [json.loads(p.read_text()) for p in (work / "results" / "runs").rglob("rep~1/run.json")
                if p not in before]
         real = max(datetime.fromisoformat(r["ended"]).timestamp() for r in new) - t0
