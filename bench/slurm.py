@@ -19,7 +19,7 @@ start-up (allocated -> banner), its DAG (-> first rule), the rules, job end (-> 
 and per repetition what the job adds beyond its run steps.
 
     .venv/bin/python bench/slurm.py [--cells 50] [--repeats 1]
-    .venv/bin/python bench/slurm.py --smoke     # 2 cells: checks it still runs
+    .venv/bin/python bench/slurm.py --smoke     # 2 cells, up to collect: checks it still runs
 """
 from __future__ import annotations
 
@@ -142,8 +142,9 @@ def main() -> None:
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="2 cells: does it still run")
     args = ap.parse_args()
-    if args.smoke:
-        args.cells, args.repeats = 2, 1
+    until = []
+    if args.smoke:  # and up to the collect jobs: the analysis runs where snakemake runs, the same both ways
+        args.cells, args.repeats, until = 2, 1, ["--until", "collect"]
     tmp = tempdir("slurm", args.keep)
     workflow = snapshot(tmp)
     environ = env(tmp)
@@ -155,9 +156,9 @@ def main() -> None:
             order = ["local", "slurm"] if i % 2 == 0 else ["slurm", "local"]
             for name in order:
                 if name == "local":
-                    local.append(once(tmp, workflow, f"local-{i}", args.cells, ["-c2"], environ))
+                    local.append(once(tmp, workflow, f"local-{i}", args.cells, ["-c2", *until], environ))
                 else:
-                    profile = ["--workflow-profile", workflow / "profiles/slurm"]  # as shipped
+                    profile = ["--workflow-profile", workflow / "profiles/slurm", *until]  # as shipped
                     slurm.append(once(tmp, workflow, f"slurm-{i}", args.cells, profile, environ))
                     split = parts(tmp / f"slurm-{i}", cluster)
                 print(f"repeat {i + 1}: {name} {(local if name == 'local' else slurm)[-1]:.1f} s", flush=True)
