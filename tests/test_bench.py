@@ -18,12 +18,21 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 HELPERS = {"common.py"}  # imported by the benchmarks, not one itself
 FAST = {"analysis.py"}  # R on a synthetic table only: no snakemake, server or mount
+# Benchmarks whose smoke mode a test file of its own runs, and checks more of than the table
+OWN_TEST = {"monitor_cost.py": "test_bench_monitor_cost.py", "restore.py": "test_bench_restore.py",
+            "explore.py": "test_explore.py", "catalog.py": "test_catalog.py"}
 TIMEOUT_S = 900
 
 
 def scripts() -> list:
     return [pytest.param(path.name, marks=marks(path.name), id=path.stem)
-            for path in sorted(BENCH.glob("*.py")) if path.name not in HELPERS]
+            for path in sorted(BENCH.glob("*.py")) if path.name not in HELPERS | set(OWN_TEST)]
+
+
+@pytest.mark.parametrize("script, test_file", sorted(OWN_TEST.items()))
+def test_a_benchmark_left_out_here_has_its_smoke_run_by_its_own_test(script, test_file):
+    text = (Path(__file__).parent / test_file).read_text()
+    assert (BENCH / script).exists() and f'{script}"' in text and '"--smoke"' in text, (script, test_file)
 
 
 def marks(script: str) -> tuple:
