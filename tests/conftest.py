@@ -165,24 +165,15 @@ def tiny_study(**changes) -> dict:
 # Test files whose tests share nothing (no module fixture) and are long one by one: each of their tests
 # goes to whichever worker is free, and they go first, so that no worker ends the run alone with one.
 SPREAD = {"test_bench.py", "test_r_analysis.py"}
-# Seconds a file's tests took (clean-clone run on 2 cores, 2026-11-27, `--durations=0`): the longest go
-# first, so that no worker ends the run alone with a long one (files not listed: by number of tests).
-SECONDS = {"test_database_workflow.py": 312, "test_faults.py": 279, "test_workflow.py": 237, "test_slurm.py": 194,
-           "test_tpcc.py": 107, "test_topology_run.py": 90, "test_pgbench.py": 70, "test_catalog.py": 62,
-           "test_mariadb_cluster.py": 55, "test_report.py": 45, "test_query.py": 39, "test_insert_benchmark.py": 39,
-           "test_noise.py": 37, "test_servers.py": 36, "test_user_scripts.py": 35, "test_events.py": 34,
-           "test_secrets.py": 34, "test_estimate.py": 28, "test_engines.py": 27, "test_oltp.py": 24}
 
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
     """The order of work for the two pytest-xdist workers (pytest.ini: --dist loadgroup): a test file's
     tests stay together on one worker (they share module fixtures: prepared images, the test Slurm), but
-    each test of a SPREAD file is a unit of its own; SPREAD tests first, then the longest files (SECONDS),
-    then files with more tests first."""
+    each test of a SPREAD file is a unit of its own; SPREAD tests first, then files with more tests first."""
     count = {}
     for item in items:
         count[item.path.name] = count.get(item.path.name, 0) + 1
         item.add_marker(pytest.mark.xdist_group(item.nodeid if item.path.name in SPREAD else item.path.name))
-    items.sort(key=lambda item: (item.path.name not in SPREAD, -SECONDS.get(item.path.name, 0),
-                                 -count[item.path.name], item.path.name))
+    items.sort(key=lambda item: (item.path.name not in SPREAD, -count[item.path.name], item.path.name))
