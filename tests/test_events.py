@@ -53,6 +53,8 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
     outcome = {r["action"]: r["outcome"] for r in mixed}
     assert "done after" in outcome["sql"] and "exited with 0" in outcome["command"]
     assert "dropped" in outcome["drop_caches"]
+    # the hog is told to stop at its second and reaped beside the schedule (the sql of the same second waits not)
+    assert re.fullmatch(r"stress-ng pid \d+ sent SIGTERM; ended after \d+\.\d\d s", outcome["cpu_unhog"])
     assert "SIGSTOP" in outcome["pause"] and "SIGCONT" in outcome["resume"]
     assert re.fullmatch(r"primary \(\d+ process(es)?\) limited to write_bps 1M, read_iops 10 on device 7:\d+",
                         outcome["io_throttle"]), outcome["io_throttle"]  # the loop device of its ext4

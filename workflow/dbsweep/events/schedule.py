@@ -17,7 +17,7 @@ from pathlib import Path
 from dbsweep.events.actions import ACTIONS
 from dbsweep.events.targets import Targets
 
-BACKGROUND = ("sql", "command", "drop_caches")  # run beside the schedule; their end is recorded at the end
+BACKGROUND = ("sql", "command", "drop_caches", "cpu_unhog")  # run beside the schedule; their end is recorded at the end
 
 
 def timeline(events: list[dict]) -> list[tuple[float, int, str, dict]]:

@@ -176,12 +176,15 @@ class Targets:
         proc = self._spawn("cpu_hog", ["stress-ng", "--cpu", str(workers), "--quiet"], "cpu_hog")
         return f"stress-ng --cpu {workers} pid {proc.pid}"
 
-    def cpu_unhog(self, event: dict) -> str:
+    def cpu_unhog(self, event: dict, index: int) -> str:
+        """SIGTERM to the hog now; its exit is awaited beside the schedule (on a busy host stress-ng takes
+        100 ms or more to end, and an action planned for the same second must not wait for it)."""
         proc = self.children.pop("cpu_hog", None)
         if proc is None:
             return "no hog running"
-        _end(proc)
-        return f"stress-ng pid {proc.pid} stopped"
+        tree = _terminate(proc)
+        self._background(index, lambda: _reap(proc, tree), "ended")
+        return f"stress-ng pid {proc.pid} sent SIGTERM"
 
     def drop_caches(self, event: dict, index: int) -> str:
         return self._background(index, database.drop_caches, "dropped (sync, then page cache, dentries, inodes)")
@@ -260,6 +263,11 @@ class Targets:
 
 
 def _end(proc: subprocess.Popen) -> None:
+    _reap(proc, _terminate(proc))
+
+
+def _terminate(proc: subprocess.Popen) -> list[psutil.Process]:
+    """SIGTERM to proc and its descendants; returns them, for _reap."""
     try:
         tree = [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True)
     except psutil.NoSuchProcess:
@@ -269,6 +277,11 @@ def _end(proc: subprocess.Popen) -> None:
             p.terminate()
         except psutil.NoSuchProcess:
             pass
+    return tree
+
+
+def _reap(proc: subprocess.Popen, tree: list[psutil.Process]) -> None:
+    """Wait up to 5 s for a terminated tree, then SIGKILL what is left, and reap proc."""
     _, alive = psutil.wait_procs(tree, timeout=5)
     for p in alive:
         try:
