@@ -6,6 +6,7 @@ imports are as fast as a user's without leaving __pycache__ in workflow/.
 """
 from __future__ import annotations
 
+import math
 import os
 import statistics
 import subprocess
@@ -90,6 +91,19 @@ def run_cpu(argv: list, cwd: Path, environ: dict, log: Path | None = None) -> tu
 
 def median(values) -> float:
     return statistics.median(values)
+
+
+def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
+    """Distribution-free CI of the median: order statistics k and n-k+1, k the largest with
+    P(Binomial(n, 1/2) < k) <= (1 - level) / 2."""
+    xs, n = sorted(values), len(values)
+    below, k = 0.0, 0
+    while k < n and below + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
+        below += math.comb(n, k) / 2 ** n
+        k += 1
+    if k == 0:
+        return xs[0], xs[-1]
+    return xs[k - 1], xs[n - k]
 
 
 def table(headers: list[str], rows: list[list]) -> str:

@@ -34,14 +34,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import env, leftovers, median, run, snakemake_argv, snapshot, table, tempdir, write_yaml  # noqa: E402
+from common import env, leftovers, median, median_ci, run, snakemake_argv, snapshot, table, tempdir, write_yaml  # noqa: E402
 
 THREADS = [1, 4]
 GOAL = 0.03
@@ -60,19 +59,6 @@ def study(runtime: int, fs: str = "ext4", threads: list[int] = THREADS) -> dict:
 
 def cell_dir(work: Path, threads: int, fs: str = "ext4") -> Path:
     return work / "results" / "runs" / f"filesystem~{fs}/threads~{threads}/workload~fio-rr" / "rep~1"
-
-
-def median_ci(values: list[float], level: float = 0.95) -> tuple[float, float]:
-    """Distribution-free CI of the median: order statistics k and n-k+1, k the largest with
-    P(Binomial(n, 1/2) < k) <= (1 - level) / 2."""
-    xs, n = sorted(values), len(values)
-    below, k = 0.0, 0
-    while k < n and below + math.comb(n, k) / 2 ** n <= (1 - level) / 2:
-        below += math.comb(n, k) / 2 ** n
-        k += 1
-    if k == 0:
-        return xs[0], xs[-1]
-    return xs[k - 1], xs[n - k]
 
 
 def fio_report(path: Path) -> dict:

@@ -280,6 +280,15 @@ def test_single_node_lets_the_clients_addresses_log_in(image, tmp):
         grants = mariadb.admin_sql(dbs["primary"].handle, "SHOW GRANTS FOR 'dbsweep'@'10.91.0.2';\n")
         assert "GRANT ALL PRIVILEGES ON `dbsweep`.*" in grants
         assert "replication_position" not in mariadb.counters(dbs["primary"].local)  # no binary log
+        # the optimizer's statistics of every table of the benchmark's database, as database.load takes them
+        handle = dbs["primary"].handle
+        mariadb.user_sql(handle, dbs["primary"].conn, "CREATE TABLE `odd``name` (id INT PRIMARY KEY);\n")
+        mariadb.admin_sql(handle, "DELETE FROM mysql.innodb_table_stats WHERE database_name = 'dbsweep';\n")
+        assert mariadb.analyze(handle, "dbsweep") == ["mariadb", "--database=dbsweep",
+                                                      "--execute=ANALYZE TABLE `odd``name`, `t`"]
+        stats = mariadb.admin_sql(handle, "SELECT table_name, n_rows FROM mysql.innodb_table_stats "
+                                          "WHERE database_name = 'dbsweep' ORDER BY table_name;\n")
+        assert stats.splitlines() == ["odd`name\t0", "t\t100"]
     with pytest.raises(ConfigError, match="client address: 'host; DROP' is not an IP address"):
         mariadb.start_cluster("innodb", None, {}, nodes, lambda n, o: None, ["host; DROP"], io.StringIO())
 

@@ -271,6 +271,18 @@ def test_single_node_lets_the_benchmark_user_in_through_the_socket(image):
         assert not [name for name in counters if name.endswith("_lag_s")]
         conf = next(db.handle.rundir.glob("postgresql.conf")).read_text()
         assert f"hba_file = '{nodes[0].root / 'data' / cluster.HBA_NAME}'" in conf
+        # a freshly loaded table has no statistics and no visibility map until analyze (database.load runs it)
+        state = ("SELECT c.reltuples, c.relallvisible > 0, (SELECT count(*) FROM pg_stats s WHERE s.tablename = "
+                 "'fresh') FROM pg_class c WHERE c.relname = 'fresh'")
+        with postgresql.connect(socket_side) as session:
+            session.execute("CREATE TABLE fresh (id int PRIMARY KEY, k int)")
+            session.execute("INSERT INTO fresh SELECT g, g % 97 FROM generate_series(1, 5000) g")
+            session.commit()
+            assert session.execute(state).fetchall() == [(-1.0, False, 0)]
+        assert postgresql.analyze(db.handle, db.conn.database) == ["psql", "--dbname=dbsweep",
+                                                                    "--command=VACUUM ANALYZE"]
+        with postgresql.connect(socket_side) as session:
+            assert session.execute(state).fetchall() == [(5000.0, True, 2)]
 
 
 @contextmanager

@@ -70,10 +70,9 @@ def test_dataset_is_sets_warehouses_and_foreign_keys_only():
 
 def test_commands():
     cfg = Path("/run/x/sysbench.cfg")
-    prep, analyze = tpcc.prepare({"scale": 2, "tables": 3}, cfg, threads=8)
+    (prep,) = tpcc.prepare({"scale": 2, "tables": 3}, cfg, threads=8)
     assert prep[:3] == ["sysbench", str(tpcc.SCRIPT), f"--config-file={cfg}"]
     assert prep[-2:] == ["--threads=8", "prepare"] and "--scale=2" in prep and "--tables=3" in prep
-    assert analyze == prep[:-2] + ["--threads=1", "analyze"]
     run = tpcc.command({"scale": 2, "isolation": "rr", "rand-seed": 7}, 4, Path("/tmp"), cfg, time_s=5)
     assert run[-1] == "run" and "--isolation=RR" in run and "--time=5" in run and "--threads=4" in run
     assert "--rand-seed=7" in run and "--report-interval=1" in run
@@ -167,9 +166,12 @@ def test_three_engines_prepare_run_check_and_a_corrupted_district_fails(study_fa
     table = run.path("results/tables/tpcc.md").read_text()
     assert "FAILED" not in table and table.count("| ok |") == 3
     # each image was analyzed after its load (PostgreSQL's check took a minute on a plan without statistics)
+    analyzed = {"$ psql --dbname=dbsweep --command=VACUUM ANALYZE",
+                "$ mariadb --database=dbsweep --execute=ANALYZE TABLE " + ", ".join(
+                    f"`{name}1`" for name in sorted(["warehouse", "district", "customer", "history", "new_order",
+                                                     "orders", "order_line", "item", "stock"]))}
     logs = list(run.path("results/logs/prepare").rglob("*.log"))
-    assert len(logs) == 3 and all(any(line.startswith("$ sysbench") and line.endswith(" analyze")
-                                      for line in log.read_text().splitlines()) for log in logs), logs
+    assert len(logs) == 3 and all(analyzed & set(log.read_text().splitlines()) for log in logs), logs
 
     s = load(config)
     (innodb,) = [c for c in s.cells if c["engine"] == "innodb"]

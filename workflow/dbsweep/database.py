@@ -119,7 +119,9 @@ def _free_name(keep: Path, name: str) -> Path:
 
 
 def load(recipe: Recipe, root: Path, log) -> list[list[str]]:
-    """A new datadir under root with the workload's dataset loaded, shut down cleanly."""
+    """A new datadir under root with the workload's dataset loaded and the optimizer's statistics taken
+    (engines' analyze: what a loaded database has once its background statistics have run, and a server
+    stopped right after its load has not), shut down cleanly."""
     family = engines.family(recipe.engine)
     workload = workloads.get(recipe.tool)
     commands = family.initialize(root / DATADIR, log, basedir=basedir(recipe))
@@ -141,6 +143,11 @@ def load(recipe: Recipe, root: Path, log) -> list[list[str]]:
                     raise RuntimeError(f"{argv[0]} prepare failed (exit {done.returncode}):\n" + "\n".join(said)
                                        + "\nthe server's log:\n" + "\n".join(server_log_tail(db)))
             commands.append(argv)
+        statistics = family.analyze(db.handle, creds["database"])
+        if statistics:
+            log.write(f"$ {' '.join(statistics)}\n")
+            log.flush()
+            commands.append(statistics)
     return commands
 
 

@@ -7,7 +7,6 @@
 --   sysbench tpcc.lua --tables=N --scale=W --threads=T prepare   (parallel)
 --   sysbench tpcc.lua --tables=N --scale=W --threads=T --time=S run
 --   sysbench tpcc.lua --tables=N --scale=W --threads=T check     (parallel)
---   sysbench tpcc.lua --tables=N analyze                        (after prepare)
 --   sysbench tpcc.lua --tables=N cleanup
 --
 -- MySQL-family (InnoDB, MyRocks) and PostgreSQL, by --db-driver.
@@ -390,24 +389,6 @@ local function prepare_body()
    end
 end
 
--- After the load, the optimizer's statistics, as a TPC-C kit takes them before it measures:
--- PostgreSQL's autovacuum may not have analyzed a freshly loaded table by the time a restored
--- image runs, and without statistics its planner takes 30,000 customers for 79 rows (the
--- consistency check then runs a nested loop for a minute at scale 1). VACUUM ANALYZE on
--- PostgreSQL (as pgbench -i does), ANALYZE TABLE on the MySQL family.
-function cmd_analyze()
-   connect()
-   for set = 1, S.tables do
-      for _, name in ipairs(TABLE_NAMES) do
-         if pg then
-            q("VACUUM ANALYZE %s%d", name, set)
-         else
-            rows("ANALYZE TABLE %s%d", name, set)
-         end
-      end
-   end
-end
-
 function cmd_cleanup()
    connect()
    for set = 1, S.tables do
@@ -752,6 +733,5 @@ end
 sysbench.cmdline.commands = {
    prepare = {or_exit(prepare_body, "prepare"), sysbench.cmdline.PARALLEL_COMMAND},
    check = {or_exit(check_body, "check"), sysbench.cmdline.PARALLEL_COMMAND},
-   analyze = {cmd_analyze},
    cleanup = {cmd_cleanup},
 }

@@ -3,7 +3,7 @@
 ENGINES maps an engine (a value of the `engine` axis) to its server family;
 family(engine) returns that family's module (mariadb.py, postgresql.py), and
 every family module offers the same functions: server_version, initialize,
-config_text, server, admin_sql, create_user, connect, sysbench_options,
+config_text, server, admin_sql, create_user, analyze, connect, sysbench_options,
 sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio,
 supports, server_binary, build_family, set_session, flush_statistics,
 table_counters, client and client_env, and the Conn below; and declares

@@ -577,6 +577,24 @@ def admin_sql(handle: Handle, sql: str, database: str | None = None) -> str:
                        *([f"--database={database}"] if database else [])], sql, env=env)
 
 
+def analyze(handle: Handle, database: str) -> list[str]:
+    """The optimizer's statistics of every table in database, as a TPC-C kit takes them after its load:
+    ANALYZE TABLE of them all, as root (InnoDB recalculates its persistent statistics only in the
+    background, MyRocks at flushes and compactions). Raises on an error row of its result. Returns the
+    statement as its command line, for the record ([] when the database has no table)."""
+    check_identifier("database", database)
+    tables = admin_sql(handle, "SELECT table_name FROM information_schema.tables WHERE table_type = 'BASE TABLE' "
+                               f"AND table_schema = '{database}'").splitlines()
+    if not tables:
+        return []
+    statement = "ANALYZE TABLE " + ", ".join("`" + name.replace("`", "``") + "`" for name in sorted(tables))
+    said = [line.split("\t") for line in admin_sql(handle, statement, database=database).splitlines()]
+    failed = [row for row in said if len(row) >= 4 and row[2].lower() == "error"]
+    if failed:
+        raise RuntimeError("ANALYZE TABLE failed: " + "; ".join(f"{row[0]}: {row[3]}" for row in failed))
+    return ["mariadb", f"--database={database}", f"--execute={statement}"]
+
+
 def admin_sql_rows(handle: Handle, sql: str) -> list[dict[str, str]]:
     """Like admin_sql, the rows of its last result set by column name (NULL as "NULL")."""
     if handle.basedir is None:

@@ -327,6 +327,16 @@ def admin_sql(handle: Handle, sql: str, database: str | None = None) -> str:
                       sql, user=SERVICE_USER, env=_env(program, handle.basedir))
 
 
+def analyze(handle: Handle, database: str) -> list[str]:
+    """The optimizer's statistics and the visibility map of every table in database, as a loaded database
+    has them once autovacuum has come by (and as `pgbench -i` leaves them): VACUUM ANALYZE, as postgres.
+    A server that shuts down right after its load has neither; its planner then guesses (sysbench's range
+    queries run as bitmap heap scans instead of index scans), and the first reads set hint bits (writes)
+    inside the measured window. Returns the statement as its command line, for the record."""
+    admin_sql(handle, "VACUUM ANALYZE", database=database)
+    return ["psql", f"--dbname={database}", "--command=VACUUM ANALYZE"]
+
+
 def user_sql(handle: Handle, conn: Conn, sql: str) -> str:
     """Run sql (e.g. a study's setup file) with psql, as the benchmark user in its database, stopping at the
     first error; the password goes through a 0600 password file that is removed afterwards. Raises with

@@ -104,12 +104,12 @@ def _script_args(data: dict) -> list[str]:
 
 
 def prepare(options: dict, config_file: Path, threads: int = 2) -> list[list[str]]:
-    """The script's parallel prepare (its units: each warehouse's stock, and each district), then
-    its analyze (the optimizer's statistics, in the image); takes options or dataset(options)."""
+    """The script's parallel prepare (its units: each warehouse's stock, and each district); the
+    optimizer's statistics are taken after it by database.load; takes options or dataset(options)."""
     data = dataset(options)
     units = data["tables"] * data["scale"] * 11
-    base = ["sysbench", str(SCRIPT), f"--config-file={config_file}", *_script_args(data)]
-    return [[*base, f"--threads={max(1, min(threads, units))}", "prepare"], [*base, "--threads=1", "analyze"]]
+    return [["sysbench", str(SCRIPT), f"--config-file={config_file}", *_script_args(data),
+             f"--threads={max(1, min(threads, units))}", "prepare"]]
 
 
 def command(options: dict, threads: int, rawdir: Path, config_file: Path, time_s: int | None = None) -> list[str]:

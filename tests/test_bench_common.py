@@ -1,10 +1,10 @@
-"""bench/fidelity.py's confidence interval of a median ratio (the distribution-free one, by order statistics)."""
+"""bench/common.py's confidence interval of a median ratio (the distribution-free one, by order statistics)."""
 import sys
 
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "bench"))
-from fidelity import median_ci  # noqa: E402
+from common import median_ci  # noqa: E402
 
 
 def test_median_ci_takes_the_order_statistics_of_the_binomial():
