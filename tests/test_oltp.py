@@ -626,7 +626,7 @@ def test_user_script_runs_on_mariadb_and_postgresql(study_factory, workdir):  # 
     import csv
     import gzip
     study = study_factory(kv_study(dataset_options=["rows"]))
-    study.run()
+    study.run("--until", "aggregate")
     with gzip.open(study.path("results/tables/summary.csv.gz"), "rt") as f:
         summary = {r["engine"]: r for r in csv.DictReader(f)}
     assert set(summary) == {"innodb", "postgresql"}

@@ -184,7 +184,7 @@ def test_fetched_version_on_tmpfs(study_factory, workdir):  # noqa: F811
     config["axes"] |= {"version": ["16"], "filesystem": ["tmpfs"]}
     del config["filesystems"]
     study = study_factory(config)
-    study.run()
+    study.run("--until", "aggregate")
     assert servers_in(workdir) == []
     summary = rows(study.path("results/tables/summary.csv.gz"))
     assert len(summary) == 1 and summary[0]["version"] == "16" and float(summary[0]["tps"]) > 1
@@ -202,7 +202,7 @@ def test_a_paused_server_s_stall_carries_its_wait_from_the_transaction_log(study
     config["axes"]["events"] = ["pause"]
     config["events"] = {"pause": [{"at": 2, "for": 2.5, "action": "pause"}]}
     study = study_factory(config)
-    study.run()
+    study.run("--until", "aggregate")
     assert servers_in(workdir) == []
     samples = rows(study.path("results/tables/samples.csv.gz"))
     stalled = [r for r in samples if float(r["tps"]) == 0]

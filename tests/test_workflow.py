@@ -95,7 +95,7 @@ def test_full_run_then_nothing_then_only_new_cells(study_factory):
 
 def test_changed_options_rerun_only_that_workload_and_edited_r_only_analysis(study_factory):
     study = study_factory(tiny_study())
-    study.run()
+    study.run("--until", "aggregate")  # the analysis is made by the second run
     config = copy.deepcopy(study.config)
     config["workloads"]["fio-rr"]["options"]["bs"] = "4k"
     study.write(config)
@@ -140,7 +140,7 @@ def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):
 
     config["workloads"]["fio-rr"]["options"]["runtime"] = 2
     study.write(config)
-    study.run()
+    study.run("--until", "collect")
     assert json.loads((rep / "run.json").read_text())["status"] == "ok"
 
 
@@ -210,7 +210,7 @@ def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_t
     err = study.run("-n").stderr
     assert "dbsweep: 4 repetitions to run, about 16 s: 10 s measured windows and warm-ups + 6 s overhead " \
            "(per repetition storage 1.6 s; defaults)" in err, err
-    study.run()
+    study.run("--until", "collect")
 
     # Repetition 1 of every cell started before repetition 2 of any.
     started = {}
@@ -245,7 +245,7 @@ def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory
     del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
     config["workloads"]["sb-rr"]["options"]["time"] = 2
     study = study_factory(config)
-    study.run("-c4")
+    study.run("-c4", "--until", "collect")
     windows = sorted((json.loads(p.read_text())["started"], json.loads(p.read_text())["ended"])
                      for p in study.path("results/runs").rglob("rep~1/run.json"))
     assert len(windows) == 4

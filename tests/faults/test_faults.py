@@ -420,7 +420,7 @@ def test_sigkill_of_a_topology_job_leaves_no_node_namespace_or_link(prepared):
         assert not [p for p in psutil.process_iter(["cmdline"])
                     if "dbsweep.topology.delayer" in " ".join(p.info["cmdline"] or []) and net_of(p.pid) in spaces]
         assert leftovers(root) == [] and not (rep / "run.json").exists()
-        done = study.run(check=False)
+        done = study.run("--until", "collect", check=False)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         rerun = json.loads((rep / "run.json").read_text())["topology"]["network"]["namespaces"].values()
         assert not set(rerun) & _netns()  # the rerun's own deleted too (other runs on this host may hold theirs)
