@@ -1,8 +1,10 @@
 """Helpers shared by the benchmarks in bench/: paths, timing, tables, study files.
 
-Every benchmark works in a temp dir and writes nothing into the repository.
-Compiled bytecode goes to a prefix inside the temp dir (PYTHONPYCACHEPREFIX), so
-imports are as fast as a user's without leaving __pycache__ in workflow/.
+Every benchmark works in a temp dir and writes nothing into the repository but, with
+--live, workflow/'s __pycache__ (ignored by git). Child processes write bytecode, as a
+user's do (PYTHONDONTWRITEBYTECODE is removed from their environment): into the temp
+dir's copy of workflow/. (A PYTHONPYCACHEPREFIX would also compile the venv's packages
+again, into the prefix: 10-20 s of CPU per benchmark run.)
 """
 from __future__ import annotations
 
@@ -55,10 +57,10 @@ def tempdir(prefix: str, keep: bool = False, where: str | None = None) -> Path:
 
 
 def env(tmp: Path) -> dict:
-    """Environment for child processes: bytecode cached under tmp, C locale, no stray profile."""
+    """Environment for child processes: bytecode written beside the code they import, C locale."""
     out = dict(os.environ)
     out.pop("PYTHONDONTWRITEBYTECODE", None)
-    out.update({"PYTHONPYCACHEPREFIX": str(tmp / "pycache"), "LC_ALL": "C.UTF-8"})
+    out.update({"LC_ALL": "C.UTF-8"})
     return out
 
 

@@ -21,6 +21,10 @@ SLURM_TURN = Path("/run/dbsweep/test-slurm.lock")
 # side by side rather than wait for each other (no test asserts a figure; the lock's own tests set theirs).
 # Set at import, before any test module imports dbsweep.runtime.lock, and inherited by every snakemake.
 os.environ["DBSWEEP_MEASURE_LOCK"] = f"/run/dbsweep/test-measure-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.lock"
+# Every snakemake and job of a test imports dbsweep from the test's copy of workflow/. With
+# PYTHONDONTWRITEBYTECODE (CI sets it) each of those processes compiled it again (0.2 s of CPU each);
+# without it, the first one writes the copy's __pycache__ and the others read it.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 
 def leftovers(folder: Path) -> list[str]:
