@@ -85,6 +85,7 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
     assert any(r["engine"] == "innodb" and r["name"] == "Innodb_buffer_pool_read_requests" and float(r["value"]) > 0
                for r in counters)
     assert any(r["engine"] == "postgresql" and r["name"] == "datadir_bytes" for r in counters)
+    assert any(r["engine"] == "postgresql" and r["name"] == "tables.autovacuum_count" for r in counters)
     for path in study.path("results/runs").glob("engine~*/*/*/*/*/rep~1/run.json"):
         manifest = json.loads(path.read_text())
         raw = path.parent / manifest["attempt"] / "raw"

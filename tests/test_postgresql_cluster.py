@@ -64,11 +64,11 @@ def test_start_cluster_refuses_before_starting_anything(tmp_path):
 
 
 def test_counter_kinds():
-    for gauge in ("replication_lag_s", "replica1.replay_lag_s", "replica2.write_lag_s", "replica1.flush_lag_s",
+    for gauge in ("tables.n_dead_tup", "replication_lag_s", "replica1.replay_lag_s", "replica2.write_lag_s", "replica1.flush_lag_s",
                   "replica1.sent_replay_bytes", "replica1.sync", "replica1.streaming"):
         assert not postgresql.CUMULATIVE(gauge), gauge
     for total in ("replication_position", "wal_lsn_bytes", "wal.wal_bytes", "checkpointer.sync_time",
-                  "db.xact_commit"):
+                  "db.xact_commit", "tables.autovacuum_count", "tables.analyze_count"):
         assert postgresql.CUMULATIVE(total), total
 
 
@@ -283,6 +283,12 @@ def test_single_node_lets_the_benchmark_user_in_through_the_socket(image):
                                                                     "--command=VACUUM ANALYZE"]
         with postgresql.connect(socket_side) as session:
             assert session.execute(state).fetchall() == [(5000.0, True, 2)]
+            postgresql.flush_statistics(session)
+        # the maintenance is counted (pgbench -i vacuumed its four tables in the image)
+        before, after = counters, postgresql.counters(socket_side)
+        assert after["tables.vacuum_count"] == before["tables.vacuum_count"] + 5
+        assert after["tables.analyze_count"] == before["tables.analyze_count"] + 5
+        assert after["tables.autovacuum_count"] == 0 and after["tables.n_dead_tup"] == 0
 
 
 @contextmanager

@@ -402,9 +402,9 @@ def test_debian_config_is_unchanged(tmp_path):
     pg = postgresql.config_text("postgresql", "256M", {}, tmp_path / "d", tmp_path / "r", 4321)
     assert postgresql.config_text("postgresql", "256M", {}, tmp_path / "d", tmp_path / "r", 4321, basedir=None) == pg
     assert postgresql.counters_sql(150000)[1].startswith(
-        "SELECT row_to_json(d), row_to_json(b), row_to_json(w), pg_wal_lsn_diff")
-    assert postgresql.counters_sql(130000)[0] == ["db.", "bgwriter."]
-    assert postgresql.counters_sql(170000)[0] == ["db.", "bgwriter.", "wal.", "checkpointer."]
+        "SELECT row_to_json(d), row_to_json(b), row_to_json(w), row_to_json(t), pg_wal_lsn_diff")
+    assert postgresql.counters_sql(130000)[0] == ["db.", "bgwriter.", "tables."]
+    assert postgresql.counters_sql(170000)[0] == ["db.", "bgwriter.", "wal.", "checkpointer.", "tables."]
 
 
 def test_timings_report():
