@@ -470,13 +470,13 @@ def version(conn: Conn) -> str:
     return str(_query(conn, "SELECT version()")[0][0])
 
 
-# The statistics views counters() reads, with the server version (server_version_num) that has them.
 # The user tables' maintenance, summed: (auto)vacuums and (auto)analyzes so far, and dead rows now. An
 # autovacuum inside a window (its count moving) is the server's own work, measured with the rest: a
 # restored image without statistics had both its tables vacuumed and analyzed 40-50 s into a run.
 USER_TABLES = ("(SELECT " + ", ".join(f"sum({c})::float8 AS {c}" for c in (
     "vacuum_count", "autovacuum_count", "analyze_count", "autoanalyze_count", "n_dead_tup"))
     + " FROM pg_stat_user_tables) t")
+# The statistics views counters() reads, with the server version (server_version_num) that has them.
 STAT_VIEWS = [("db.", "pg_stat_database d", 0), ("bgwriter.", "pg_stat_bgwriter b", 0),
               ("wal.", "pg_stat_wal w", 140000), ("checkpointer.", "pg_stat_checkpointer c", 170000),
               ("tables.", USER_TABLES, 0)]
