@@ -316,7 +316,7 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
         _check_build(b)
     datadir.mkdir(parents=True, exist_ok=True)
     check_reachable(datadir, SERVICE_USER, "datadir")
-    with _private_tmpdir() as tmpdir:
+    with _private_tmpdir(datadir.parent) as tmpdir:
         if b is None:
             argv = [binary("mariadb-install-db", "/usr/bin"), "--no-defaults", f"--datadir={datadir}",
                     f"--user={SERVICE_USER}", "--auth-root-authentication-method=socket", "--skip-test-db",
@@ -332,11 +332,12 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
 
 
 @contextmanager
-def _private_tmpdir() -> Iterator[Path]:
-    """A tmpdir of the bootstrap's own, removed after: the bootstrap server deletes every #sql* file in its
-    tmpdir when it starts, so two bootstraps sharing /tmp delete each other's temporary tables
-    ("Unknown table 'mysql.tmp_proxies_priv'")."""
-    folder = Path(tempfile.mkdtemp(prefix="dbsweep-init-"))
+def _private_tmpdir(parent: Path) -> Iterator[Path]:
+    """A tmpdir of the bootstrap's own in parent (the datadir's, so a killed prepare leaves it only on the
+    filesystem that is thrown away with it, not in /tmp), removed after: the bootstrap server deletes every
+    #sql* file in its tmpdir when it starts, so two bootstraps sharing /tmp deleted each other's temporary
+    tables ("Unknown table 'mysql.tmp_proxies_priv'")."""
+    folder = Path(tempfile.mkdtemp(prefix=".dbsweep-init-", dir=parent))
     try:
         shutil.chown(folder, SERVICE_USER)
         yield folder
