@@ -95,11 +95,13 @@ def wait_for(predicate, timeout=120.0, what="condition"):
 
 
 def measuring_window(root: Path, tool: str):
-    """(job pid, cell folder) once the job holding the lock runs its measured tool."""
+    """(job pid, cell folder) once the job holding the lock runs its measured tool: with the monitors
+    running, since the job also runs the tool before its window (`sysbench --version`, for run.json)."""
     held = holder_in(root)
     if not held or not held["what"].startswith("run "):
         return None
-    if tool not in _descendants(held["pid"]):
+    running = _descendants(held["pid"])
+    if tool not in running or "vmstat" not in running:
         return None
     return held["pid"], root / held["what"].removeprefix("run ")
 
