@@ -448,7 +448,9 @@ def test_sigkill_mid_run_leaves_nothing(cluster):
             for child in pids[1:]:  # stopped children cannot notice their parent died: cleanup must kill them
                 os.kill(child, signal.SIGSTOP)
             os.kill(handle.pid, signal.SIGKILL)
-            time.sleep(0.3)
+            deadline = time.monotonic() + 10  # dead, not yet reaped (an fsync in flight delays the exit)
+            while psutil.Process(handle.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+                time.sleep(0.05)
     assert time.monotonic() - started < 60
     cluster.assert_nothing_left(pids)
     with cluster.server() as handle:  # the datadir recovers and no stale file blocks the next start

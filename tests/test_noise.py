@@ -204,11 +204,13 @@ def test_host_settings_leave_no_record_after_a_clean_exit(monkeypatch, tmp_path)
 def _watch(folder: Path, seen: dict, stop: threading.Event) -> None:
     """Poll the processes of a run in folder (fio, vmstat by their cwd) for their Cpus_allowed_list, and
     the host's THP, while the run runs; only the measured fio (--name=dbsweep), not those that check the
-    options or write the data file before the window."""
+    options or write the data file before the window, and vmstat once that fio runs (it is pinned a moment
+    after it starts, before the tool)."""
     while not stop.is_set():
         for proc in psutil.process_iter(["name", "cwd", "cmdline"]):
             if proc.info["name"] in ("fio", "vmstat") and str(folder) in (proc.info["cwd"] or "") \
-                    and (proc.info["name"] != "fio" or "--name=dbsweep" in (proc.info["cmdline"] or [])):
+                    and (proc.info["name"] != "fio" or "--name=dbsweep" in (proc.info["cmdline"] or [])) \
+                    and (proc.info["name"] != "vmstat" or "fio" in seen):
                 try:
                     seen.setdefault(proc.info["name"], set()).add(noise.allowed(proc.pid))
                 except OSError:

@@ -38,12 +38,17 @@ def test_follow_writes_a_line_per_second_while_the_file_grows(tmp_path):
     out = tmp_path / "stdout.txt"
     log = io.StringIO()
 
-    def tool():
+    def tool():  # the next second's line once Follow has shown this one (a busy host's late poll reads two)
+        shown = 0
         with open(out, "w") as f:
             for line in text:
                 f.write(line)
                 f.flush()
-                time.sleep(0.12 if line.startswith("[ ") else 0)
+                if line.startswith("[ "):
+                    shown += 1
+                    deadline = time.monotonic() + 10
+                    while follow.lines_written < shown and time.monotonic() < deadline:
+                        time.sleep(0.01)
 
     writer = threading.Thread(target=tool)
     with Follow(out, sysbench_oltp.live, 3, log, every=0.1) as follow:

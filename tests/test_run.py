@@ -14,12 +14,12 @@ def test_stop_tree_reaches_fio_jobs_that_left_the_session(tmp_path):
             "--time_based", "--runtime=60"]
     proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 20
-    while len(psutil.Process(proc.pid).children()) < 3:
-        assert time.monotonic() < deadline
+    # a job calls setsid() a moment after fio forks it
+    while len(jobs := psutil.Process(proc.pid).children()) < 3 or \
+            any(os.getsid(job.pid) == os.getsid(proc.pid) for job in jobs):
+        assert time.monotonic() < deadline, \
+            "fio's jobs run in sessions of their own, so killing the process group would miss them"
         time.sleep(0.1)
-    jobs = psutil.Process(proc.pid).children()
-    assert all(os.getsid(job.pid) != os.getsid(proc.pid) for job in jobs), \
-        "fio's jobs run in sessions of their own, so killing the process group would miss them"
     stop_tree(proc, grace=0)
     assert proc.returncode is not None
     assert not any(job.is_running() and job.status() != psutil.STATUS_ZOMBIE for job in jobs)

@@ -49,9 +49,9 @@ def test_leaving_kills_every_process_the_repetition_started_even_those_that_left
     with owned("test", tmp_path / "active", io.StringIO()) as rep:
         assert f":/{cgroup.BASE}/{rep.name}" in Path("/proc/self/cgroup").read_text()
         fio = subprocess.Popen(FIO + [f"--filename={tmp_path}/f"], stdout=subprocess.DEVNULL, start_new_session=True)
-        wait_for(lambda: len(psutil.Process(fio.pid).children()) >= 2, what="fio's jobs")
-        jobs = [p.pid for p in psutil.Process(fio.pid).children()]
-        assert all(os.getsid(job) != os.getsid(fio.pid) for job in jobs)
+        jobs = wait_for(lambda: len(pids := [p.pid for p in psutil.Process(fio.pid).children()]) >= 2
+                        and all(os.getsid(job) != os.getsid(fio.pid) for job in pids) and pids,
+                        what="fio's jobs, each in a session of its own (setsid a moment after the fork)")
         assert {fio.pid, *jobs} <= set(rep.pids())
         sleeper = subprocess.Popen(["setsid", "-f", "sleep", "300"])  # double-forked: no parent of ours
         sleeper.wait()

@@ -13,6 +13,7 @@ Each trial's figures go to $DBSWEEP_FAULTS_LOG (JSON lines) when set; RELIABILIT
 """
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -206,6 +207,10 @@ def trial(prepared, name: str, config: dict, tool: str, kill, during: str = "win
             logs = "".join(p.read_text(errors="replace") for p in root.glob("results/logs/run/**/*.log"))
             figures["second run waited"] = "waiting for the host's measuring lock" in said + logs
             snakemake.wait(timeout=60)
+        # a killed job's guardian releases what it left (cgroup, mounts, scratch) and only then the lock;
+        # snakemake may have exited before it is through
+        wait_for(lambda: not ((h := holder_in(root)) and h["pid"] == job), timeout=60,
+                 what="the killed job's measuring lock released")
         time.sleep(0.5)
         figures["orphans"] = sorted(pid for pid in inside if psutil.pid_exists(pid)
                                     and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE)
@@ -406,7 +411,7 @@ def test_sigkill_of_a_topology_job_leaves_no_node_namespace_or_link(prepared):
     try:
         job, rep = wait_for(lambda: measuring_window(root, "sysbench"), what="the measured window")
         time.sleep(1)
-        ours = {ns for ns in _netns() - before if ns.startswith(f"dbs{job}")}
+        ours = {ns for ns in _netns() - before if re.match(rf"dbs{job}[0-9a-f]{{4}}-", ns)}
         assert len(ours) == 3, ours  # client, primary, replica1
         spaces = {f"net:[{os.stat(f'/run/netns/{ns}').st_ino}]" for ns in ours}  # to know its delayers once deleted
         # Both servers under the job; seen once with only one of them a second into the window, under the
