@@ -6,8 +6,10 @@ hand_summary <- function() {
     threads = c(4L, 1L, 16L, 1L, 4L, 8L, 2L),
     rep = c(1L, 1L, 1L, 2L, 2L, 1L, 1L),
     iops = c(20000, 7000, 60000, 7200, 22000, 30000, 12000),
+    mibs = c(312.5, 109.375, 937.5, 112.5, 343.75, 468.75, 187.5),
     lat_mean_ms = c(0.3, 0.1, 1.0, 0.3, 0.5, 1.5, 0.5),
-    lat_p95_ms = c(0.5, 0.2, 2.0, 0.4, 0.7, 3.0, 0.9)
+    lat_p95_ms = c(0.5, 0.2, 2.0, 0.4, 0.7, 3.0, 0.9),
+    lat_p99_ms = c(0.9, 0.3, 4.0, NA, 1.1, 6.0, 1.5)
   )
 }
 
@@ -20,16 +22,38 @@ tables_output <- function(dir) {
 
 test_that("saturation is avg latency over the group's smallest thread count", {
   sat <- saturation_table(hand_summary(), c("filesystem", "threads"))
-  expect_named(sat, c("filesystem", "threads", "iops", "lat_mean_ms",
-                      "lat_p95_ms", "saturation"))
+  expect_named(sat, c("filesystem", "threads", "iops", "mibs", "lat_mean_ms",
+                      "lat_p95_ms", "lat_p99_ms", "saturation"))
   expect_equal(sat$filesystem, c("ext4", "ext4", "ext4", "xfs", "xfs"))
   expect_equal(sat$threads, c(1L, 4L, 16L, 2L, 8L))
   # means over reps: ext4 1 thread (0.1 + 0.3) / 2 = 0.2, 4 threads 0.4
   expect_equal(sat$lat_mean_ms, c(0.2, 0.4, 1.0, 0.5, 1.5))
   expect_equal(sat$iops, c(7100, 21000, 60000, 12000, 30000))
   expect_equal(sat$lat_p95_ms, c(0.3, 0.6, 2.0, 0.9, 3.0))
+  expect_equal(sat$mibs, c(110.9375, 328.125, 937.5, 187.5, 468.75))
+  expect_equal(sat$lat_p99_ms, c(0.3, 1.0, 4.0, 1.5, 6.0))  # a repetition without one left out
   # xfs has no 1-thread cell: its baseline is 2 threads
   expect_equal(sat$saturation, c(1, 2, 5, 1, 3))
+})
+
+test_that("saturation gives iostat's r/s, queue size and %util over the measured seconds only", {
+  summary <- hand_summary()[filesystem == "ext4" & threads %in% c(1L, 4L)]
+  samples <- summary[, .(second = 1:3), by = .(filesystem, threads, rep)]
+  # seconds 0 and below come before the window, 4 after the last sample; tmpfs has no device
+  system <- CJ(filesystem = "ext4", threads = c(1L, 4L), rep = 1:2, second = -1:4)
+  system[, `:=`(device = "loop0", r_s = 1000 * threads + 100 * rep + second,
+                aqu_sz = threads * 0.5, util = 10 * second)]
+  system[second < 1L | second > 3L, `:=`(r_s = 1e9, aqu_sz = 1e9, util = 1e9)]
+  sat <- saturation_table(summary, c("filesystem", "threads"), system, samples)
+  expect_named(sat, c("filesystem", "threads", "iops", "mibs", "lat_mean_ms", "lat_p95_ms",
+                      "lat_p99_ms", "r_s", "aqu_sz", "util_pct", "saturation"))
+  # mean over seconds 1-3 (r_s 1000 t + 100 rep + 2), then over reps 1 and 2
+  expect_equal(sat$r_s, c(1152, 4152))
+  expect_equal(sat$aqu_sz, c(0.5, 2))
+  expect_equal(sat$util_pct, c(20, 20))
+  no_device <- copy(system)[, device := NA_character_]
+  sat <- saturation_table(summary, c("filesystem", "threads"), no_device, samples)
+  expect_true(all(is.na(sat$r_s)) && all(is.na(sat$util_pct)))
 })
 
 test_that("saturation without a threads axis counts every cell as 1 thread", {
@@ -158,9 +182,9 @@ test_that("write_md_table with group_by writes one table per group", {
   expect_equal(lines[1], "Intro.")
   expect_equal(grep("^### ", lines, value = TRUE),
                c("### filesystem=ext4", "### filesystem=xfs"))
-  header <- "| threads | iops | lat_mean_ms | lat_p95_ms | saturation |"
+  header <- "| threads | iops | mibs | lat_mean_ms | lat_p95_ms | lat_p99_ms | saturation |"
   expect_equal(sum(lines == header), 2L)
-  expect_true("| 16 | 60,000 | 1.00 | 2.00 | 5.00 |" %in% lines)
+  expect_true("| 16 | 60,000 | 938 | 1.00 | 2.00 | 4.00 | 5.00 |" %in% lines)
   expect_equal(length(grep("^\\| [0-9]", lines)), 5L)
 })
 

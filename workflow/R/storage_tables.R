@@ -55,29 +55,51 @@ cells_table <- function(summary, samples, axes) {
   cells[]
 }
 
-# Study 1's table. For each group of all axes but threads: threads, iops,
-# lat_mean_ms, lat_p95_ms (per-cell means over repetitions of the tool's final
-# figures) and saturation = lat_mean_ms / lat_mean_ms at the group's smallest
-# thread count. Without a threads axis every cell counts as 1 thread.
-saturation_table <- function(summary, axes) {
+# Study 1's table. For each group of all axes but threads: threads, iops, mibs,
+# lat_mean_ms, lat_p95_ms, lat_p99_ms (per-cell means over repetitions of the
+# tool's final figures), the device as iostat saw it (device_means: r_s, aqu_sz,
+# util_pct; with the system table) and saturation = lat_mean_ms / lat_mean_ms at
+# the group's smallest thread count. Without a threads axis every cell counts as
+# 1 thread.
+saturation_table <- function(summary, axes, system = NULL, samples = NULL) {
   summary <- copy(summary)
   if (!"threads" %in% axes) summary[, threads := 1L]
   group <- setdiff(axes, "threads")
   by_cell <- c(group, "threads")
   sat <- summary[, .(
     iops = mean_or_na(iops),
+    mibs = mean_or_na(mibs),
     lat_mean_ms = mean_or_na(lat_mean_ms),
-    lat_p95_ms = mean_or_na(lat_p95_ms)
+    lat_p95_ms = mean_or_na(lat_p95_ms),
+    lat_p99_ms = mean_or_na(lat_p99_ms)
   ), by = by_cell]
+  if (!is.null(system)) {
+    sat <- device_means(system, samples, axes)[sat, on = axes]
+    setcolorder(sat, c(by_cell, "iops", "mibs", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms"))
+  }
   setorderv(sat, by_cell)
   sat[, saturation := baseline_ratio(lat_mean_ms, lat_mean_ms[which.min(threads)]), by = group]
   sat[]
 }
 
+# iostat's reads/s (r_s), average queue size (aqu_sz) and %util (util_pct) per
+# cell: means over each repetition's measured seconds (1 to its last sample's
+# second; the system table numbers its rows like the samples, before the window
+# 0 and below), then over repetitions. NA for a cell without a block device
+# (tmpfs: no iostat).
+device_means <- function(system, samples, axes) {
+  last <- samples[, .(last_second = max(second)), by = c(axes, "rep")]
+  io <- system[!is.na(device) & device != ""][last, on = c(axes, "rep"), nomatch = NULL]
+  io <- io[second >= 1L & second <= last_second,
+           .(r_s = mean(r_s), aqu_sz = mean(aqu_sz), util = mean(util)), by = c(axes, "rep")]
+  io[, .(r_s = mean(r_s), aqu_sz = mean(aqu_sz), util_pct = mean(util)), by = axes]
+}
+
 SATURATION_PREAMBLE <- paste(
   "Saturation: average latency divided by the average latency at the",
   "group's smallest thread count. Figures are the tool's own final ones,",
-  "averaged over repetitions."
+  "averaged over repetitions; r_s, aqu_sz and util_pct are iostat's reads/s,",
+  "average queue size and %util over the measured seconds (none on tmpfs)."
 )
 
 rule_tables <- function(input, output, params, log = snakemake_log()) {
@@ -100,7 +122,8 @@ rule_tables <- function(input, output, params, log = snakemake_log()) {
   write_md_table(cells, output[["cells_md"]], caption = caption)
   log_line("cells: %d rows -> %s", nrow(cells), output[["cells_csv"]])
 
-  sat <- saturation_table(summary, axes)
+  system <- if (is.null(input[["system"]])) NULL else read_system(input[["system"]], axes)
+  sat <- saturation_table(summary, axes, system, samples)
   fwrite(sat, output[["saturation_csv"]])
   write_md_table(sat, output[["saturation_md"]],
                  group_by = setdiff(axes, "threads"),

@@ -42,6 +42,7 @@ rule tables:
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
+        system=rules.aggregate.output.system,
         provenance=rules.aggregate.output.provenance,
         library=R_LIBRARY,
     output:
