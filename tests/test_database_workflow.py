@@ -77,6 +77,9 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
         assert float(r["tps"]) > 5, engine
         assert 0 <= float(r["hit_ratio"]) <= 1, engine
         assert float(r["cpu_us_per_txn"]) > 0, engine
+        # the redo log's or WAL's KB per read-write transaction; a binary log only MariaDB has (here off: 0)
+        assert 0.1 < float(r["log_kb_per_txn"]) < 100, engine
+        assert r["binlog_kb_per_txn"] == ("" if engine == "postgresql" else "0.0"), engine
         # the server's own pages written per transaction, from its /proc totals at the window's ends
         assert float(r["server_kb_written_per_txn"]) > 0, engine
         assert float(r["server_kb_read_per_txn"]) >= 0, engine

@@ -223,6 +223,16 @@ def test_hit_ratio_formulas():
     assert mariadb.hit_ratio("innodb", first, first) is None
     assert postgresql.hit_ratio("postgresql", {"db.blks_hit": 0.0, "db.blks_read": 0.0},
                                 {"db.blks_hit": 75.0, "db.blks_read": 25.0}) == pytest.approx(0.75)
+    # the engine's own log and the binary log, in bytes between the two samples
+    first |= {"Innodb_os_log_written": 1000.0, "Rocksdb_wal_bytes": 50.0, "Binlog_bytes_written": 0.0}
+    last |= {"Innodb_os_log_written": 9192.0, "Rocksdb_wal_bytes": 4146.0, "Binlog_bytes_written": 2048.0}
+    assert mariadb.logs_written("innodb", first, last) == {"log": 8192.0, "binlog": 2048.0}
+    assert mariadb.logs_written("myrocks", first, last) == {"log": 4096.0, "binlog": 2048.0}
+    assert mariadb.logs_written("innodb", {}, last) == {"log": None, "binlog": None}
+    assert postgresql.logs_written("postgresql", {"wal.wal_bytes": 10.0, "wal_lsn_bytes": 0.0},
+                                   {"wal.wal_bytes": 110.0, "wal_lsn_bytes": 500.0}) == {"log": 100.0, "binlog": None}
+    # before PostgreSQL 14 (no pg_stat_wal): how far the WAL's position moved
+    assert postgresql.logs_written("postgresql", {"wal_lsn_bytes": 0.0}, {"wal_lsn_bytes": 500.0})["log"] == 500.0
     assert not mariadb.CUMULATIVE("Threads_connected") and not mariadb.CUMULATIVE("Innodb_buffer_pool_pages_free")
     assert mariadb.CUMULATIVE("Innodb_buffer_pool_reads") and mariadb.CUMULATIVE("Rocksdb_block_cache_hit")
     assert not postgresql.CUMULATIVE("db.numbackends") and postgresql.CUMULATIVE("db.blks_hit")

@@ -19,7 +19,8 @@
 
 # The final figures of efficiency.csv, in this order.
 EFFICIENCY_COLUMNS <- c("tps", "lat_p95_ms", "hit_ratio", "kb_read_per_txn",
-                        "kb_written_per_txn", "cpu_us_per_txn", "server_cpu_us_per_txn",
+                        "kb_written_per_txn", "log_kb_per_txn", "binlog_kb_per_txn",
+                        "cpu_us_per_txn", "server_cpu_us_per_txn",
                         "server_kb_read_per_txn", "server_kb_written_per_txn",
                         "datadir_mb_start", "datadir_mb_end", "memory_limit_mb")
 
@@ -105,7 +106,10 @@ EFFICIENCY_PREAMBLE <- paste(
   "One row per database cell; medians over repetitions of the final figures.",
   "tps: transactions/s; lat_p95_ms: 95th percentile latency (ms); hit_ratio:",
   "share of page reads served from memory (0..1); kb_read_per_txn,",
-  "kb_written_per_txn: device KB per transaction (iostat); cpu_us_per_txn:",
+  "kb_written_per_txn: device KB per transaction (iostat); log_kb_per_txn:",
+  "KB the engine wrote to its own log per transaction (InnoDB's redo log,",
+  "MyRocks' WAL, PostgreSQL's WAL; the server's counters); binlog_kb_per_txn:",
+  "KB written to the binary log per transaction (MariaDB; 0 without one); cpu_us_per_txn:",
   "CPU microseconds per transaction (vmstat us + sy: the whole host);",
   "server_cpu_us_per_txn: CPU microseconds of the servers' own processes per",
   "transaction (every node's, in a topology; their /proc/<pid>/stat totals at",

@@ -32,7 +32,8 @@ RATE_KEYS = ["rate", "rate_achieved", "queue_max", "queue_end", "rate_short", "r
 SHORT_SHARE = 0.05
 POISSON_SIGMAS = 3
 QUEUE_SHARE = 0.1
-DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "cpu_us_per_txn", "server_cpu_us_per_txn",
+DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "log_kb_per_txn", "binlog_kb_per_txn",
+                 "cpu_us_per_txn", "server_cpu_us_per_txn",
                  "server_kb_read_per_txn", "server_kb_written_per_txn",
                  "datadir_mb_start", "datadir_mb_end", "memory_limit_mb"]
 
@@ -66,7 +67,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
                                                          "rate_calibrated_tps": calibrated.get("tps")}
     if tool.database:
         summary |= per_transaction(samples, system, record["host"]["cpus"])
-        summary |= server_summary(recipe, raw / "counters.jsonl", window_start, len(samples))
+        summary |= server_summary(recipe, raw / "counters.jsonl", window_start, samples)
         summary |= topology_figures.figures(counters, record, len(samples))
         summary |= server_per_txn(record.get("server_accounting"), counters, samples)
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
@@ -188,16 +189,26 @@ def counter_rows(samples: list[dict], window_start: float, family) -> list[dict]
     return rows
 
 
-def server_summary(recipe: Recipe, path: Path, window_start: float, seconds: int) -> dict:
-    """Hit ratio over the measured window, datadir size at its start and end, the memory cap."""
-    samples = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
-    inside = [s for s in samples if -0.5 <= s["time"] - window_start <= seconds + 0.5]
-    sizes = [s["datadir_bytes"] for s in samples if "datadir_bytes" in s]
+def server_summary(recipe: Recipe, path: Path, window_start: float, samples: list[dict]) -> dict:
+    """Over the measured window (the tool's samples): hit ratio, KB the engine wrote to its own log (redo,
+    WAL) and to the binary log per transaction, from the server's counters (the primary's, in a topology);
+    datadir size at its start and end, the memory cap."""
+    ticks = [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.exists() else []
+    inside = [s for s in ticks if -0.5 <= s["time"] - window_start <= len(samples) + 0.5]
+    sizes = [s["datadir_bytes"] for s in ticks if "datadir_bytes" in s]
     engine = recipe.engine
+    family = engines.family(engine)
     limit = recipe.memory_limit
+    logs = family.logs_written(engine, inside[0]["counters"], inside[-1]["counters"]) if len(inside) >= 2 else {}
+    txn = sum(row["tps"] or 0 for row in samples)
+
+    def kb_per_txn(written: float | None) -> float | None:
+        return None if written is None or not txn else written / 1024 / txn
+
     return {
-        "hit_ratio": engines.family(engine).hit_ratio(engine, inside[0]["counters"], inside[-1]["counters"])
+        "hit_ratio": family.hit_ratio(engine, inside[0]["counters"], inside[-1]["counters"])
         if len(inside) >= 2 else None,
+        "log_kb_per_txn": kb_per_txn(logs.get("log")), "binlog_kb_per_txn": kb_per_txn(logs.get("binlog")),
         "datadir_mb_start": sizes[0] / 2**20 if sizes else None,
         "datadir_mb_end": sizes[-1] / 2**20 if sizes else None,
         "memory_limit_mb": limit / 2**20 if limit else None,

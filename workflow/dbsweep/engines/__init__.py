@@ -5,7 +5,7 @@ family(engine) returns that family's module (mariadb.py, postgresql.py), and
 every family module offers the same functions: server_version, initialize,
 config_text, server, admin_sql, create_user, analyze, connect, sysbench_options,
 sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio,
-supports, server_binary, build_family, set_session, flush_statistics,
+logs_written, supports, server_binary, build_family, set_session, flush_statistics,
 table_counters, client and client_env, and the Conn below; and declares
 FAMILY, NAME, ENGINE_NAMES, DEBIAN_ONLY (engines only Debian's packages have, and
 why), FOREIGN_KEYS (per engine), SERVER_PROGRAMS and VERSION_PARTS (how much

@@ -904,6 +904,17 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
     raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
 
 
+LOG_WRITTEN = {"innodb": "Innodb_os_log_written", "myrocks": "Rocksdb_wal_bytes"}
+
+
+def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None]:
+    """Bytes the engine wrote to its own log (InnoDB's redo log, MyRocks' WAL) and to the binary log
+    between two counters() samples; None where a counter is missing."""
+    if engine not in LOG_WRITTEN:
+        raise ConfigError(f"engine: {engine!r} is not a MariaDB engine ({', '.join(ENGINE_NAMES)})")
+    return {"log": _delta(first, last, LOG_WRITTEN[engine]), "binlog": _delta(first, last, "Binlog_bytes_written")}
+
+
 
 def check_replication(engine: str, kind: str | None, basedir: Path | None = None) -> None:
     """ConfigError (one line) when engine, on the build in basedir (None: Debian's), cannot run kind:

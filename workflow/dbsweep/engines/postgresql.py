@@ -584,6 +584,16 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
     return hit / (hit + read)
 
 
+def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None]:
+    """WAL bytes written between two counters() samples (pg_stat_wal's wal_bytes from 14, else the LSN's
+    advance); no binary log."""
+    if engine not in ENGINE_NAMES:
+        raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
+    name = "wal.wal_bytes" if "wal.wal_bytes" in last else "wal_lsn_bytes"
+    wal = last[name] - first[name] if name in first and name in last else None
+    return {"log": wal, "binlog": None}
+
+
 def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],
                   log) -> dict:
     """A topology's nodes started, replicating: see engines.postgresql_cluster.start_cluster."""
