@@ -1,4 +1,4 @@
-"""The results catalog: adding real result trees, refusing bad ones, compare (against stats.R), history and its
+"""The results catalog: adding real result trees, refusing bad ones, compare (against statistics.R), history and its
 change points, and the scale benchmark's smoke mode.
 
 tests/fixtures/catalog/{a,b} are what the catalog reads of two real runs of the default study on this machine

@@ -89,3 +89,14 @@ def test_recovery_figures_of_a_real_outage():
     for key in ("before_tps", "below95_s", "below50_s", "lost_tx", "sync_off_s", "lag_peak_s"):
         assert row[key] == pytest.approx(float(recorded[key])), key
     assert row["below50_s"] >= 1 and row["sync_off_s"] >= 2
+    assert row["unacked_tx"] is None  # captured before unacked_tx was derived
+
+
+def test_commits_no_replica_acknowledged_are_counted_from_the_event_on():
+    samples = [{"second": s, "tps": 100.0} for s in range(1, 11)]
+    unacked = {4: 30.0, 5: 95.0, 6: 90.0, 7: 12.0}  # the primary's per-second unacked_tx rows
+    counters = [{"second": s, "node": "primary", "name": "unacked_tx", "value": unacked.get(s, 0.0)}
+                for s in range(1, 11)]
+    cut, later = recovery_rows([{"at": 3, "for": 4, "action": "cut", "target": "link primary-replica1"},
+                                {"at": 6.5, "action": "command", "argv": ["/bin/true"]}], samples, counters)
+    assert cut["unacked_tx"] == 227.0 and later["unacked_tx"] == 12.0  # seconds 4-10, and 7-10

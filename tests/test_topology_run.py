@@ -78,12 +78,15 @@ def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     assert {r["node"] for r in semi_rows} == {"primary", "replica1"}
     assert any(r["name"] == "replication_behind" and r["node"] == "replica1" for r in semi_rows)
     assert all(r["value"] == "1.0" for r in semi_rows if r["name"] == "sync_on")
+    assert float(semi["unacked_tx"]) == 0  # every commit waited for the replica's acknowledgement
 
     # the replica cut off for longer than the timeout: the primary stops waiting, then catches up
     outage = summary[("semisync", "outage")]
     assert float(outage["sync_off_s"]) >= 2
     recovery = {(r["topology"], r["action"]): r for r in rows(study.path("results/tables/recovery.csv.gz"))}
     assert float(recovery[("semisync", "cut")]["sync_off_s"]) >= 2
+    # meanwhile it committed on alone: commits that would have been lost with it
+    assert float(outage["unacked_tx"]) > 10 and float(recovery[("semisync", "cut")]["unacked_tx"]) > 10
 
     # a member killed behind haproxy: the client reconnected, the run completed; started again, the member
     # recovered its position from InnoDB and caught up by IST (a full copy would have been refused)

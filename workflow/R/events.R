@@ -83,7 +83,8 @@ rule_recovery <- function(input, output, params, log = snakemake_log()) {
                       "(empty: never); lost_tx: transactions short of before_tps until then;",
                       "worst_lat_*: the worst per-second latency after the event; lag_peak_s,",
                       "catch_up_s: replica lag peak and seconds until replicas were back;",
-                      "sync_off_s: seconds the primary did not wait for a replica."))
+                      "sync_off_s: seconds the primary did not wait for a replica; unacked_tx:",
+                      "commits no replica acknowledged."))
   write_md_table(table, output[["table_md"]], preamble = preamble, caption = caption)
   invisible(table)
 }

@@ -1,5 +1,5 @@
 # dbsweep's statistics, shared by the analysis scripts (sourced after
-# common.R): the steady-state window and stalls of each repetition, per-cell
+# read.R): the steady-state window and stalls of each repetition, per-cell
 # statistics with a bootstrap confidence interval of the median, and ratios
 # against a baseline value of an axis with a within-noise verdict.
 #

@@ -1,4 +1,4 @@
-# Plots drawn from the statistics (stats.R, statistics.R), storage and
+# Plots drawn from the statistics (statistics.R), storage and
 # database cells alike: the per-second time series with the steady-state
 # window and stalls, violins of the per-second throughput, throughput and
 # latency against threads with confidence ribbons, a heatmap of the ratios to

@@ -1,4 +1,4 @@
-# Statistics of every cell, storage and database alike (stats.R has the
+# Statistics of every cell, storage and database alike (statistics.R has the
 # method): the steady-state window and stalls of each repetition, per-cell
 # statistics with a confidence interval of the median, and ratios against the
 # baseline value of each axis, with pivot tables a person reads.

@@ -8,7 +8,7 @@
 # they have in summary.csv (lat_mean_ms, lat_p95_ms, lat_p99_ms), averaged
 # over repetitions.
 
-# check_sample_counts() and MIN_SAMPLE_SHARE live in common.R (db_tables.R
+# check_sample_counts() and MIN_SAMPLE_SHARE live in read.R (database_tables.R
 # checks database cells the same way).
 
 # mean, sd, 95th percentile and max of x without its NAs, as doubles.

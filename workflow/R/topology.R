@@ -8,12 +8,15 @@
 # Snakemake: input summary, counters, provenance; output table_csv, table_md,
 # replication; params axes; log.
 
-TOPOLOGY_COLUMNS <- c("lag_max_s", "behind_max", "sync_off_s",
+TOPOLOGY_COLUMNS <- c("lag_max_s", "behind_max", "sync_off_s", "unacked_tx",
                       "flow_paused_share", "rtt_client_ms", "rtt_node_ms")
+# Summaries aggregated before unacked_tx was counted (2026-11-27) have none.
+TOPOLOGY_REQUIRED <- setdiff(TOPOLOGY_COLUMNS, "unacked_tx")
 # The per-second series collect derives in words every server family shares.
 TOPOLOGY_SERIES <- c(replication_lag_s = "replica lag (s)",
                      replication_behind = "behind the primary",
                      sync_on = "primary waits for a replica (1/0)",
+                     unacked_tx = "commits no replica acknowledged",
                      flow_paused = "flow control: share of the second paused")
 
 # Per cell: repetitions, median tps and p95 latency, and the median of each
@@ -67,7 +70,7 @@ rule_topology <- function(input, output, params, log = snakemake_log()) {
 
   axes <- axes_param(params)
   summary <- database_rows(read_table(input[["summary"]], axes,
-                                      c(SUMMARY_COLUMNS, TOPOLOGY_COLUMNS)))
+                                      c(SUMMARY_COLUMNS, TOPOLOGY_REQUIRED)))
   counters <- read_table(input[["counters"]], axes, c(COUNTERS_COLUMNS, "node"))
   counters <- counters[summary[, c(axes, "rep"), with = FALSE], on = c(axes, "rep"), nomatch = NULL]
   caption <- caption_text(read_provenance(input[["provenance"]]))
@@ -79,7 +82,8 @@ rule_topology <- function(input, output, params, log = snakemake_log()) {
                 paste("Medians over repetitions. lag_max_s: the largest lag a replica reported;",
                       "behind_max: the most transactions (MariaDB) or WAL bytes (PostgreSQL) a replica",
                       "was behind the primary; sync_off_s: seconds the primary did not wait for a",
-                      "replica (semi-sync fallen back to async); flow_paused_share: the share of the",
+                      "replica (semi-sync fallen back to async); unacked_tx: commits no replica",
+                      "acknowledged, each lost had the primary failed then; flow_paused_share: the share of the",
                       "window Galera's flow control paused replication; rtt: measured round trips",
                       "(ms) client to first node and between the first two nodes."),
                 "",

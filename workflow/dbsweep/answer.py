@@ -69,7 +69,8 @@ RECOVERY_PARTS = [("before_tps", "{} tps before"), ("below95_s", "under 95% for 
                   ("lost_tx", "transactions lost {}"), ("worst_lat_pct_ms", "worst second's percentile {} ms"),
                   ("worst_lat_max_ms", "longest transaction {} ms"), ("errors", "client errors {}"),
                   ("reconnects", "reconnects {}"), ("lag_peak_s", "replica lag peak {} s"),
-                  ("catch_up_s", "replicas caught up after {} s"), ("sync_off_s", "semi-sync off {} s")]
+                  ("catch_up_s", "replicas caught up after {} s"), ("sync_off_s", "semi-sync off {} s"),
+                  ("unacked_tx", "commits no replica acknowledged {}")]
 
 
 def recovery(path: Path, axes: list[str]) -> list[str]:

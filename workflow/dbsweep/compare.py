@@ -48,7 +48,7 @@ class Ratio:
 
 def pooled_noise(groups: list[list[float]]) -> tuple[float, int]:
     """(s, df): sd of the log values around their group's mean, pooled over groups of 2 or more positive
-    values; (nan, 0) without such groups. As stats.R's pooled_noise."""
+    values; (nan, 0) without such groups. As statistics.R's pooled_noise."""
     ss, df = 0.0, 0
     for values in groups:
         if len(values) > 1 and all(v > 0 for v in values):
@@ -128,7 +128,7 @@ def ratios(a: dict[str, list[float]], b: dict[str, list[float]], metric: dict[st
 
 
 def block_medians(values: list[float]) -> list[float]:
-    """Medians of consecutive blocks of about BLOCK_S seconds (at least MIN_BLOCKS), as stats.R's cell_values."""
+    """Medians of consecutive blocks of about BLOCK_S seconds (at least MIN_BLOCKS), as statistics.R's cell_values."""
     n = len(values)
     if not n:
         return []

@@ -72,8 +72,10 @@ IST_ONLY_SCRIPT = Path(__file__).with_name("wsrep_sst_ist_only.py")
 
 # engine -> the replication kinds it runs (topologies); MyRocks has no Galera: not applicable, listed as such.
 # Status variables the topology figures read (topology/figures.py): 1 while the primary's commits wait
-# for a semi-sync replica, and the running total of time Galera's flow control paused replication.
+# for a semi-sync replica, the running total of commits no replica acknowledged (made while it did not
+# wait, or after waiting timed out), and of the time Galera's flow control paused replication.
 SYNC_STATUS, SYNC_KINDS = "Rpl_semi_sync_master_status", ("semisync",)
+SYNC_UNACKED = "Rpl_semi_sync_master_no_tx"
 FLOW_PAUSED_NS = "wsrep_flow_control_paused_ns"
 REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
                                            "myrocks": ("async", "semisync")}

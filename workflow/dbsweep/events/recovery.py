@@ -15,6 +15,7 @@ Recovery, per event (its undo is not an event of its own):
                        until no replica is more than twice as far behind the primary as it was
                        before it (replication_behind; at least 1)
     sync_off_s         seconds from the event on in which the primary did not wait for a replica
+    unacked_tx         commits from the event on that no replica acknowledged
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ from pathlib import Path
 EVENT_COLUMNS = ["index", "action", "target", "planned_s", "actual_s", "late_ms", "outcome", "error"]
 RECOVERY_COLUMNS = ["index", "action", "target", "at_s", "for_s", "before_tps", "below95_s", "below50_s",
                     "recovered_s", "lost_tx", "worst_lat_pct_ms", "worst_lat_max_ms", "errors", "reconnects",
-                    "lag_peak_s", "catch_up_s", "sync_off_s"]
+                    "lag_peak_s", "catch_up_s", "sync_off_s", "unacked_tx"]
 RECOVERED_RUN = 3
 
 
@@ -103,7 +104,7 @@ def _replication(counters: list[dict], at: float, start: int) -> dict:
     lag = [v for s, _, v in series("replication_lag_s") if s >= start]
     behind = series("replication_behind")
     out = {"lag_peak_s": max(lag) if lag else None, "catch_up_s": None,
-           "sync_off_s": None}
+           "sync_off_s": None, "unacked_tx": None}
     if behind:
         nodes = {n for _, n, _ in behind}
         usual = {n: statistics.median([v for s, m, v in behind if m == n and s <= at] or [0]) for n in nodes}
@@ -112,4 +113,7 @@ def _replication(counters: list[dict], at: float, start: int) -> dict:
     on = [v for s, n, v in series("sync_on") if s >= start]
     if on:
         out["sync_off_s"] = sum(1 for v in on if v == 0)
+    unacked = [v for s, _, v in series("unacked_tx") if s >= start]
+    if unacked:
+        out["unacked_tx"] = sum(unacked)
     return out

@@ -7,6 +7,8 @@ counters: SYNC_STATUS, FLOW_PAUSED_NS):
     replication_behind  per replica and second: the primary's replication_position minus the
                         replica's (transactions for MariaDB's GTIDs, bytes of WAL for PostgreSQL)
     sync_on             per second on the primary: 1 while commits wait for a replica, 0 when not
+    unacked_tx          per second on the primary: commits no replica acknowledged (the family's
+                        SYNC_UNACKED; MariaDB's semi-sync), each one lost if the primary failed then
     flow_paused         per second and member: the share of that second replication was paused
 
 Figures of a repetition (summary columns, FIGURE_KEYS):
@@ -14,6 +16,7 @@ Figures of a repetition (summary columns, FIGURE_KEYS):
     behind_max        the largest replication_behind of any replica
     sync_off_s        seconds the primary did not wait for a replica while it was meant to
                       (the family's SYNC_STATUS counter at 0: MariaDB's semi-sync fallen back to async)
+    unacked_tx        commits in the window no replica acknowledged
     flow_paused_share share of the window a Galera cluster's replication was paused by flow control
                       (the largest of its members; the family's FLOW_PAUSED_NS counter)
     rtt_client_ms     measured round trip client → first node; rtt_node_ms: first node → second node
@@ -23,7 +26,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FIGURE_KEYS = ["lag_max_s", "behind_max", "sync_off_s", "flow_paused_share", "rtt_client_ms", "rtt_node_ms"]
+FIGURE_KEYS = ["lag_max_s", "behind_max", "sync_off_s", "unacked_tx", "flow_paused_share", "rtt_client_ms",
+               "rtt_node_ms"]
 PROXY = "proxy"
 
 
@@ -40,19 +44,22 @@ def node_files(raw: Path, record: dict) -> list[tuple[str, Path]]:
 
 
 def derived_rows(rows: list[dict], record: dict, family, positions: dict[str, dict[int, float]]) -> list[dict]:
-    """replication_behind, sync_on and flow_paused rows (see above) from the nodes' own; positions: each
+    """replication_behind, sync_on, unacked_tx and flow_paused rows (see above) from the nodes' own; positions: each
     node's replication_position as sampled (node -> second -> value: not a per-second delta)."""
     topology = record.get("topology")
     if not topology or topology.get("replication") is None:
         return []
     status = getattr(family, "SYNC_STATUS", None) if topology["replication"] in getattr(family, "SYNC_KINDS", ()) \
         else None
+    unacked = getattr(family, "SYNC_UNACKED", None) if status else None
     paused = getattr(family, "FLOW_PAUSED_NS", None) if topology["replication"] == "galera" else None
     primary = topology["nodes"][0]["name"]
     out = []
     for row in rows:
         if status and row["name"] == status and row["node"] == primary:
             out.append(row | {"name": "sync_on", "value": 1.0 if row["value"] else 0.0})
+        elif unacked and row["name"] == unacked and row["node"] == primary:  # a running total: per-second deltas
+            out.append(row | {"name": "unacked_tx"})
         elif paused and row["name"] == paused:
             out.append(row | {"name": "flow_paused", "value": row["value"] / 1e9})
     if topology["replication"] != "galera":
@@ -92,6 +99,8 @@ def figures(rows: list[dict], record: dict, seconds: int) -> dict:
     out["behind_max"] = max(behind) if behind else None
     on = values("sync_on", {primary})
     out["sync_off_s"] = sum(1 for v in on if v == 0) if on else None
+    unacked = values("unacked_tx", {primary})
+    out["unacked_tx"] = sum(unacked) if unacked else None
     if values("flow_paused") and seconds:
         out["flow_paused_share"] = max(sum(values("flow_paused", {node["name"]})) / seconds
                                        for node in topology["nodes"])
