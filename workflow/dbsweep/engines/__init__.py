@@ -7,7 +7,7 @@ config_text, server, admin_sql, create_user, analyze, connect, sysbench_options,
 sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio,
 logs_written, supports, server_binary, build_family, set_session, flush_statistics,
 table_counters, client and client_env, and the Conn below; and declares
-FAMILY, NAME, ENGINE_NAMES, DEBIAN_ONLY (engines only Debian's packages have, and
+FAMILY, NAME, ENGINE_NAMES, QUERY_COUNTERS, DEBIAN_ONLY (engines only Debian's packages have, and
 why), FOREIGN_KEYS (per engine), SERVER_PROGRAMS and VERSION_PARTS (how much
 of a fetched version its server's --version line names). Nothing outside
 engines/ tests a family's or an engine's name: it reads these.

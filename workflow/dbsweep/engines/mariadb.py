@@ -907,6 +907,10 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
 
 
 LOG_WRITTEN = {"innodb": "Innodb_os_log_written", "myrocks": "Rocksdb_wal_bytes"}
+# The counters the query workload reports per execution (a regular expression, case-insensitive): rows
+# the handlers read, pages and blocks read from memory and from disk.
+QUERY_COUNTERS = (r"handler_read_\w+|innodb_buffer_pool_reads|innodb_buffer_pool_read_requests|innodb_data_read|"
+                  r"innodb_data_reads|rocksdb_block_cache_(hit|miss)|rocksdb_bytes_read")
 
 
 def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None]:

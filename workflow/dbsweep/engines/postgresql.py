@@ -584,6 +584,11 @@ def hit_ratio(engine: str, first: dict, last: dict) -> float | None:
     return hit / (hit + read)
 
 
+# The counters the query workload reports per execution (a regular expression, case-insensitive): the user
+# tables' block reads and hits, and the database's blocks, tuples and temporary bytes.
+QUERY_COUNTERS = r"statio\.\w+|db\.(blks_read|blks_hit|tup_returned|tup_fetched|temp_bytes)"
+
+
 def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None]:
     """WAL bytes written between two counters() samples (pg_stat_wal's wal_bytes from 14, else the LSN's
     advance); no binary log."""

@@ -17,6 +17,7 @@ import statistics
 import time
 from pathlib import Path
 
+from dbsweep import engines
 from dbsweep.errors import ConfigError
 from dbsweep.workloads.contract import DATABASE, Table, Workload
 
@@ -26,10 +27,9 @@ FILES = ("setup", "query")
 CACHES = ("cold", "warm")
 SESSION = "session."
 NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-# Counters reported per execution (those present on the engine); the rest stay in the raw file.
-REPORTED = re.compile(r"^(handler_read_\w+|innodb_buffer_pool_reads|innodb_buffer_pool_read_requests|"
-                      r"innodb_data_read|innodb_data_reads|rocksdb_block_cache_(hit|miss)|rocksdb_bytes_read|"
-                      r"statio\.\w+|db\.(blks_read|blks_hit|tup_returned|tup_fetched|temp_bytes))$", re.I)
+# Counters reported per execution: each server family's QUERY_COUNTERS (those present on the engine); the
+# rest stay in the raw file.
+REPORTED = re.compile("|".join(f"^(?:{family.QUERY_COUNTERS})$" for family in engines.families()), re.I)
 EXECUTION_COLUMNS = ["execution", "name", "value"]
 
 
