@@ -26,7 +26,7 @@ import psutil
 import pytest
 
 from dbsweep.runtime.memory import memory_cgroup
-from dbsweep.engines import ENGINES, datadir_processes, family, option_sets, write_private
+from dbsweep.engines import ENGINES, INTERFACE, datadir_processes, families, family, option_sets, write_private
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -210,6 +210,13 @@ def test_option_sets_shape():
     tuned, unsafe = sets["durability"]["tuned"]["postgresql"], sets["durability"]["unsafe"]["postgresql"]
     assert unsafe == tuned | {"fsync": False, "full_page_writes": False, "synchronous_commit": False}
     assert all(set(families) == {"mariadb", "postgresql"} for families in sets["isolation"].values())
+
+
+def test_every_family_offers_the_whole_interface():
+    for module in families():
+        missing = [name for name in INTERFACE if not hasattr(module, name)]
+        assert not missing, f"{module.__name__} lacks {missing}"
+        assert callable(module.check_replication) and isinstance(module.SYNC_KINDS, tuple)
 
 
 def test_hit_ratio_formulas():

@@ -2,14 +2,14 @@
 
 ENGINES maps an engine (a value of the `engine` axis) to its server family;
 family(engine) returns that family's module (mariadb.py, postgresql.py), and
-every family module offers the same functions: server_version, initialize,
-config_text, server, admin_sql, create_user, analyze, connect, sysbench_options,
-sysbench_args, variables, version, counters, CUMULATIVE, hit_ratio,
-logs_written, supports, server_binary, build_family, set_session, flush_statistics,
-table_counters, client and client_env, and the Conn below; and declares
-FAMILY, NAME, ENGINE_NAMES, QUERY_COUNTERS, DEBIAN_ONLY (engines only Debian's packages have, and
-why), FOREIGN_KEYS (per engine), SERVER_PROGRAMS and VERSION_PARTS (how much
-of a fetched version its server's --version line names). Nothing outside
+every family module offers the same functions and declares the same names:
+INTERFACE below (tests/test_engines.py holds them to it). Among them
+DEBIAN_ONLY (engines only Debian's packages have, and why), FOREIGN_KEYS (per
+engine), VERSION_PARTS (how much of a fetched version its server's --version
+line names), and what topologies read: REPLICATION (the kinds each engine
+runs), SYNC_KINDS, SYNC_STATUS and SYNC_UNACKED (a primary waiting for its
+replicas, and the commits none acknowledged), FLOW_PAUSED_NS (a cluster's flow
+control); a family without such a thing declares None or (). Nothing outside
 engines/ tests a family's or an engine's name: it reads these.
 
 Every function that runs a server program takes `basedir`: None means
@@ -44,6 +44,15 @@ import yaml
 from dbsweep.errors import ConfigError
 
 ENGINES = {"innodb": "mariadb", "myrocks": "mariadb", "postgresql": "postgresql"}
+INTERFACE = (
+    "server_version", "initialize", "config_text", "server", "admin_sql", "user_sql", "create_user", "analyze",
+    "connect", "sysbench_options", "sysbench_args", "variables", "version", "counters", "CUMULATIVE", "hit_ratio",
+    "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics",
+    "table_counters", "client", "client_env", "option_names", "check_replication", "check_cluster_settings",
+    "start_cluster", "Conn",
+    "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "DEBIAN_ONLY", "FOREIGN_KEYS", "SERVER_PROGRAMS",
+    "VERSION_PARTS", "REPLICATION", "SYNC_KINDS", "SYNC_STATUS", "SYNC_UNACKED", "FLOW_PAUSED_NS",
+)
 FAMILIES = tuple(dict.fromkeys(ENGINES.values()))
 # Builds of a server another family's adapter runs: MySQL and Percona Server through MariaDB's.
 BUILDS = {"mysql": "mariadb"}

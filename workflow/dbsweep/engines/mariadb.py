@@ -922,6 +922,11 @@ def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None
 
 
 
+def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:
+    """MariaDB runs every setting the topology schema lets through (replicas, semi-sync timeout, nodes):
+    nothing more to refuse."""
+
+
 def check_replication(engine: str, kind: str | None, basedir: Path | None = None) -> None:
     """ConfigError (one line) when engine, on the build in basedir (None: Debian's), cannot run kind:
     replication is MariaDB's (GTID, semi-sync built in from 10.3); Galera needs Debian's MariaDB with

@@ -85,8 +85,11 @@ BASE = [
     ("default_text_search_config", "pg_catalog.english"),
 ]
 
-# Topologies (engines.postgresql_cluster): streaming replication, asynchronous or synchronous.
+# Topologies (engines.postgresql_cluster): streaming replication, asynchronous or synchronous. A synchronous
+# primary waits for its standby for ever (no fallback to count, no commits unacknowledged), and there is no
+# cluster flow control.
 REPLICATION = {"postgresql": ("async", "sync")}
+SYNC_KINDS, SYNC_STATUS, SYNC_UNACKED, FLOW_PAUSED_NS = (), None, None, None
 FIRST_START_ONLY = ()  # node options a node started again (a timed event) goes without: none
 
 # Set by dbsweep from the paths and port it is given; an option set may not move them.
@@ -604,6 +607,10 @@ def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, st
     """A topology's nodes started, replicating: see engines.postgresql_cluster.start_cluster."""
     from dbsweep.engines import postgresql_cluster  # it imports this module
     return postgresql_cluster.start_cluster(engine, kind, settings, nodes, start, clients, log)
+
+
+def check_replication(engine: str, kind: str | None, basedir: Path | None = None) -> None:
+    """Every PostgreSQL build dbsweep runs streams WAL (REPLICATION): nothing more to refuse for a build."""
 
 
 def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:

@@ -49,10 +49,9 @@ def derived_rows(rows: list[dict], record: dict, family, positions: dict[str, di
     topology = record.get("topology")
     if not topology or topology.get("replication") is None:
         return []
-    status = getattr(family, "SYNC_STATUS", None) if topology["replication"] in getattr(family, "SYNC_KINDS", ()) \
-        else None
-    unacked = getattr(family, "SYNC_UNACKED", None) if status else None
-    paused = getattr(family, "FLOW_PAUSED_NS", None) if topology["replication"] == "galera" else None
+    status = family.SYNC_STATUS if topology["replication"] in family.SYNC_KINDS else None
+    unacked = family.SYNC_UNACKED if status else None
+    paused = family.FLOW_PAUSED_NS if topology["replication"] == "galera" else None
     primary = topology["nodes"][0]["name"]
     out = []
     for row in rows:

@@ -131,15 +131,14 @@ def not_applicable(engine: str, recipe_part: dict, in_process: bool, cold_start:
     if kind is None:
         return None
     family = engines.family(engine)
-    kinds = getattr(family, "REPLICATION", {}).get(engine, ())
+    kinds = family.REPLICATION.get(engine, ())
     if kind not in kinds:
         can = f"{engine} replicates {', '.join(kinds)}" if kinds else f"{engine} has no replication in dbsweep"
         return f"{topology['name']}: {kind} replication does not apply ({can})"
-    if hasattr(family, "check_replication"):  # what the build itself cannot run
-        try:
-            family.check_replication(engine, kind, Path(basedir) if basedir else None)
-        except ConfigError as e:
-            return f"{topology['name']}: {e}"
+    try:  # what the build itself cannot run
+        family.check_replication(engine, kind, Path(basedir) if basedir else None)
+    except ConfigError as e:
+        return f"{topology['name']}: {e}"
     return None
 
 
@@ -149,6 +148,5 @@ def check_cell(engine: str, recipe_part: dict) -> None:
         return
     family = engines.family(engine)
     topology = recipe_part["topology"]
-    if hasattr(family, "check_cluster_settings"):
-        spec = topology["settings"] | {"replicas": len(topology["nodes"]) - 1}
-        family.check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")
+    spec = topology["settings"] | {"replicas": len(topology["nodes"]) - 1}
+    family.check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")

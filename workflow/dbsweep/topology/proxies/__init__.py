@@ -83,8 +83,7 @@ def check_settings(kind: str, settings: dict | None, where: str | None = None) -
         value = settings.get(key, module.SETTINGS[key])
         if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
             raise ConfigError(f"{where}.{key}: {value!r} is not a whole number from {low} to {high}")
-    if hasattr(module, "check_settings"):  # what only that proxy checks (ProxySQL: its binary)
-        module.check_settings(settings, where)
+    module.check_settings(settings, where)  # what only that proxy checks (ProxySQL: its binary)
 
 
 def check_backends(backends: list[Backend]) -> None:
