@@ -168,6 +168,31 @@ def tiny_study(**changes) -> dict:
 
 # Test files whose tests share nothing (no module fixture) and are long one by one: each of their tests
 # goes to whichever worker is free, and they go first, so that no worker ends the run alone with one.
+_MADE_SHARED = pytest.StashKey[bool]()
+
+
+def pytest_configure(config):
+    """The two workers measure at once, each under a lock of its own, which a host never does (one
+    measuring lock). A topology test's nodes run in network namespaces (`ip netns exec`), each with a copy
+    of the host's mounts of that moment; where / is private (this VM's init; systemd makes it shared), the
+    other worker's loop filesystem stays mounted in those copies after its run unmounts it, and its loop
+    device cannot be detached while the node lives (a run failed so: "held open by no process"). With /
+    shared, the unmount reaches the copies. Set once by the controlling process, and set back at the end."""
+    if hasattr(config, "workerinput") or os.geteuid() != 0:
+        return
+    found = subprocess.run(["findmnt", "--raw", "--noheadings", "--output", "PROPAGATION"],
+                           capture_output=True, text=True).stdout.split()
+    if found and set(found) == {"private"}:
+        subprocess.run(["mount", "--make-rshared", "/"], check=True)
+        config.stash[_MADE_SHARED] = True
+
+
+def pytest_unconfigure(config):
+    if config.stash.get(_MADE_SHARED, False):
+        subprocess.run(["mount", "--make-rprivate", "/"], check=False)
+
+
+
 SPREAD = {"test_bench.py", "test_r_analysis.py"}
 
 
