@@ -22,6 +22,14 @@ test_that("insert figures are medians relative to the baseline engine", {
   expect_equal(t[phase == "load" & metric == "inserts_s" & engine == "postgresql"]$relative, 2)
   expect_equal(unique(t$phase), c("load", "qr"))
   expect_equal(t[phase == "load" & metric == "queries_s"]$relative, c(NA_real_, NA_real_))
+  # by the study's one method: the run-to-run noise of qr's queries_s pooled over both engines (df 4)
+  expect_equal(qr[engine == "postgresql"]$verdict, "higher")
+  expect_match(qr[engine == "postgresql"]$test, "t on log medians.*df 4")
+  expect_true(qr[engine == "postgresql"]$ratio_low > 1.5 && qr[engine == "postgresql"]$ratio_high < 2.7)
+  expect_true(is.na(qr[engine == "innodb"]$verdict))  # the baseline
+  # one repetition of each engine's load: nothing to tell noise by, so no verdict
+  load <- t[phase == "load" & metric == "inserts_s" & engine == "postgresql"]
+  expect_true(is.na(load$ratio_low) && is.na(load$verdict))
 })
 
 test_that("the server's own CPU and IO per operation are compared too, NA in older tables", {
@@ -57,6 +65,22 @@ test_that("query figures are medians over executions, relative to the baseline",
   expect_equal(t[name == "ms"]$configuration, c("cache=cold", "cache=warm"))
   expect_true(is.na(t[name == "Innodb_buffer_pool_reads" & cache == "cold"]$relative))  # baseline 0
   expect_equal(t$name[1], "ms")
+  expect_true(is.na(t[name == "ms" & cache == "cold"]$verdict))  # 3 executions: too few to bootstrap
+})
+
+test_that("one repetition of enough executions: a bootstrap of the executions gives the verdict", {
+  ex <- rbind(data.table(cache = "warm", rep = 1L, execution = 1:6, name = "ms", value = c(10, 12, 11, 13, 9, 11)),
+              data.table(cache = "cold", rep = 1L, execution = 1:6, name = "ms", value = c(50, 55, 60, 52, 58, 54)),
+              data.table(cache = "hot", rep = 1L, execution = 1:6, name = "ms", value = c(9, 13, 10, 12, 11, 12)))
+  t <- query_table(ex, "cache", list(cache = "warm"))
+  expect_equal(t[cache == "cold"]$verdict, "higher")
+  expect_equal(t[cache == "hot"]$verdict, "within noise")
+  expect_match(t[cache == "cold"]$test, "bootstrap of the executions")
+  # two repetitions: their medians and the noise pooled over the configurations instead
+  two <- rbind(ex, copy(ex)[, `:=`(rep = 2L, value = value * 1.02)])
+  t2 <- query_table(two, "cache", list(cache = "warm"))
+  expect_equal(t2[cache == "cold"]$value, median(c(54.5, 54.5 * 1.02)))
+  expect_match(t2[cache == "cold"]$test, "t on log medians")
 })
 
 test_that("a baseline naming one axis compares within the other axes", {

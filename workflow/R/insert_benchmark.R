@@ -3,10 +3,12 @@
 # written per operation (host-wide, from vmstat and iostat each second, and the
 # server's own, from its process tree's totals at the phase's start and end:
 # server_*), and the database size; every figure also relative to the baseline
-# configuration (= 1.0), as bars.
+# configuration (= 1.0), as bars, with the ratio's 95% CI and verdict by the
+# study's one method (statistics.R values_to_baseline: the run-to-run noise
+# pooled over the cells; with one repetition everywhere there is none).
 #
 # Snakemake: input phases (+ provenance); output table_csv, table_md, plot;
-# params axes, baseline (axis -> value, may be empty); log.
+# params axes, baseline (axis -> value, may be empty), analysis; log.
 #
 # A configuration is a cell's values of the axes that vary. Figures are
 # medians over repetitions, compared along the axes params$baseline names
@@ -30,7 +32,7 @@ read_phases <- function(path, axes) {
   dt
 }
 
-insert_table <- function(phases, axes, baseline = list()) {
+insert_table <- function(phases, axes, baseline = list(), settings = STATS_DEFAULTS) {
   if (nrow(phases) == 0) stop("phases: no rows (no insert benchmark cells ran)")
   phases <- copy(phases)
   for (col in setdiff(SERVER_INSERT_METRICS, names(phases))) set(phases, j = col, value = NA_real_)
@@ -41,6 +43,9 @@ insert_table <- function(phases, axes, baseline = list()) {
   long <- melt(cells, id.vars = c(by, "reps", "target_inserts_s"),
                measure.vars = INSERT_METRICS, variable.name = "metric", variable.factor = FALSE)
   long <- relative_to_baseline(long, vary, baseline, c("phase", "metric"))
+  values <- melt(phases, id.vars = c(vary, "rep", "phase"), measure.vars = INSERT_METRICS,
+                 variable.name = "metric", variable.factor = FALSE)
+  long <- with_ratio_ci(long, values, vary, baseline, c("phase", "metric"), settings, unit = "repetitions")
   long[, short_of_target := metric == "inserts_s" & !is.na(target_inserts_s) &
          value < RATE_TOLERANCE * target_inserts_s]
   long[, phase := factor(phase, levels = intersect(PHASE_ORDER, unique(phase)))]
@@ -80,10 +85,10 @@ rule_insert_benchmark <- function(input, output, params, log = snakemake_log()) 
   phases <- read_phases(input[["phases"]], axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  table <- insert_table(phases, axes, params[["baseline"]])
+  table <- insert_table(phases, axes, params[["baseline"]], stats_settings(params[["analysis"]]))
   log_line("insert benchmark: %d phase rows -> %d table rows", nrow(phases), nrow(table))
   write_csv(table, output[["table_csv"]])
-  shown <- table[, .(phase, metric, configuration, value, relative,
+  shown <- table[, .(phase, metric, configuration, value, relative, ratio_low, ratio_high, verdict,
                      short_of_target = ifelse(short_of_target, "SHORT", ""))]
   write_md_table(shown, output[["table_md"]], group_by = "phase")
   save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 12)  # 9 metric rows

@@ -1,9 +1,12 @@
 # The user's own query (study 10): per configuration, the median time per
-# execution and the median deltas of the server's counters per execution,
-# each also relative to the baseline configuration (= 1.0), as bars.
+# execution and the median deltas of the server's counters per execution
+# (medians over repetitions of each repetition's median), each also relative
+# to the baseline configuration (= 1.0), as bars, with the ratio's 95% CI and
+# verdict by the study's one method (statistics.R values_to_baseline: with one
+# repetition, a bootstrap of the executions).
 #
 # Snakemake: input executions (+ provenance); output table_csv, table_md,
-# plot; params axes, baseline (axis -> value, may be empty); log.
+# plot; params axes, baseline (axis -> value, may be empty), analysis; log.
 #
 # executions.csv.gz is long: one row per (cell, rep, execution, name), name
 # being ms, rows or a counter. A configuration is a cell's values of the axes
@@ -14,12 +17,13 @@ read_executions <- function(path, axes) {
   read_table(path, axes, required = c("rep", "execution", "name", "value"))
 }
 
-query_table <- function(executions, axes, baseline = list()) {
+query_table <- function(executions, axes, baseline = list(), settings = STATS_DEFAULTS) {
   if (nrow(executions) == 0) stop("executions: no rows (no query cells ran)")
   vary <- varying_axes(executions, axes)
-  cells <- executions[, .(value = median_or_na(value), executions = .N),
-                      by = c(vary, "name")]
+  per_rep <- executions[, .(value = median_or_na(value), executions = .N), by = c(vary, "rep", "name")]
+  cells <- per_rep[, .(value = median_or_na(value), executions = sum(executions)), by = c(vary, "name")]
   cells <- relative_to_baseline(cells, vary, baseline, "name")
+  cells <- with_ratio_ci(cells, executions, vary, baseline, "name", settings, unit = "executions")
   first <- c("ms", "rows")
   cells[, name_order := ifelse(name %in% first, match(name, first), 3L)]
   setorderv(cells, c("name_order", "name", vary))
@@ -53,11 +57,11 @@ rule_query_timing <- function(input, output, params, log = snakemake_log()) {
   executions <- read_executions(input[["executions"]], axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  table <- query_table(executions, axes, params[["baseline"]])
+  table <- query_table(executions, axes, params[["baseline"]], stats_settings(params[["analysis"]]))
   log_line("query timing: %d execution rows -> %d table rows", nrow(executions), nrow(table))
   write_csv(table, output[["table_csv"]])
-  write_md_table(table[, .(name, configuration, value, relative)], output[["table_md"]],
-                 group_by = "name")
+  write_md_table(table[, .(name, configuration, value, relative, ratio_low, ratio_high, verdict)],
+                 output[["table_md"]], group_by = "name")
   save_plot(query_plot(table, caption), output[["plot"]], width = 11, height = 10)
   invisible(table)
 }

@@ -446,6 +446,47 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
   pairs[]
 }
 
+# Figures that are not per-second series (a query's executions, an insert-benchmark phase's figures)
+# compared by the same method: `values` has one row per value with the columns `keys` (among them
+# `axis`, whose values `base` are the baselines), rep and value. A cell's median is the median of its
+# repetitions' medians; the ratio's CI comes from the run-to-run noise pooled over the cells with 2
+# repetitions or more (ratio_to_baseline), or, with one repetition everywhere, from a bootstrap of each
+# cell's own values (`unit`: what they are), when it has MIN_BLOCKS of them or more; else there is none.
+values_to_baseline <- function(values, keys, axis, base, settings = STATS_DEFAULTS, unit = "values") {
+  per_rep <- values[!is.na(value), .(m = stats::median(value), own = list(value)), by = c(keys, "rep")]
+  cells <- per_rep[, .(median = stats::median(m), reps = .N, rep_values = list(m),
+                       own = list(if (.N == 1L && length(own[[1L]]) >= MIN_BLOCKS) own[[1L]] else numeric())),
+                   by = keys]
+  basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$own)
+  setattr(cells, "draws", bootstrap_medians(basis, settings$draws, settings$seed))
+  setattr(cells, "noise", pooled_noise(cells$rep_values))
+  out <- ratio_to_baseline(cells, keys, axis, base, settings$level)
+  out[startsWith(test, "bootstrap"), test := sprintf("bootstrap of the %s (one repetition: within-run noise only)",
+                                                      unit)]
+  out[is.na(ratio_low), test := NA_character_]
+  out[]
+}
+
+# cells (relative_to_baseline's: one row per configuration and `by`, value the median of the
+# repetitions' medians) with each ratio's CI, verdict and test from values_to_baseline over `values`
+# (one row per value: the axes, rep, `by`, value), the noise pooled within each `by` (one figure, as
+# the statistics rule pools per metric); NA at the baseline.
+with_ratio_ci <- function(cells, values, vary, baseline, by, settings = STATS_DEFAULTS, unit = "values") {
+  groups <- setdiff(vary, baseline_axes(vary, baseline))
+  keys <- c(groups, by, "configuration")
+  values <- copy(values)[, configuration := configuration_label(values, vary)]
+  base <- unique(cells[baseline == TRUE, configuration])
+  parts <- split(values[, c(keys, "rep", "value"), with = FALSE], by = by)
+  ratios <- rbindlist(lapply(parts, values_to_baseline, keys = keys, axis = "configuration", base = base,
+                             settings = settings, unit = unit))
+  cells[, `:=`(ratio_low = NA_real_, ratio_high = NA_real_, verdict = NA_character_, test = NA_character_)]
+  if (nrow(ratios)) {
+    cells[ratios, `:=`(ratio_low = i.ratio_low, ratio_high = i.ratio_high, verdict = i.verdict, test = i.test),
+          on = keys]
+  }
+  cells[]
+}
+
 # Two cells' per-repetition medians against each other by the rule of the
 # tables (the noise pooled over these two cells): the verdict on a / b
 # ("higher", "lower", "within noise"), the ratio of medians and its CI.

@@ -188,6 +188,7 @@ rule insert_benchmark:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
+        analysis=ANALYSIS,
     log:
         "results/logs/insert_benchmark.log",
     script:
@@ -208,6 +209,7 @@ rule query_timing:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
+        analysis=ANALYSIS,
     log:
         "results/logs/query_timing.log",
     script:
