@@ -83,6 +83,15 @@ test_that("one repetition of enough executions: a bootstrap of the executions gi
   expect_match(t2[cache == "cold"]$test, "t on log medians")
 })
 
+test_that("each group's configurations go against that group's own baseline", {
+  ex <- CJ(engine = c("innodb", "postgresql"), cache = c("cold", "warm"), rep = 1L, execution = 1:6)
+  ex[, `:=`(name = "ms", value = execution + ifelse(cache == "cold", ifelse(engine == "innodb", 100, 300), 10))]
+  t <- query_table(ex, c("engine", "cache"), list(cache = "warm"))
+  expect_equal(t[cache == "cold"]$verdict, c("higher", "higher"))
+  expect_equal(t[cache == "cold"]$relative, c(103.5 / 13.5, 303.5 / 13.5))
+  expect_true(all(t[cache == "cold"]$ratio_low > 5))
+})
+
 test_that("a baseline naming one axis compares within the other axes", {
   ex <- data.table(engine = rep(c("innodb", "postgresql"), each = 4),
                    plan = rep(c("default", "nested"), 4), rep = 1L, execution = rep(1:2, each = 2),

@@ -438,7 +438,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
     pairs[, `:=`(ratio_low = ci$low, ratio_high = ci$high,
                  test = "bootstrap of block medians (one repetition: within-run noise only)")]
   }
-  pairs[, `:=`(axis = axis, baseline = base)]
+  pairs[, `:=`(axis = axis, baseline = dt[[axis]][.base_row])]  # base may name several (one per group)
   pairs[, verdict := noise_verdict_ci(ratio_low, ratio_high)]
   pairs[, c(".row", ".base_row", "reps", "reps_baseline") := NULL]
   setcolorder(pairs, c("axis", "baseline", axes, "median", "median_baseline",
