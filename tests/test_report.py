@@ -15,7 +15,7 @@ from chromium import Chromium
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
-from dbsweep import answer, markdown, summary  # noqa: E402
+from dbsweep import answer, manifest, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
 LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
@@ -241,6 +241,17 @@ def test_provenance_lists_every_server_version():
     lines = dict(summary.provenance_lines({"host": "h", "tools": {"fio": "fio-3.33", "postgresql": "PostgreSQL 17.2"},
                                            "servers": {"postgresql": ["PostgreSQL 16.6", "PostgreSQL 17.2"]}}))
     assert lines["postgresql"] == "PostgreSQL 16.6; PostgreSQL 17.2" and lines["fio"] == "fio-3.33"
+
+
+def test_provenance_has_the_kernels_command_line_and_settings():
+    host = manifest.host()  # this host's, read from /proc
+    assert host["kernel_cmdline"] == Path("/proc/cmdline").read_text().strip()
+    assert host["sysctl"]["vm.swappiness"] == Path("/proc/sys/vm/swappiness").read_text().strip()
+    assert set(host["sysctl"]) <= set(manifest.SYSCTLS) and "vm.dirty_ratio" in host["sysctl"]
+    lines = dict(summary.provenance_lines({"host": "h", "kernel_cmdline": host["kernel_cmdline"],
+                                           "sysctl": {"vm.swappiness": "1", "vm.dirty_ratio": "5"}}))
+    assert lines["kernel command line"] == host["kernel_cmdline"]
+    assert lines["sysctl"] == "vm.swappiness=1, vm.dirty_ratio=5"
 
 
 def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):

@@ -41,6 +41,12 @@ def test_mkfs_and_mount_options_come_from_the_spec(tmp_path):
                                capture_output=True, text=True).stdout.strip()
         assert label == "dbsweeptest"
         assert ["mkfs.ext4", "-F", "-b", "1024", "-L", "dbsweeptest", f"/dev/{fs.devices[0]}"] in fs.commands
+        # how the kernel queues the loop device's IO, as its sysfs says
+        queue = Path(f"/sys/block/{fs.devices[0]}/queue")
+        assert fs.facts["queue"]["read_ahead_kb"] == int((queue / "read_ahead_kb").read_text())
+        assert f"[{fs.facts['queue']['scheduler']}]" in (queue / "scheduler").read_text() or \
+            fs.facts["queue"]["scheduler"] == (queue / "scheduler").read_text().strip()
+        assert fs.facts["queue"]["nr_requests"] > 0
 
 
 def allocated(path):

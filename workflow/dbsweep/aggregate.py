@@ -58,7 +58,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
     host = next(iter(hosts.values()), {})
     provenance = {
         "study": study, "host": ", ".join(hosts), "cpu": host.get("cpu"), "kernel": host.get("kernel"),
-        "memory_gb": host.get("memory_gb"), "tools": tools, "hosts": list(hosts.values()),
+        "memory_gb": host.get("memory_gb"), "kernel_cmdline": host.get("kernel_cmdline"),
+        "sysctl": host.get("sysctl"), "tools": tools, "hosts": list(hosts.values()),
         "servers": {family: sorted(versions) for family, versions in sorted(servers.items())},  # every version run
     }
     out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")

@@ -11,6 +11,13 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 
+# Kernel settings that change what a database or storage benchmark measures: writeback, swapping,
+# overcommit, NUMA placement, the scheduler's autogroups.
+SYSCTLS = ("vm.swappiness", "vm.dirty_ratio", "vm.dirty_background_ratio", "vm.dirty_bytes",
+           "vm.dirty_background_bytes", "vm.dirty_expire_centisecs", "vm.dirty_writeback_centisecs",
+           "vm.overcommit_memory", "vm.zone_reclaim_mode", "kernel.numa_balancing", "kernel.sched_autogroup_enabled")
+
+
 def now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
@@ -31,7 +38,18 @@ def host() -> dict:
         "cpu": cpu,
         "cpus": os.cpu_count(),
         "memory_gb": round(mem_kb / 2**20, 1),
+        "kernel_cmdline": _read(Path("/proc/cmdline")),
+        "sysctl": {name: value for name in SYSCTLS
+                   if (value := _read(Path("/proc/sys") / name.replace(".", "/"))) is not None},
     }
+
+
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
 
 
 def dbsweep_version() -> dict:

@@ -202,6 +202,8 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
             stack.callback(shutil.rmtree, path, True)
             facts = {"type": "dir", "path": spec["path"]} | mount_facts_for(path)
             source = facts.get("source", "")
+            if source.startswith("/dev/") and (Path("/sys/class/block") / Path(source).name).exists():
+                facts["queue"] = block_queue(source)
             yield Mounted(path, [Path(source).name] if source.startswith("/dev/") else [], facts)
             return
         if kind == "tmpfs":
@@ -226,7 +228,8 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
             facts = {"loop": dev, "loop_direct_io": _loop_dio(dev), "image_size": spec["size"],
                      "restored_from": str(image) if image else None}
         commands.append(stack.enter_context(mounted(dev, mnt, kind, spec["mount_options"], active)))
-        facts |= {"type": kind, "mkfs_options": spec["mkfs_options"]} | mount_facts(mnt)
+        facts |= {"type": kind, "mkfs_options": spec["mkfs_options"], "queue": block_queue(dev)} | \
+            mount_facts(mnt)
         yield Mounted(mnt, [Path(dev).name], facts, commands)
 
 
@@ -259,6 +262,26 @@ def copy_image(src: Path, dst: Path) -> None:
 def mount_facts_for(path: Path) -> dict:
     out = sh(["findmnt", "-nvo", "SOURCE,FSTYPE,OPTIONS", "--target", str(path)]).stdout.split()
     return dict(zip(("source", "fstype", "mount_options"), out))
+
+
+def block_queue(device: str) -> dict:
+    """How the kernel queues IO to a block device (a name like loop3, vda, nvme0n1p2; a partition's come
+    from its disk): the IO scheduler it selected, read-ahead (KB), rotational, request queue depth."""
+    node = Path("/sys/class/block") / Path(device).name
+    queue = node / "queue" if (node / "queue").exists() else node.resolve().parent / "queue"
+    text = {name: _sys_text(queue / name) for name in ("scheduler", "read_ahead_kb", "rotational", "nr_requests")}
+    scheduler = text["scheduler"]
+    if scheduler and "[" in scheduler:  # "mq-deadline [none]": the one in brackets
+        scheduler = scheduler.split("[", 1)[1].split("]", 1)[0]
+    return {"scheduler": scheduler} | {name: int(value) for name in ("read_ahead_kb", "rotational", "nr_requests")
+                                       if (value := text[name]) is not None and value.isdigit()}
+
+
+def _sys_text(path: Path) -> str | None:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
 
 
 def _loop_dio(dev: str) -> bool:

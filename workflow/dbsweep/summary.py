@@ -155,13 +155,18 @@ def matrix_line(study: Study) -> str:
 
 
 def provenance_lines(provenance: dict | None) -> list[tuple[str, str]]:
-    """(label, text) pairs: host, CPU, kernel, memory, then every tool and server version."""
+    """(label, text) pairs: host, CPU, kernel, memory, the kernel's command line and settings (sysctl), then
+    every tool and server version."""
     if not provenance:
         return []
     lines = [("host", provenance.get("host") or "?"), ("CPU", provenance.get("cpu") or "?"),
              ("kernel", provenance.get("kernel") or "?")]
     if provenance.get("memory_gb") is not None:
         lines.append(("memory", f"{provenance['memory_gb']} GB"))
+    if provenance.get("kernel_cmdline"):
+        lines.append(("kernel command line", provenance["kernel_cmdline"]))
+    if provenance.get("sysctl"):
+        lines.append(("sysctl", ", ".join(f"{name}={value}" for name, value in provenance["sysctl"].items())))
     servers = provenance.get("servers", {})  # family -> every version the study ran
     tools = provenance.get("tools", {}) | {family: "; ".join(versions) for family, versions in servers.items()}
     lines += [(name, str(version)) for name, version in sorted(tools.items())]
