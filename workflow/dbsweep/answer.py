@@ -111,10 +111,20 @@ def noise(comparisons_csv: Path, cell_stats_csv: Path) -> Noise:
                  statistics.median(halves) if halves else None, len(spreads))
 
 
+def repetitions_needed(noise_pct: float, difference_pct: float) -> int:
+    """Repetitions per cell for a ratio's 95% CI (a t interval on the log scale, as the statistics rule's,
+    its degrees of freedom taken as many) to be as narrow as ±difference_pct at a run-to-run noise of
+    noise_pct: n = 2 (1.96 s / ln(1 + d))^2, at least 2."""
+    s, d = noise_pct / 100, math.log(1 + difference_pct / 100)
+    return max(2, math.ceil(2 * (1.96 * s / d) ** 2))
+
+
 def noise_text(n: Noise) -> str:
     if n.run_to_run_pct is not None:
         text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {n.cells_with_reps} cells of the "
-                "sd of their repetitions' medians, relative to the median).")
+                "sd of their repetitions' medians, relative to the median). To tell a difference of 5% from "
+                f"noise would take about {repetitions_needed(n.run_to_run_pct, 5)} repetitions per cell, "
+                f"10% about {repetitions_needed(n.run_to_run_pct, 10)}.")
     else:
         text = ("Each cell ran once: run-to-run noise was not measured, and the intervals come from the "
                 "variation within a run only, which understates it.")
