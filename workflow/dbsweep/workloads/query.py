@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
+from dbsweep.workloads import check_names
 from dbsweep.workloads.contract import DATABASE, Table, Workload
 
 TOOL = "query"
@@ -25,7 +26,9 @@ DEFAULTS = {"executions": 5, "cache": "warm"}
 FILES = ("setup", "query")
 CACHES = ("cold", "warm")
 SESSION = "session."
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+# A session setting's name (PostgreSQL's may hold a dot: an extension's own), checked after `session.`
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+OPTION = re.compile(rf"[A-Za-z][A-Za-z0-9_-]*|{re.escape(SESSION)}.*")
 # Counters reported per execution (those present on the engine); the rest stay in the raw file.
 REPORTED = re.compile(r"^(handler_read_\w+|innodb_buffer_pool_reads|innodb_buffer_pool_read_requests|"
                       r"innodb_data_read|innodb_data_reads|rocksdb_block_cache_(hit|miss)|rocksdb_bytes_read|"
@@ -34,6 +37,7 @@ EXECUTION_COLUMNS = ["execution", "name", "value"]
 
 
 def check(options: dict, where: str) -> None:
+    check_names(options, where, "query", OPTION, "setup, query, executions, cache or session.<setting>")
     for key in FILES:
         value = options.get(key)
         if value is None:
@@ -48,7 +52,7 @@ def check(options: dict, where: str) -> None:
         if name in FILES:
             continue
         if name.startswith(SESSION):
-            if not NAME.match(name[len(SESSION):]):
+            if not NAME.fullmatch(name[len(SESSION):]):
                 raise ConfigError(f"{where}.{name}: {name[len(SESSION):]!r} is not a setting name")
             continue
         if name not in DEFAULTS:
