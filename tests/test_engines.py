@@ -198,6 +198,116 @@ def test_mariadb_flags_and_quoting(tmp_path):
     assert "\ninit_connect=\"SET @a = '#1'\"\n" in text
 
 
+# --- options a study may not set (hostile-input audit, /work/hostile/cases) -----------------------------------
+
+# (family, option, value, what the one-line refusal says after the value)
+REFUSED_OPTIONS = [
+    ("mariadb", "general_log_file", "/work/hostile/outside.log", "names a path outside the cell's datadir"),
+    ("mariadb", "log_bin", "/var/tmp/binlog", "names a path outside the cell's datadir"),
+    ("mariadb", "slow-query-log-file", "../slow.log", "names a path outside the cell's datadir"),
+    ("mariadb", "innodb_data_home_dir", "/elsewhere", "names a path outside the cell's datadir"),
+    ("mariadb", "tmpdir", "/tmp", "is set by dbsweep"),
+    ("mariadb", "plugin_dir", "/tmp", "is set by dbsweep"),
+    ("mariadb", "getopt_prefix_matching", "ON", "is set by dbsweep"),
+    ("mariadb", "init_file", "/work/hostile/files/evil.sql", "runs its SQL as the server's root"),
+    ("mariadb", "init-slave", "SELECT 1", "runs its SQL as the server's root"),
+    ("mariadb", "plugin_load_add", "server_audit", "loads a library into the server"),
+    ("mariadb", "wsrep_provider", "/tmp/evil.so", "loads a library into the server"),
+    ("mariadb", "wsrep_notify_cmd", "/bin/touch", "runs a command"),
+    ("mariadb", "secure_file_priv", "/", "lets SQL read and write files in the folder it names"),
+    ("mariadb", "loose_enable_skip_grant_tables", True, "lets every login in without a password"),
+    ("mariadb", "Skip-Grant-Tables", True, "lets every login in without a password"),
+    ("postgresql", "archive_command", "touch /work/hostile/PWNED", "runs a command"),
+    ("postgresql", "ssl_passphrase_command", "sh -c id", "runs a command"),
+    ("postgresql", "restore_command", "cp /x %p", "runs a command"),
+    ("postgresql", "shared_preload_libraries", "auto_explain", "loads a library into the server"),
+    ("postgresql", "archive_library", "basic_archive", "loads a library into the server"),
+    ("postgresql", "include", "/etc/evil.conf", "reads settings from another file"),
+    ("postgresql", "Include_Dir", "/etc", "reads settings from another file"),
+    ("postgresql", "log_directory", "/tmp", "names a path outside the cell's datadir"),
+    ("postgresql", "data_directory", "/tmp", "is set by dbsweep"),
+]
+
+
+@pytest.mark.parametrize("family_name, name, value, why", REFUSED_OPTIONS,
+                         ids=[f"{r[0]}-{r[1]}" for r in REFUSED_OPTIONS])
+def test_options_that_run_load_or_write_elsewhere_are_refused_at_load_and_in_the_job(family_name, name, value, why,
+                                                                                     tmp_path):
+    from dbsweep.engines import check_options
+    with pytest.raises(ConfigError) as err:
+        check_options(family_name, {name: value}, f"server.options.{family_name}")
+    assert str(err.value) == f"server.options.{family_name}.{name}: {value!r} {why}; remove it" or \
+        str(err.value).startswith(f"server.options.{family_name}.{name}: {value!r} {why} (")
+    engine = {"mariadb": "innodb", "postgresql": "postgresql"}[family_name]
+    with pytest.raises(ConfigError, match=re.escape(why)):
+        family(engine).config_text(engine, None, {name: value}, tmp_path / "data", tmp_path / "run", 1)
+
+
+# Names with what would end the option in the config file, or start another one there.
+BAD_NAMES = ["innodb_io_capacity\n", "skip_grant_tables\n", "a=b", "x\nplugin_load_add", "#datadir", "max connections",
+             "'port'", "\"port\"", "-datadir", "", 5]
+
+
+@pytest.mark.parametrize("family_name", ["mariadb", "postgresql"])
+@pytest.mark.parametrize("name", BAD_NAMES, ids=[repr(n) for n in BAD_NAMES])
+def test_a_name_that_is_not_an_option_name_is_refused(family_name, name, tmp_path):
+    from dbsweep.engines import check_options
+    with pytest.raises(ConfigError) as err:
+        check_options(family_name, {name: "1"}, f"server_options.log.a.{family_name}")
+    message = str(err.value)
+    assert message.startswith(f"server_options.log.a.{family_name}: {name!r} (set to '1') is not a {family_name} "
+                              "option name (") and "\n" not in message
+    engine = {"mariadb": "innodb", "postgresql": "postgresql"}[family_name]
+    if isinstance(name, str):
+        with pytest.raises(ConfigError, match="not an option name"):
+            family(engine).config_text(engine, None, {name: "1"}, tmp_path / "data", tmp_path / "run", 1)
+
+
+@pytest.mark.parametrize("family_name, value", [("mariadb", "SET @a = 1\ninit_file=/tmp/evil.sql"),
+                                                ("postgresql", "x'\narchive_command = 'touch /tmp/x")])
+def test_a_value_with_a_line_break_is_refused(family_name, value):
+    from dbsweep.engines import check_options
+    name = {"mariadb": "init_connect", "postgresql": "application_name"}[family_name]
+    with pytest.raises(ConfigError) as err:
+        check_options(family_name, {name: value}, "server.options.x")
+    assert str(err.value) == f"server.options.x.{name}: {value!r} contains a line break"
+
+
+@pytest.mark.parametrize("family_name, options", [
+    ("mariadb", {"log_bin": "binlog", "binlog_format": "ROW", "sync_binlog": 1, "max_binlog_size": "64M"}),
+    ("mariadb", {"log_bin": True}), ("mariadb", {"log_bin": 1}), ("mariadb", {"log-bin": "ON"}),
+    ("mariadb", {"skip-log-bin": True}), ("mariadb", {"skip-log-bin": ""}), ("mariadb", {"disable_log_bin": True}),
+    ("mariadb", {"general_log": 1, "general_log_file": "general.log"}), ("mariadb", {"init_connect": "SET @a = 1"}),
+    ("mariadb", {"innodb_data_file_path": "ibdata1:64M:autoextend", "transaction-isolation": "READ-COMMITTED"}),
+    ("postgresql", {"archive_mode": "on", "wal_compression": "on", "random_page_cost": 1.1}),
+    ("postgresql", {"pg_stat_statements.max": 100, "default_transaction_isolation": "read committed"}),
+])
+def test_ordinary_options_pass(family_name, options, tmp_path):
+    from dbsweep.engines import check_options
+    check_options(family_name, options, "server.options.x")
+    engine = {"mariadb": "innodb", "postgresql": "postgresql"}[family_name]
+    family(engine).config_text(engine, None, options, tmp_path / "data", tmp_path / "run", 1)
+
+
+@pytest.mark.skipif(shutil.which("mariadbd") is None, reason="no mariadbd")
+def test_mariadb_takes_whole_option_names_only(tmp_path):
+    """MariaDB takes an unambiguous prefix of a name by default (datad for datadir, init_f for init_file): my.cnf
+    turns that off, so a prefix is an unknown option and the server refuses to start (its own --help parses
+    the file as a start does, without starting)."""
+    engine = family("innodb")
+    config = tmp_path / "my.cnf"
+    config.write_text(engine.config_text("innodb", None, {"datad": str(tmp_path / "elsewhere")}, tmp_path / "data",
+                                         tmp_path / "run", 1))
+    done = subprocess.run(["mariadbd", f"--defaults-file={config}", "--verbose", "--help"], capture_output=True,
+                          text=True, cwd="/")
+    assert done.returncode != 0 and f"unknown variable 'datad={tmp_path / 'elsewhere'}'" in done.stderr
+    config.write_text(engine.config_text("innodb", None, {}, tmp_path / "data", tmp_path / "run", 1))
+    done = subprocess.run(["mariadbd", f"--defaults-file={config}", "--verbose", "--help"], capture_output=True,
+                          text=True, cwd="/")
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"^getopt-prefix-matching\s+FALSE$", done.stdout, re.M)
+
+
 def test_option_sets_shape():
     sets = option_sets()
     assert set(sets) == {"binlog", "durability", "isolation"}

@@ -71,6 +71,14 @@ def test_check_refuses_keys_the_pipeline_sets(key, value):
     assert "\n" not in message
 
 
+@pytest.mark.parametrize("key", ["luajit-cmd", "luajit_cmd"])
+def test_check_refuses_luajit_commands(key):
+    """sysbench 1.1's --luajit-cmd: `v=FILE` writes LuaJIT's trace where it says."""
+    with pytest.raises(ConfigError) as err:
+        oltp.check({"script": "oltp_read_write", key: "v=/tmp/outside.txt"}, "w")
+    assert str(err.value) == f"w.{key}: 'v=/tmp/outside.txt' runs a command; remove it"
+
+
 @pytest.mark.parametrize("key", ["mysql-password", "pgsql_password"])
 def test_check_names_a_password_key_but_not_its_value(key):
     with pytest.raises(ConfigError) as err:

@@ -59,6 +59,78 @@ def test_fio_check_accepts_ordinary_options():
     fio.check({"size": "1G", "rw": "randread", "bs": "{bs}", "direct": True, "runtime": 30}, "w")
 
 
+# The hostile-input audit's fio cases (/work/hostile/cases): a name holding `=` became `--filename=/dev/vda:=` on
+# fio's command line (fio then opened the root disk); options that run a command or read and write a path of
+# their own; a prefix of a refused name, which fio takes for the whole name.
+@pytest.mark.parametrize("name, value, why", [
+    ("exec_prerun", "touch /work/hostile/PWNED", "runs a command"),
+    ("exec_postrun", "touch /work/hostile/PWNED", "runs a command"),
+    ("trigger-file", "/tmp/go", "runs a command"),
+    ("write_iolog", "/work/hostile/outside.iolog", "names a path outside the cell's folders"),
+    ("read_iolog", "/work/hostile/replay.iolog", "names a path outside the cell's folders"),
+    ("write_hist_log", "/tmp/hist", "names a path outside the cell's folders"),
+    ("directory", "/work/hostile/outside", "names a path outside the cell's folders"),
+    ("opendir", "/", "names a path outside the cell's folders"),
+    ("filename_format", "/tmp/$jobname", "names a path outside the cell's folders"),
+    ("filename", "/dev/vda", "is set by dbsweep"),
+    ("cgroup", "../../escape", "moves fio out of the run's cgroup"),
+    ("ioscheduler", "none", "changes the I/O scheduler of the host's device"),
+    ("server", "0.0.0.0", "runs fio elsewhere"),
+    ("ioengine", "exec", "runs a program or loads a library"),
+    ("ioengine", "external:/tmp/evil.so", "runs a program or loads a library"),
+    ("ioengine", "/tmp/evil.so", "runs a program or loads a library"),
+    ("ioengine", "libc.so.6", "runs a program or loads a library"),
+    ("mem", "mmap:/tmp/outside", "names a path outside the cell's folders"),
+])
+def test_fio_check_refuses_options_that_run_or_write_elsewhere(name, value, why):
+    with pytest.raises(ConfigError) as err:
+        fio.check({"size": "64M", "rw": "randread", name: value}, "workloads.w.options")
+    assert str(err.value) == f"workloads.w.options.{name}: {value!r} {why}; remove it"
+
+
+@pytest.mark.parametrize("name", ["filename=/dev/vda:", "directory=/work/hostile/outside", "runtime=5 --filename",
+                                  "bs\n", "rw randread", "--size", "size'", "", 3])
+def test_fio_check_refuses_names_that_are_not_option_names(name):
+    with pytest.raises(ConfigError) as err:
+        fio.check({"size": "64M", name: "x"}, "workloads.w.options")
+    assert str(err.value) == (f"workloads.w.options: {name!r} (set to 'x') is not an option name of fio "
+                              "(a letter, then letters, digits, _ and -)")
+
+
+@needs_fio
+@pytest.mark.parametrize("name", ["exec_pre", "write_iol", "opend", "serv", "filename_f"])
+def test_fio_check_refuses_a_prefix_fio_would_take_for_a_whole_name(name, tmp_path):
+    """fio's getopt_long_only takes `--exec_pre=CMD` for --exec_prerun (fio --parse-only accepts it); `--serv=x`
+    is its --server, which even under --parse-only runs the job, so fio is not asked about that one here."""
+    assert name == "serv" or _fio_parses(f"--{name}=x", tmp_path)
+    with pytest.raises(ConfigError) as err:
+        fio.check({"size": "64M", name: "x"}, "workloads.w.options")
+    assert str(err.value).startswith(f"workloads.w.options.{name}: 'x' is not the whole name of a fio job option")
+
+
+def _fio_parses(arg: str, folder: Path) -> bool:
+    done = subprocess.run(["fio", "--parse-only", "--name=check", "--filename=fio.data", "--size=1M", arg],
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL, cwd=folder)
+    return done.returncode == 0 and "unrecognized" not in done.stderr and "ambiguous" not in done.stderr
+
+
+@needs_fio
+def test_fio_check_takes_aliases_and_the_engines_own_options():
+    fio.check({"size": "64M", "readwrite": "randread", "blocksize": "4k", "timeout": 5, "ioengine": "libaio",
+               "userspace_reap": 1, "hugepage-size": "2M", "direct": 1}, "w")
+    fio.check({"size": "64M", "rw": "randread", "ioengine": "io_uring", "fixedbufs": 1}, "w")
+    with pytest.raises(ConfigError, match=r"^w\.fixedbufs: 1 is not the whole name of a fio job option"):
+        fio.check({"size": "64M", "rw": "randread", "ioengine": "libaio", "fixedbufs": 1}, "w")
+
+
+def test_fio_a_cell_checks_the_values_its_axes_give():
+    options = {"size": "64M", "ioengine": "{engine}"}
+    fio.check(options, "workloads.w.options")  # the axis's values are the cells'
+    fio.check_cell(options | {"ioengine": "libaio"}, "workloads.w.options")
+    with pytest.raises(ConfigError, match=r"^workloads\.w\.options\.ioengine: 'exec' runs a program"):
+        fio.check_cell(options | {"ioengine": "exec"}, "workloads.w.options")
+
+
 def test_fio_dataset_is_the_size_only():
     a = fio.dataset({"size": "1G", "rw": "randread", "bs": "4k"})
     b = fio.dataset({"size": "1G", "rw": "write", "direct": True})
@@ -231,6 +303,17 @@ def test_sysbench_check_refuses_keys_the_pipeline_sets(key, value):
     with pytest.raises(ConfigError) as err:
         sb.check({"file-test-mode": "rndrd", key: value}, "workloads.sb.options")
     assert str(err.value).startswith(f"workloads.sb.options.{key}: {value!r}")
+
+
+@pytest.mark.parametrize("key, value, why", [
+    ("config-file", "/work/hostile/more-options.cfg", "reads options from a file no check sees"),
+    ("config_file", "/tmp/x.cfg", "reads options from a file no check sees"),
+    ("luajit-cmd", "v=/tmp/outside.txt", "runs a command"),
+])
+def test_sysbench_check_refuses_what_reads_or_runs_elsewhere(key, value, why):
+    with pytest.raises(ConfigError) as err:
+        sb.check({"file-test-mode": "rndrd", key: value}, "workloads.sb.options")
+    assert str(err.value) == f"workloads.sb.options.{key}: {value!r} {why}; remove it"
 
 
 def test_sysbench_check_requires_test_mode():
@@ -416,6 +499,30 @@ def test_sysbench_fileio_open_loop():
 
 ROOT = Path(__file__).resolve().parents[1]
 WORKFLOW = ROOT / "workflow"
+
+
+# Each workload with the options it needs before its names are looked at.
+NEEDS = {"fio": {"size": "64M"}, "sysbench-fileio": {"file-test-mode": "rndrd"},
+         "sysbench": {"script": "oltp_read_write"}, "tpcc": {}, "insert": {}, "query": {}, "pgbench": {}}
+
+
+@pytest.mark.parametrize("tool", list(NEEDS))
+@pytest.mark.parametrize("name", ["threads=64 ", "time=5", "time\n", "rate 5", "x;y", "--time", "t'"])
+def test_every_workload_refuses_a_name_that_is_not_an_option_name(tool, name):
+    """A name goes onto the tool's command line as --NAME=VALUE: `=`, a space or a line break in it would make
+    another option of it (sysbench reads --threads=64 =1 as 64 threads)."""
+    from dbsweep import workloads
+    with pytest.raises(ConfigError) as err:
+        workloads.get(tool).check(NEEDS[tool] | {name: "1"}, "workloads.w.options")
+    assert str(err.value).startswith(f"workloads.w.options: {name!r} (set to '1') is not an option name of ")
+    assert "\n" not in str(err.value)
+
+
+def test_a_refused_name_hides_a_password():
+    from dbsweep import workloads
+    with pytest.raises(ConfigError) as err:
+        workloads.get("sysbench").check({"script": "oltp_read_write", "mysql-password=": "hunter2"}, "w")
+    assert "hunter2" not in str(err.value) and "'***'" in str(err.value)
 
 
 def test_schema_tool_enum_is_the_registry():

@@ -449,9 +449,13 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
         for name in _placeholders(value):
             if name not in order:
                 raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
-    if workloads.get(wls[wl]["tool"]).takes_rate:  # fio's own `rate` is a bandwidth
+    workload = workloads.get(wls[wl]["tool"])
+    if workload.takes_rate or workload.check_cell:
         options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
-        workloads.check_rate(options, f"workloads.{wl}.options")
+        if workload.takes_rate:  # fio's own `rate` is a bandwidth
+            workloads.check_rate(options, f"workloads.{wl}.options")
+        if workload.check_cell:
+            workload.check_cell(options, f"workloads.{wl}.options")
 
 
 def _option_sets(user: dict, axes: dict) -> dict[str, dict]:

@@ -3,13 +3,15 @@
 ENGINES maps an engine (a value of the `engine` axis) to its server family;
 family(engine) returns that family's module (mariadb.py, postgresql.py), and
 every family module offers the same functions and declares the same names:
-INTERFACE below (tests/test_engines.py holds them to it). Among them
-DEBIAN_ONLY (engines only Debian's packages have, and why), FOREIGN_KEYS (per
-engine), VERSION_PARTS (how much of a fetched version its server's --version
-line names), and what topologies read: REPLICATION (the kinds each engine
-runs), SYNC_KINDS, SYNC_STATUS and SYNC_UNACKED (a primary waiting for its
-replicas, and the commits none acknowledged), FLOW_PAUSED_NS (a cluster's flow
-control); a family without such a thing declares None or (). Nothing outside
+INTERFACE below (tests/test_engines.py holds them to it). Among them refused
+(why a study may not set a server option), OPTION_NAME and OPTION_SPELLING
+(what an option's name may hold), DEBIAN_ONLY (engines only Debian's packages
+have, and why), FOREIGN_KEYS (per engine), VERSION_PARTS (how much of a fetched
+version its server's --version line names), and what topologies read:
+REPLICATION (the kinds each engine runs), SYNC_KINDS, SYNC_STATUS and
+SYNC_UNACKED (a primary waiting for its replicas, and the commits none
+acknowledged), FLOW_PAUSED_NS (a cluster's flow control); a family without such
+a thing declares None or (). Nothing outside
 engines/ tests a family's or an engine's name: it reads these.
 
 Every function that runs a server program takes `basedir`: None means
@@ -48,9 +50,10 @@ INTERFACE = (
     "server_version", "initialize", "config_text", "server", "admin_sql", "user_sql", "create_user", "analyze",
     "connect", "sysbench_options", "sysbench_args", "variables", "version", "counters", "CUMULATIVE", "hit_ratio",
     "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics",
-    "table_counters", "client", "client_env", "option_names", "check_replication", "check_cluster_settings",
-    "start_cluster", "Conn",
-    "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "DEBIAN_ONLY", "FOREIGN_KEYS", "SERVER_PROGRAMS",
+    "table_counters", "client", "client_env", "option_names", "refused", "check_replication",
+    "check_cluster_settings", "start_cluster", "Conn",
+    "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "OPTION_NAME", "OPTION_SPELLING", "DEBIAN_ONLY",
+    "FOREIGN_KEYS", "SERVER_PROGRAMS",
     "VERSION_PARTS", "REPLICATION", "SYNC_KINDS", "SYNC_STATUS", "SYNC_UNACKED", "FLOW_PAUSED_NS",
 )
 FAMILIES = tuple(dict.fromkeys(ENGINES.values()))
@@ -81,25 +84,41 @@ def family(engine: str) -> ModuleType:
     return importlib.import_module(f"{__name__}.{ENGINES[engine]}")
 
 
+# Why a server option is refused, said after its value (each family's refused() gives one, or its own words):
+# `server.options.postgresql.archive_command: 'cp %p /x' runs a command; remove it`.
+SET_BY_DBSWEEP = "is set by dbsweep"
+RUNS_COMMAND = "runs a command"
+LOADS_LIBRARY = "loads a library into the server"
+NAMES_PATH = "names a path outside the cell's datadir"
+
+
 def check_options(family_name: str, options: dict, where: str, installed: bool = False) -> None:
-    """Refuse, when the study loads, what the family's config_text would refuse inside the job: options
-    dbsweep sets itself (for any build: its RESERVED and, where it has one, its RESERVED_BASEDIR), names that
-    are not option names, values with a line break. - and _, case and MariaDB's loose_ prefix do not make
-    another name. With installed (every cell runs Debian's build), also names the installed server does not
-    know (its option_names()); loose_ names and names with a dot (an extension's own) pass."""
+    """Refuse, when the study loads, what the family's config_text would refuse inside the job: names that are
+    not whole option names (OPTION_NAME: a name with =, a space, a quote, # or a line break would write
+    another setting into the config file), options the family refuses (its refused(name, value): those
+    dbsweep sets itself, those that run a command, load a library or name a path outside the cell's datadir),
+    values with a line break. - and _, case and MariaDB's loose_ prefix do not make another name. With
+    installed (every cell runs Debian's build), also names the installed server does not know (its
+    option_names()); loose_ names and names with a dot (an extension's own) pass."""
     module = importlib.import_module(f"{__name__}.{family_name}")
     known = module.option_names() if installed and options else None
-    reserved = {_option_key(name) for name in module.RESERVED | getattr(module, "RESERVED_BASEDIR", set())}
     for name, value in (options or {}).items():
-        if not module.OPTION_NAME.match(str(name)):
-            raise ConfigError(f"{where}: {name!r} is not a {family_name} option name")
-        if _option_key(name) in reserved:
-            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
-        if isinstance(value, str) and ("\n" in value or "\r" in value):
+        if not isinstance(name, str) or not module.OPTION_NAME.fullmatch(name):
+            raise ConfigError(f"{where}: {name!r} (set to {value!r}) is not a {family_name} option name "
+                              f"({module.OPTION_SPELLING})")
+        why = module.refused(name, value)
+        if why:
+            raise ConfigError(f"{where}.{name}: {value!r} {why}; remove it")
+        if line_break(value):
             raise ConfigError(f"{where}.{name}: {value!r} contains a line break")
         if known is not None and not _known(name, known):
             raise ConfigError(f"{where}.{name}: {value!r}: the installed {family_name} server has no option "
                               f"{name!r}")
+
+
+def line_break(value) -> bool:
+    """A value that would end its line in a config file, and start another setting there."""
+    return isinstance(value, str) and ("\n" in value or "\r" in value)
 
 
 def _known(name, known: frozenset) -> bool:
@@ -110,7 +129,8 @@ def _known(name, known: frozenset) -> bool:
                                for prefix in ("skip_", "enable_", "disable_", "maximum_"))
 
 
-def _option_key(name) -> str:
+def option_key(name) -> str:
+    """An option's name as the families compare names: lower case, _ for -, without MariaDB's loose_."""
     return str(name).lower().replace("-", "_").removeprefix("loose_")
 
 

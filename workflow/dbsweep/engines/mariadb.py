@@ -47,9 +47,9 @@ from typing import Callable, Iterator
 import pymysql
 
 from dbsweep.engines import (
-    ENV, Conn, Handle, Launch, binary, check_identifier, check_reachable, check_socket_path, chown_tree, config_port,
-    prepare_rundir, program_env, program_runs, run_client, run_logged, supervise, sysbench_line, version_line,
-    write_config, write_private)
+    ENV, LOADS_LIBRARY, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, Conn, Handle, Launch, binary, check_identifier,
+    check_reachable, check_socket_path, chown_tree, config_port, line_break, option_key, prepare_rundir, program_env,
+    program_runs, run_client, run_logged, supervise, sysbench_line, version_line, write_config, write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
 from dbsweep.units import format_size, parse_size
@@ -129,15 +129,37 @@ BASE = {
     ],
 }
 
-# Set by dbsweep from the paths and port it is given; an option set may not move them.
-RESERVED = {"datadir", "port", "bind_address", "socket", "pid_file", "log_error", "user", "skip_grant_tables",
-            "skip_name_resolve", "defaults_file", "defaults_extra_file", "no_defaults"}
-# ... and for a build in a basedir, where its files are and what would listen elsewhere (MySQL's X Protocol
-# and admin interface) or let root in without the socket check.
-RESERVED_BASEDIR = RESERVED | {"basedir", "plugin_dir", "lc_messages_dir", "character_sets_dir", "mysqlx",
-                               "mysqlx_bind_address", "mysqlx_port", "mysqlx_socket", "admin_address",
-                               "admin_port", "init_file"}
-OPTION_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Options a study may not set, compared as engines.option_key (any case, - or _, loose_ or not) and behind the
+# skip_/enable_/disable_/maximum_ modifiers, and why: where dbsweep puts the server's files and what it
+# listens on (for a build in a basedir, where its files are, and what would listen elsewhere: MySQL's X
+# Protocol and admin interface); what would let root in without the socket check, run SQL as root, run a
+# command, load a library or put files outside the cell's datadir. The server takes an option from any
+# prefix of its name that no other option shares (datad for datadir); dbsweep's my.cnf turns that off
+# (skip-getopt-prefix-matching; MySQL has taken whole names only since 5.7), so these names are whole.
+REFUSED = {
+    **dict.fromkeys(("datadir", "port", "bind_address", "socket", "pid_file", "log_error", "tmpdir", "user",
+                     "skip_name_resolve", "basedir", "plugin_dir", "lc_messages_dir", "character_sets_dir", "mysqlx",
+                     "mysqlx_bind_address", "mysqlx_port", "mysqlx_socket", "admin_address", "admin_port",
+                     "getopt_prefix_matching", "defaults_file", "defaults_extra_file", "no_defaults",
+                     "defaults_group_suffix"), SET_BY_DBSWEEP),
+    "skip_grant_tables": "lets every login in without a password",
+    **dict.fromkeys(("init_file", "init_slave", "init_replica"), "runs its SQL as the server's root"),
+    "wsrep_notify_cmd": RUNS_COMMAND,
+    **dict.fromkeys(("plugin_load", "plugin_load_add", "early_plugin_load", "wsrep_provider"), LOADS_LIBRARY),
+    "secure_file_priv": "lets SQL read and write files in the folder it names",
+    **dict.fromkeys(("chroot", "innodb_data_home_dir", "innodb_log_group_home_dir", "innodb_undo_directory",
+                     "innodb_tmpdir", "innodb_directories", "innodb_redo_log_archive_dirs", "aria_log_dir_path",
+                     "rocksdb_datadir", "rocksdb_wal_dir", "rocksdb_tmpdir", "rocksdb_persistent_cache_path",
+                     "wsrep_data_home_dir", "slave_load_tmpdir", "replica_load_tmpdir"), NAMES_PATH),
+}
+MODIFIERS = ("skip_", "enable_", "disable_", "maximum_")
+# Options whose value is a file the server writes, relative to the datadir (log_bin: binlog): a file name is
+# taken, a path (with a /) is not. log_bin's switches (log_bin: ON, a bare log_bin: true) are file names too.
+IN_DATADIR = {"log_bin", "log_bin_index", "log_basename", "relay_log", "relay_log_index", "relay_log_info_file",
+              "master_info_file", "general_log_file", "slow_query_log_file", "log_slow_query_file", "log_tc",
+              "innodb_buffer_pool_filename", "innodb_data_file_path", "innodb_temp_data_file_path"}
+OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a dot: a structured option (a key cache's, hot.key_buffer_size)
+OPTION_SPELLING = "a letter, then letters, digits, _, - and ."
 DEBIAN_PLUGIN_DIR = Path("/usr/lib/mysql/plugin")
 BINLOG_OPTIONS = {"log_bin", "skip_log_bin", "disable_log_bin"}
 
@@ -382,15 +404,26 @@ def _key(name: str) -> str:
     return name.lower().replace("-", "_")
 
 
+def refused(name: str, value) -> str | None:
+    """Why a study may not set the option name to value (REFUSED, IN_DATADIR), or None."""
+    key = option_key(name)
+    for bare in (key, *(key[len(m):] for m in MODIFIERS if key.startswith(m))):
+        if bare in REFUSED:
+            return REFUSED[bare]
+    if key in IN_DATADIR and "/" in str(value):
+        return f"{NAMES_PATH} (a file name there has no /)"
+    return None
+
+
 def _line(name: str, value) -> str:
-    if not OPTION_NAME.match(name):
+    if not OPTION_NAME.fullmatch(name):
         raise ConfigError(f"server option {name!r}: not an option name")
     if value is True:
         return name  # a flag, e.g. skip-log-bin
     if value is False:
         return f"{name}=OFF"
     text = str(value)
-    if "\n" in text or "\r" in text:
+    if line_break(text):
         raise ConfigError(f"server option {name}: {value!r} contains a line break")
     text = text.replace("\\", "\\\\")
     if not text or text != text.strip() or "#" in text or text[0] in "'\"":
@@ -409,7 +442,6 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
     if b is not None and not supports(engine, basedir):
         raise ConfigError(f"engine: {engine} does not apply to {b.family} {'.'.join(map(str, b.version))} in "
                           f"{b.basedir}: it has no ha_rocksdb.so plugin")
-    reserved = RESERVED if b is None else RESERVED_BASEDIR
     settings: dict[str, tuple[str, object]] = {}
     for name, value in BASE[engine]:
         settings[_key(name)] = (name, value)
@@ -423,8 +455,9 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         settings = _adapt(b, settings, {_key(str(name)).removeprefix("loose_") for name in (options or {})})
     for name, value in (options or {}).items():
         name = str(name)
-        if _key(name).removeprefix("loose_") in reserved:
-            raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
+        why = refused(name, value)
+        if why:
+            raise ConfigError(f"server option {name}: {value!r} {why}; remove it")
         settings[_key(name)] = (name, value)
     for name, value in (node_options or {}).items():
         settings[_key(str(name))] = (str(name), value)
@@ -442,6 +475,10 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
              # sharing /tmp (a topology's nodes, parallel runs) would delete each other's temporary tables.
              f"tmpdir={rundir}",
              "skip-name-resolve"]
+    if b is None or b.family == FAMILY:
+        # Whole option names only: MariaDB takes any unambiguous prefix otherwise (datad for datadir), past the
+        # names refused() knows; MySQL takes whole names only (since 5.7) and has no such option.
+        lines.append("skip-getopt-prefix-matching")
     if b is not None:
         lines += _build_lines(b)
     lines += [_line(name, value) for name, value in settings.values()]

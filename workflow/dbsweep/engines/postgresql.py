@@ -33,9 +33,9 @@ from typing import Callable, Iterator
 import psycopg
 
 from dbsweep.engines import (
-    ENV, Conn, Handle, Launch, as_user, binary, check_identifier, check_reachable, check_socket_path, config_port,
-    prepare_rundir, program_env, run_client, run_logged, supervise, sysbench_line, version_line, write_config,
-    write_private)
+    ENV, LOADS_LIBRARY, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, Conn, Handle, Launch, as_user, binary,
+    check_identifier, check_reachable, check_socket_path, config_port, line_break, prepare_rundir, program_env,
+    run_client, run_logged, supervise, sysbench_line, version_line, write_config, write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
 from dbsweep.units import format_size, parse_size
@@ -92,10 +92,23 @@ REPLICATION = {"postgresql": ("async", "sync")}
 SYNC_KINDS, SYNC_STATUS, SYNC_UNACKED, FLOW_PAUSED_NS = (), None, None, None
 FIRST_START_ONLY = ()  # node options a node started again (a timed event) goes without: none
 
-# Set by dbsweep from the paths and port it is given; an option set may not move them.
-RESERVED = {"data_directory", "config_file", "hba_file", "ident_file", "listen_addresses", "port",
-            "unix_socket_directories", "external_pid_file", "logging_collector", "log_destination"}
-OPTION_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+# Options a study may not set (compared in lower case), and why: the paths and port dbsweep gives the server,
+# and what would read settings from another file, run a command, load a library or write outside the
+# cell's datadir. postgres takes whole names only.
+REFUSED = {
+    **dict.fromkeys(("data_directory", "config_file", "hba_file", "ident_file", "listen_addresses", "port",
+                     "unix_socket_directories", "external_pid_file", "logging_collector", "log_destination"),
+                    SET_BY_DBSWEEP),
+    **dict.fromkeys(("include", "include_if_exists", "include_dir"), "reads settings from another file"),
+    **dict.fromkeys(("archive_command", "restore_command", "archive_cleanup_command", "recovery_end_command",
+                     "ssl_passphrase_command"), RUNS_COMMAND),
+    **dict.fromkeys(("archive_library", "shared_preload_libraries", "session_preload_libraries",
+                     "local_preload_libraries", "dynamic_library_path", "jit_provider"), LOADS_LIBRARY),
+    **dict.fromkeys(("log_directory", "stats_temp_directory"), NAMES_PATH),
+}
+# A parameter's name; a dot: an extension's own (pg_stat_statements.max).
+OPTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+OPTION_SPELLING = "a letter or _, then letters, digits, _ and ."
 
 
 def bindir(basedir: Path | None = None) -> Path:
@@ -205,13 +218,18 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
     return [argv]
 
 
+def refused(name: str, value) -> str | None:
+    """Why a study may not set the parameter name (REFUSED), or None."""
+    return REFUSED.get(str(name).lower())
+
+
 def _value(name: str, value) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, (int, float)):
         return str(value)
     text = str(value)
-    if "\n" in text or "\r" in text:
+    if line_break(text):
         raise ConfigError(f"server option {name}: {value!r} contains a line break")
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
@@ -236,10 +254,11 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         settings["shared_buffers"] = ("shared_buffers", format_size(size, PG_UNITS))
     for name, value in (options or {}).items():
         name = str(name)
-        if not OPTION_NAME.match(name):
+        if not OPTION_NAME.fullmatch(name):
             raise ConfigError(f"server option {name!r}: not an option name")
-        if name.lower() in RESERVED:
-            raise ConfigError(f"server option {name}: {value!r} is set by dbsweep; remove it")
+        why = refused(name, value)
+        if why:
+            raise ConfigError(f"server option {name}: {value!r} {why}; remove it")
         settings[name.lower()] = (name, value)
     datadir, rundir = Path(datadir).absolute(), Path(rundir).absolute()
     hba = datadir / "pg_hba.conf"

@@ -3,6 +3,7 @@
 The registry below reads those declarations; adding a tool is one module, its name in MODULES,
 and its name in the schema's `tool` enum (tests/test_workloads.py checks the two agree).
 """
+import re
 from functools import cache
 from importlib import import_module
 
@@ -117,10 +118,34 @@ def check_rate(options: dict, where: str) -> None:
                               "(or a percentage of the calibrated capacity, e.g. 80%)")
 
 
-def refuse(options: dict, where: str, reserved: set, key, command: str) -> None:
-    """Refuse options dbsweep sets itself (compared as key(name)) and values that are not one scalar."""
+# An option name as the tools spell theirs: a letter, then letters, digits, _ and -. Anything else (=, a space, a
+# line break, a quote) would put a second option, or a value, on the tool's command line: fio reads
+# `--filename=/dev/vda:=` from the name "filename=/dev/vda:".
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_-]*")
+
+# Why an option is refused, said after its value: `workloads.w.options.exec_prerun: 'x' runs a command; remove it`.
+SET_BY_DBSWEEP = "is set by dbsweep"
+CHANGES_OUTPUT = "changes the output dbsweep reads"
+RUNS_COMMAND = "runs a command"
+NAMES_PATH = "names a path outside the cell's folders"
+
+
+def check_names(options: dict, where: str, tool: str, pattern: re.Pattern = NAME,
+                spelled: str = "a letter, then letters, digits, _ and -") -> None:
+    """Refuse an option name that is not one name of the tool's (the whole name matches pattern), before
+    anything is built from it."""
+    for name, value in options.items():
+        if not isinstance(name, str) or not pattern.fullmatch(name):
+            shown = "'***'" if "password" in str(name).lower() else repr(value)
+            raise ConfigError(f"{where}: {name!r} (set to {shown}) is not an option name of {tool} ({spelled})")
+
+
+def refuse(options: dict, where: str, reserved: dict, key, command: str) -> None:
+    """Refuse names that are not option names, options the study may not set (reserved: key(name) -> why,
+    e.g. SET_BY_DBSWEEP) and values that are not one scalar."""
+    check_names(options, where, command)
     for name, value in options.items():
         if key(name) in reserved:
-            raise ConfigError(f"{where}.{name}: {value!r} is set by dbsweep; remove it")
+            raise ConfigError(f"{where}.{name}: {value!r} {reserved[key(name)]}; remove it")
         if value is None or isinstance(value, (list, dict)):
             raise ConfigError(f"{where}.{name}: {value!r} is not a single value ({command} takes --{name}=<value>)")

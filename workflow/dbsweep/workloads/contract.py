@@ -100,6 +100,9 @@ class Workload:
     # (options) -> the options whose values are files the user points at (an .sql file, a script): a relative
     # one is relative to the study file's folder; config.load makes them absolute before check() sees them
     files: Callable[[dict], tuple[str, ...]] = no_files
+    # (options, where) -> None: a cell's options once its axes' values are substituted, for what check() leaves
+    # to the cell (a value naming an axis, {axis}); raises ConfigError naming key and value
+    check_cell: Callable | None = None
 
     def __post_init__(self):
         if self.kind not in (STORAGE, DATABASE):

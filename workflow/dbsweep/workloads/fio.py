@@ -15,7 +15,7 @@ from pathlib import Path
 
 from dbsweep import units
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import refuse
+from dbsweep.workloads import CHANGES_OUTPUT, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, refuse
 from dbsweep.workloads.contract import STORAGE, Workload
 
 TOOL = "fio"
@@ -23,14 +23,34 @@ DATAFILE = "fio.data"
 LOG_PREFIX = "fio"
 NS_PER_MS = 1e6
 
-# Options the pipeline sets itself, or that would change the shape of the files
-# this module parses (log names, log columns' meaning, JSON layout).
+# Options a study may not set (compared as _key(name)), and why. dbsweep sets the job's name, its one file,
+# its copies and its reports; the rest would change the files this module parses, run a command, read or
+# write a path of its own choosing (an I/O log replays onto every file it names), or reach beyond the cell:
+# another fio (server, client), the host's I/O scheduler, a cgroup outside the run's. fio's command-line
+# options are here too, though fio's own list (_job_options) already keeps them out where fio is installed.
 RESERVED = {
-    "name", "filename", "directory", "nrfiles", "filename_format", "opendir",
-    "numjobs", "group_reporting", "output", "output_format", "unified_rw_reporting",
-    "write_bw_log", "write_iops_log", "write_lat_log", "write_hist_log",
-    "log_avg_msec", "log_unix_epoch", "log_max_value", "per_job_logs",
-    "log_compression", "log_store_compressed", "log_alternate_epoch",
+    **dict.fromkeys(("name", "filename", "nrfiles", "numjobs", "group_reporting", "output", "output_format",
+                     "unified_rw_reporting", "write_bw_log", "write_iops_log", "write_lat_log", "log_avg_msec",
+                     "log_unix_epoch", "eta", "eta_newline", "eta_interval"), SET_BY_DBSWEEP),
+    **dict.fromkeys(("log_max_value", "per_job_logs", "log_compression", "log_store_compressed",
+                     "log_alternate_epoch", "log_alternate_epoch_clock_id", "status_interval", "minimal",
+                     "terse_version", "append_terse", "debug", "idle_prof", "parse_only", "merge_blktrace_only",
+                     "showcmd", "cmdhelp", "enghelp", "help", "version", "crctest", "cpuclock_test"), CHANGES_OUTPUT),
+    **dict.fromkeys(("directory", "filename_format", "opendir", "write_iolog", "read_iolog", "replay_redirect",
+                     "merge_blktrace_file", "write_hist_log", "aux_path", "daemonize", "inflate_log",
+                     "bandwidth_log"), NAMES_PATH),
+    **dict.fromkeys(("exec_prerun", "exec_postrun", "trigger", "trigger_file", "trigger_timeout",
+                     "trigger_remote"), RUNS_COMMAND),
+    **dict.fromkeys(("server", "client", "remote_config"), "runs fio elsewhere"),
+    **dict.fromkeys(("cgroup", "cgroup_nodelete", "cgroup_weight"), "moves fio out of the run's cgroup"),
+    "ioscheduler": "changes the I/O scheduler of the host's device",
+    "profile": "runs a profile's own jobs on the files it names",
+}
+# Options whose values may name a path or a program: (pattern of the refused values, why).
+VALUES = {
+    # exec runs a program; external:/a/lib.so, or any name that is not an engine's, is a library fio loads
+    "ioengine": (re.compile(r"exec|external.*|.*[^a-z0-9_].*", re.I), "runs a program or loads a library"),
+    "mem": (re.compile(r".*:.*"), NAMES_PATH),  # mmap:/a/file, mmaphuge:/hugepages/file
 }
 REQUIRED = ("size",)
 
@@ -49,10 +69,78 @@ def _value(value) -> str:
 
 def check(options: dict, where: str) -> None:
     refuse(options, where, RESERVED, _key, "fio")
+    check_values(options, where)
     for name in REQUIRED:
         if name not in options:
             raise ConfigError(f"{where}.{name}: missing (fio needs the size of {DATAFILE}, e.g. 1G)")
+    whole_names(options, where)
     parse_only(options, where)
+
+
+def check_values(options: dict, where: str) -> None:
+    """Values that would run a program or name a path (VALUES); a value naming an axis ({axis}) is
+    checked in each cell, once substituted (config.py)."""
+    for name, value in options.items():
+        refused = VALUES.get(_key(name))
+        if refused and "{" not in str(value) and refused[0].fullmatch(str(value).strip()):
+            raise ConfigError(f"{where}.{name}: {value!r} {refused[1]}; remove it")
+
+
+def whole_names(options: dict, where: str) -> None:
+    """fio takes an option from any prefix of its name that no other option shares (getopt_long_only):
+    `exec_pre` runs exec_prerun, past the names RESERVED lists. So every name must be a whole name of one of
+    fio's job options (or an alias: `fio --cmdhelp=NAME`), or an option of the job's I/O engine (`fio
+    --enghelp=ENGINE`). Where fio is not installed, the job's host checks it when it loads the study."""
+    known = _job_options()
+    if known is None:
+        return
+    engine = str(options.get("ioengine", "psync"))
+    for name, value in options.items():
+        if name in known or _alias(name):
+            continue
+        if "{" in engine:
+            continue  # perhaps an option of the engine an axis names: checked in each cell
+        if name in _engine_options(engine):
+            continue
+        raise ConfigError(f"{where}.{name}: {value!r} is not the whole name of a fio job option (see `fio "
+                          f"--cmdhelp=all`, `fio --enghelp={engine}`)")
+
+
+@functools.cache
+def _job_options() -> frozenset[str] | None:
+    """The names of fio's job options (`fio --cmdhelp=all`), or None without fio."""
+    said = _fio("--cmdhelp=all")
+    names = re.findall(r"^\s*([a-z0-9_-]+)\s*:", said or "", re.M)
+    return frozenset(names) if names else None
+
+
+@functools.cache
+def _alias(name: str) -> bool:
+    """Whether fio knows name as a whole option name or an alias (`fio --cmdhelp=NAME` describes it)."""
+    said = _fio(f"--cmdhelp={name}")
+    return bool(said) and "No such command" not in said  # else fio shows the closest name's help
+
+
+@functools.cache
+def _engine_options(engine: str) -> frozenset[str]:
+    """The options of an I/O engine (`fio --enghelp=ENGINE`; none for an engine without any, or unknown)."""
+    said = _fio(f"--enghelp={engine}") or ""
+    return frozenset(re.findall(r"^([a-z0-9_-]+)\s+:", said, re.M))
+
+
+def _fio(arg: str) -> str | None:
+    """What `fio ARG` prints, or None without fio."""
+    try:
+        done = subprocess.run(["fio", arg], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout + done.stderr).strip()
+
+
+def check_cell(options: dict, where: str) -> None:
+    """A cell's options, its axes' values substituted: what check() left to it."""
+    check_values(options, where)
+    whole_names(options, where)
 
 
 def parse_only(options: dict, where: str) -> None:
@@ -341,4 +429,5 @@ WORKLOAD = Workload(
     summary=summary, live=live, version=version, warmup=False,
     duration=lambda options: None if options.get("runtime") is None else int(str(options["runtime"]).rstrip("s")),
     dataset_options=("size",), analyses=("statistics", "figures", "tables", "plots"),
-    percentiles=percentiles, percentile_source="fio clat percentiles", dataset_bytes=dataset_bytes)
+    percentiles=percentiles, percentile_source="fio clat percentiles", dataset_bytes=dataset_bytes,
+    check_cell=check_cell)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dbsweep import accounting
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import sysbench_oltp, sysbench_time
+from dbsweep.workloads import check_names, sysbench_oltp, sysbench_time
 from dbsweep.workloads.contract import DATABASE, Run, Table, Workload
 
 TOOL = "insert"
@@ -37,6 +37,7 @@ PHASE_COLUMNS = ["phase", "seconds", "inserts", "queries", "inserts_s", "queries
 
 
 def check(options: dict, where: str) -> None:
+    check_names(options, where, "the insert benchmark")
     for name, value in options.items():
         if name not in DEFAULTS:
             raise ConfigError(f"{where}.{name}: {value!r} is not an option of the insert benchmark "

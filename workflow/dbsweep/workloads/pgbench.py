@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import check_rate, rate
+from dbsweep.workloads import check_names, check_rate, rate
 from dbsweep.workloads.contract import DATABASE, Workload
 
 TOOL = "pgbench"
@@ -67,6 +67,7 @@ def files(options: dict) -> tuple[str, ...]:
 
 
 def check(options: dict, where: str) -> None:
+    check_names(options, where, "pgbench")
     for name, value in options.items():
         if name not in DATASET_DEFAULTS and name not in RUN_DEFAULTS:
             raise ConfigError(f"{where}.{name}: {value!r} is not an option of pgbench here "

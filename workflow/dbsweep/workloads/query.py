@@ -19,6 +19,7 @@ from pathlib import Path
 
 from dbsweep import engines
 from dbsweep.errors import ConfigError
+from dbsweep.workloads import check_names
 from dbsweep.workloads.contract import DATABASE, Table, Workload
 
 TOOL = "query"
@@ -26,7 +27,9 @@ DEFAULTS = {"executions": 5, "cache": "warm"}
 FILES = ("setup", "query")
 CACHES = ("cold", "warm")
 SESSION = "session."
-NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+# A session setting's name (PostgreSQL's may hold a dot: an extension's own), checked after `session.`
+NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
+OPTION = re.compile(rf"[A-Za-z][A-Za-z0-9_-]*|{re.escape(SESSION)}.*")
 # Counters reported per execution: each server family's QUERY_COUNTERS (those present on the engine); the
 # rest stay in the raw file.
 REPORTED = re.compile("|".join(f"^(?:{family.QUERY_COUNTERS})$" for family in engines.families()), re.I)
@@ -34,6 +37,7 @@ EXECUTION_COLUMNS = ["execution", "name", "value"]
 
 
 def check(options: dict, where: str) -> None:
+    check_names(options, where, "query", OPTION, "setup, query, executions, cache or session.<setting>")
     for key in FILES:
         value = options.get(key)
         if value is None:
@@ -48,7 +52,7 @@ def check(options: dict, where: str) -> None:
         if name in FILES:
             continue
         if name.startswith(SESSION):
-            if not NAME.match(name[len(SESSION):]):
+            if not NAME.fullmatch(name[len(SESSION):]):
                 raise ConfigError(f"{where}.{name}: {name[len(SESSION):]!r} is not a setting name")
             continue
         if name not in DEFAULTS:

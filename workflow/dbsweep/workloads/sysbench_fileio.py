@@ -11,16 +11,24 @@ from pathlib import Path
 
 from dbsweep import units
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import check_rate, rate, refuse, sysbench_time
+from dbsweep.workloads import (CHANGES_OUTPUT, RUNS_COMMAND, SET_BY_DBSWEEP, check_rate, rate, refuse,
+                               sysbench_time)
 from dbsweep.workloads.contract import STORAGE, Workload
 
 TOOL = "sysbench-fileio"
 PERCENTILE = 95
 OPEN_LOOP_PERCENTILE = 99  # with --rate, as for OLTP (sysbench_oltp.py), queue time included
 
-# Options the pipeline sets itself, or that would change the stdout this module
-# parses (verbosity hides the interval lines, checkpoints add other ones).
-RESERVED = {"threads", "report-interval", "percentile", "verbosity", "report-checkpoints", "histogram"}
+# Options a study may not set (compared as _key(name)), and why: those the pipeline sets itself, those that
+# would change the stdout this module parses (verbosity hides the interval lines, checkpoints add other
+# ones), a file of more options that no check sees, and LuaJIT's control commands (sysbench 1.1's
+# --luajit-cmd, whose `v=FILE` writes where it says).
+RESERVED = {
+    **dict.fromkeys(("threads", "report-interval", "percentile"), SET_BY_DBSWEEP),
+    **dict.fromkeys(("verbosity", "report-checkpoints", "histogram", "debug", "help", "version"), CHANGES_OUTPUT),
+    "config-file": "reads options from a file no check sees",
+    "luajit-cmd": RUNS_COMMAND,
+}
 REQUIRED = ("file-test-mode",)
 # What `prepare` writes, with sysbench's defaults, so that a cell spelling a
 # default out shares its prepared files with one that leaves it implicit.

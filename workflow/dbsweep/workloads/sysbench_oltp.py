@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import check_rate, rate, sysbench_time
+from dbsweep.workloads import RUNS_COMMAND, SET_BY_DBSWEEP, check_names, check_rate, rate, sysbench_time
 from dbsweep.workloads.contract import DATABASE, Workload
 
 TOOL = "sysbench"
@@ -67,10 +67,16 @@ CONNECTION = {"db-driver", "mysql-host", "mysql-port", "mysql-socket", "mysql-us
               "pgsql-password", "pgsql-db"}
 # The drivers' options; oltp_common's mysql_storage_engine and pgsql_variant are script options.
 DRIVER = CONNECTION | {"mysql-compression", "mysql-debug", "mysql-ignore-errors", "mysql-dry-run"}
-# Options dbsweep sets itself, or that would change the stdout this module parses (verbosity
-# hides the interval lines; debug output and checkpoint reports add lines of their own).
-RESERVED = {"threads", "report-interval", "percentile", "config-file", "verbosity", "debug", "db-debug",
-            "mysql-debug", "report-checkpoints", "help", "version"} | CONNECTION
+# Options a study may not set (compared as _key(name)), and why: those dbsweep sets itself, or that would
+# change the stdout this module parses (verbosity hides the interval lines; debug output and checkpoint
+# reports add lines of their own), and LuaJIT's control commands (sysbench 1.1's --luajit-cmd, whose
+# `v=FILE` writes where it says).
+RESERVED = {
+    **dict.fromkeys({"threads", "report-interval", "percentile", "config-file", "verbosity", "debug", "db-debug",
+                     "mysql-debug", "report-checkpoints", "help", "version"} | CONNECTION,
+                    f"{SET_BY_DBSWEEP} (the connection comes from the server config)"),
+    "luajit-cmd": RUNS_COMMAND,
+}
 # Deprecated aliases that would bypass what dbsweep sets or reads (time_s, the warm-up).
 ALIASES = {"num-threads": "threads", "max-time": "time", "max-requests": "events", "tx-rate": "rate"}
 
@@ -135,6 +141,7 @@ def _is_sysbench_option(name) -> bool:
 
 
 def check(options: dict, where: str) -> None:
+    check_names(options, where, "sysbench")
     script = options.get("script")
     if script is None:
         raise ConfigError(f"{where}.script: missing (one of {', '.join(BUILTIN)}, "
@@ -151,8 +158,7 @@ def check(options: dict, where: str) -> None:
         if name == "script":
             continue
         if key in RESERVED:
-            raise ConfigError(f"{where}.{name}: {_shown(name, value)} is set by dbsweep "
-                              "(the connection comes from the server config); remove it")
+            raise ConfigError(f"{where}.{name}: {_shown(name, value)} {RESERVED[key]}; remove it")
         if key in ALIASES:
             raise ConfigError(f"{where}.{name}: {value!r} is a deprecated alias; use {ALIASES[key]}")
         if key == "mysql-dry-run":

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from dbsweep import engines
 from dbsweep.errors import ConfigError
-from dbsweep.workloads import sysbench_oltp as oltp, sysbench_time
+from dbsweep.workloads import check_names, sysbench_oltp as oltp, sysbench_time
 from dbsweep.workloads.contract import DATABASE, Workload
 
 TOOL = "sysbench"
@@ -45,11 +45,11 @@ live = oltp.live  # the interval lines are sysbench's own
 
 
 def check(options: dict, where: str) -> None:
+    check_names(options, where, "tpcc")
     for name, value in options.items():
         key = oltp._script_key(name)
         if oltp._key(name) in oltp.RESERVED:
-            raise ConfigError(f"{where}.{name}: {oltp._shown(name, value)} is set by dbsweep "
-                              "(the connection comes from the server config); remove it")
+            raise ConfigError(f"{where}.{name}: {oltp._shown(name, value)} {oltp.RESERVED[oltp._key(name)]}; remove it")
         if oltp._key(name) in oltp.ALIASES:
             raise ConfigError(f"{where}.{name}: {value!r} is a deprecated alias; use {oltp.ALIASES[oltp._key(name)]}")
         if value is None or isinstance(value, (list, dict)):
