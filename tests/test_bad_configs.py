@@ -5,6 +5,7 @@ itself reads (syntax errors, empty files) only there. RELIABILITY.md records the
 import copy
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -275,6 +276,34 @@ def test_bad_value_is_refused_at_load_naming_key_and_value(key, change, where, v
     assert "\n" not in message
     assert message.startswith(where), message
     assert value in message, message
+
+
+# Files dbsweep reads before Snakemake does (dbsweep.configfile, the first step of `./dbsweep run`): each is
+# refused with one line naming the file, no traceback (audit cases 38, 114, 151, 152). No Snakemake runs here.
+FILES = [
+    ("duplicate key", "study: a\naxes: {workload: [w]}\nstudy: b\n",
+     "study.yaml:3:1: duplicate key 'study' (first at line 1); YAML would keep only the last"),
+    ("deep nesting", "study: a\ndeep: " + "[" * 20000 + "\n", "study.yaml: nested too deeply for the YAML parser"),
+    ("over 1 MB", "study: a\n#" + "x" * 2**20 + "\n", "study.yaml: 1048587 bytes, over the 1048576 bytes"),
+    ("a device", "/dev/zero", "/dev/zero: not a regular file (a device)"),
+    ("a directory", "", "study.yaml: not a regular file (a directory)"),
+]
+
+
+@pytest.mark.parametrize("name, content, line", FILES, ids=[f[0] for f in FILES])
+def test_a_file_that_cannot_be_a_study_is_refused_in_one_line(tmp_path, name, content, line):
+    path = tmp_path / "study.yaml"
+    if name == "a device":
+        path = Path(content)
+    elif name == "a directory":
+        path.mkdir()
+    else:
+        path.write_text(content)
+    done = subprocess.run([sys.executable, "-m", "dbsweep.configfile", "--configfile", str(path)], capture_output=True,
+                          text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")}, timeout=60)
+    assert done.returncode == 1 and done.stdout == "", done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and line in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("dbsweep: config error: ")
 
 
 # Through the real command: each exits non-zero before any job, one line, no traceback.

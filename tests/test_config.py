@@ -289,3 +289,10 @@ def test_a_host_axis_comes_first_and_makes_cells_per_node():
     assert study.axes[0] == "host" and study.cluster == {"partition": "bench"}
     assert {c["host"] for c in study.cells} == {"db1", "db2"}
     assert all(c.path.startswith(f"host~{c['host']}/") for c in study.cells)
+
+
+def test_read_refuses_a_key_given_twice(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("study: a\naxes: {workload: [w]}\nstudy: b\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:3: duplicate key 'study' \(first at line 1\)"):
+        read(path)

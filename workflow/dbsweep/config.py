@@ -19,6 +19,7 @@ import jsonschema
 import yaml
 
 from dbsweep import calibration, canary, engines, events, fsprobe, noise, servers, units, workloads
+from dbsweep.configfile import load_yaml
 from dbsweep.errors import ConfigError
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
@@ -197,8 +198,11 @@ class Study:
 
 
 def read(path: str | os.PathLike) -> dict:
-    with open(path) as f:
-        return yaml.safe_load(f) or {}
+    """A study file as a dict (a key given twice is refused, as `./dbsweep run` refuses it)."""
+    try:
+        return load_yaml(Path(path).read_text()) or {}
+    except yaml.constructor.ConstructorError as error:
+        raise ConfigError(f"{path}:{error.problem_mark.line + 1}: {error.problem}") from None
 
 
 def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
