@@ -296,3 +296,14 @@ def test_read_refuses_a_key_given_twice(tmp_path):
     path.write_text("study: a\naxes: {workload: [w]}\nstudy: b\n")
     with pytest.raises(ConfigError, match=rf"^{path}:3: duplicate key 'study' \(first at line 1\)"):
         read(path)
+
+
+def test_a_message_names_a_huge_value_in_a_few_words():
+    """A message shows a value through a bounded repr (errors.shown): a list of 50,000 words is named, not
+    printed (a YAML alias bomb took 99 s and a MemoryError to print one)."""
+    config = with_change("axes.events", ["none", "e"])
+    config["events"] = {"e": [{"at": 1, "action": "command", "argv": [["x"] * 50_000]}]}
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value).startswith("events.e[0].argv: [['x', 'x', 'x', 'x', 'x', 'x', ...]] is not a list of")
+    assert len(str(error.value)) < 200

@@ -20,7 +20,7 @@ import yaml
 
 from dbsweep import calibration, canary, engines, events, fsprobe, noise, servers, units, workloads
 from dbsweep.configfile import load_yaml
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
 from dbsweep.recipe import Recipe
@@ -400,7 +400,7 @@ def _validate_schema(config: dict) -> None:
     if error.validator == "required":
         missing = error.message.split("'")[1]
         raise ConfigError(f"{key + '.' if key else ''}{missing}: missing")
-    raise ConfigError(f"{key or '(top level)'}: {error.instance!r} {_reason(error)}")
+    raise ConfigError(f"{key or '(top level)'}: {shown(error.instance)} {_reason(error)}")
 
 
 def _reason(error) -> str:

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 
 # Built-in axes in the fixed order they take in a cell path; user axes follow in config order.
 BUILTIN_AXES = ("host", "engine", "version", "storage", "memory", "filesystem", "threads", "workload")
@@ -56,7 +56,7 @@ def _values(rule: dict, axis: str, where: str) -> list:
     values = value if isinstance(value, list) else [value]
     for v in values:
         if isinstance(v, (dict, list)):
-            raise ConfigError(f"{where}.{axis}: {v!r} is not a single value")
+            raise ConfigError(f"{where}.{axis}: {shown(v)} is not a single value")
     return values
 
 

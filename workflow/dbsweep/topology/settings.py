@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dbsweep import engines
 from dbsweep.topology import proxies as proxy_kinds
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 
 AXES = ("topology", "proxy", "network")
 SINGLE = "single"
@@ -35,7 +35,7 @@ def check(config: dict, axes: dict) -> None:
     for name, spec in topologies.items():
         where = f"topologies.{name}"
         if name == SINGLE:
-            raise ConfigError(f"{where}: {spec!r}: single is built in (one server); choose another name")
+            raise ConfigError(f"{where}: {shown(spec)}: single is built in (one server); choose another name")
         kind = spec["replication"]
         counted = COUNTED_IN[kind]
         other = "nodes" if counted == "replicas" else "replicas"
@@ -76,7 +76,7 @@ def _proxies(config: dict) -> dict[str, dict]:
     out = {name: dict(spec) for name, spec in BUILTIN_PROXIES.items()}
     for name, spec in config.get("proxies", {}).items():
         if name == NO_PROXY:
-            raise ConfigError(f"proxies.{name}: {spec!r}: none means no proxy; choose another name")
+            raise ConfigError(f"proxies.{name}: {shown(spec)}: none means no proxy; choose another name")
         out[name] = {"type": spec.get("type", name)} | spec
         if out[name]["type"] not in proxy_kinds.KINDS:
             raise ConfigError(f"proxies.{name}.type: missing (the name {name!r} is not a proxy program)")
