@@ -244,7 +244,42 @@ ROWS = [
      "server_options.log.a.postgresql.data_directory:", "'/tmp'"),
     ("server_options.*.*.postgresql", option_set("postgresql", {"port": 1}),
      "server_options.log.a.postgresql.port:", "1"),
+    # hostile-input audit (the case numbers are its files'): each was a traceback, a MemoryError, or accepted
+    # 37, 115: a bare 1: is YAML's integer, not a name (and integer and string keys do not sort together)
+    ("(top level)", lambda c: c.update({1: "x", "foo": "y"}), "1:", "the key 1 is a number"),
+    ("workloads", lambda c: c["workloads"].update({1: c["workloads"]["fio-randread"]}), "workloads.1:",
+     "the key 1 is a number"),
+    # 111: option sets are chosen by an axis of the study's own
+    ("server_options.*", put("server_options", {"threads": {1: {"mariadb": {}}}}), "server_options.threads:",
+     "threads is a built-in axis"),
+    # 60, 133: no argv or path carries a NUL; a line break would be a second line of a server's option file
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "4k\0"), "workloads.fio-randread.options.bs:",
+     "'4k\\x00' holds a NUL character"),
+    ("axes.*", put("axes.bs", ["4k\0"]), "axes.bs[0]:", "'4k\\x00' holds a NUL character"),
+    ("server.options.mariadb", put("server.options", {"mariadb": {"innodb_io_capacity": "100\nskip-grant-tables"}}),
+     "server.options.mariadb.innodb_io_capacity:", "'100\\nskip-grant-tables' holds a line break"),
+    # 130: an alias bomb is refused while it is counted, not expanded or printed
+    ("events.*", lambda c: c.update({"events": {"ev": [{"at": 1, "action": "command", "argv": ["/bin/true", bomb()]}]}}),
+     "events.ev[0].argv[1]", "more than 100,000 values"),
+    # 93, 94, 96, 105, 147, 148, 149: .nan and .inf pass every minimum and maximum of the schema
+    ("analysis.trim_s", put("analysis.trim_s", float("inf")), "analysis.trim_s:", "inf is not a finite number"),
+    ("analysis.trim_s", put("analysis.trim_s", float("nan")), "analysis.trim_s:", "nan is not a finite number"),
+    ("analysis.stall_share", put("analysis.stall_share", float("nan")), "analysis.stall_share:", "nan is not"),
+    ("events.*", put("events", {"e": [{"at": float("nan"), "action": "kill"}]}), "events.e[0].at:", "nan is not"),
+    ("events.*", put("events", {"e": [{"at": 1, "for": float("nan"), "action": "pause"}]}), "events.e[0].for:",
+     "nan is not"),
+    ("network.client_latency_ms", put("network", {"client_latency_ms": float("nan")}), "network.client_latency_ms:",
+     "nan is not a finite number"),
+    ("axes.*", put("axes.tag", [float("inf")]), "axes.tag[0]:", "inf is not a finite number"),
 ]
+
+
+def bomb():
+    """A YAML alias bomb as yaml.safe_load gives it: ten lists of ten references to one list, five deep."""
+    level = ["x"] * 10
+    for _ in range(5):
+        level = [level] * 10
+    return level
 
 
 def schema_keys(node: dict, prefix: str = "") -> set[str]:

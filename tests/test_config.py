@@ -307,3 +307,35 @@ def test_a_message_names_a_huge_value_in_a_few_words():
         load(config)
     assert str(error.value).startswith("events.e[0].argv: [['x', 'x', 'x', 'x', 'x', 'x', ...]] is not a list of")
     assert len(str(error.value)) < 200
+
+
+def test_an_option_set_keyed_by_a_bare_number_is_the_axis_value():
+    """server_options.<axis>.<value> with YAML's integer keys (1:) chooses the cells whose value is 1 (audit case
+    110, a TypeError before)."""
+    import yaml
+    config = yaml.safe_load("""
+study: t
+axes: {engine: [innodb], bufs: [1, 2], workload: [w]}
+server_options: {bufs: {1: {mariadb: {innodb_io_capacity: 100}}, 2: {mariadb: {innodb_io_capacity: 200}}}}
+workloads: {w: {tool: sysbench, options: {script: oltp_read_write}}}
+""")
+    study = load(config)
+    assert {c["bufs"]: study.recipe(c).server_options["innodb_io_capacity"] for c in study.cells} == {1: 100, 2: 200}
+    config = yaml.safe_load("""
+study: t
+axes: {engine: [innodb], bufs: [1], workload: [w]}
+server_options: {bufs: {1: {mariadb: {}}, "1": {mariadb: {}}}}
+workloads: {w: {tool: sysbench, options: {script: oltp_read_write}}}
+""")
+    with pytest.raises(ConfigError, match=r"^server_options.bufs.1: '1' names the value '1' again$"):
+        load(config)
+
+
+def test_line_breaks_only_in_a_description_and_an_sql_statement():
+    config = with_change("description", "Random reads\non two filesystems.\n")
+    config["axes"]["events"] = ["none", "ddl"]
+    config["events"] = {"ddl": [{"at": 1, "action": "sql", "statement": "ALTER TABLE sbtest1\n  FORCE"}]}
+    assert load(config).cells
+    config["workloads"]["oltp-rw"]["options"]["script"] = "oltp_read_write\nx"
+    with pytest.raises(ConfigError, match=r"^workloads.oltp-rw.options.script: 'oltp_read_write\\nx' holds a line"):
+        load(config)

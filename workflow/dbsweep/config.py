@@ -18,7 +18,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import calibration, canary, engines, events, fsprobe, noise, servers, units, workloads
+from dbsweep import calibration, canary, config_tree, engines, events, fsprobe, matrix, noise, servers, units, \
+    workloads
 from dbsweep.configfile import load_yaml
 from dbsweep.errors import ConfigError, shown
 from dbsweep.matrix import Cell, axis_order, expand
@@ -209,6 +210,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     """Validate a config dict (as Snakemake or yaml.safe_load gives it) and build the study. `folder` is
     the study file's: the files the study names (an .sql file, a script) are relative to it (default
     the working directory, for a dict that comes from no file)."""
+    _option_set_keys(config)
+    config_tree.check(config)
     _validate_schema(config)
     _check_names(config)
     _in_folder(config, Path(folder) if folder is not None else Path.cwd())
@@ -456,6 +459,28 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
     if workloads.get(wls[wl]["tool"]).takes_rate:  # fio's own `rate` is a bandwidth
         options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
         workloads.check_rate(options, f"workloads.{wl}.options")
+
+
+def _option_set_keys(config: dict) -> None:
+    """server_options.<axis>.<value>: each value is one of the axis's values, which YAML reads as a number or
+    a boolean when bare (`1:`, `on:`); as a key it is the value as text (a bare on / off the word, as on the
+    axis: _word), in place. Only the study's own axes and the built-in option-set axes choose options."""
+    sets = config.get("server_options")
+    if not isinstance(sets, dict):
+        return  # the schema says what it should be
+    for axis, values in sets.items():
+        if axis in matrix.BUILTIN_AXES or axis in topology.AXES or axis == events.AXIS:
+            raise ConfigError(f"server_options.{axis}: {shown(values)}: {axis} is a built-in axis; option sets "
+                              "are chosen by an axis of your own (or binlog, durability, isolation)")
+        if not isinstance(values, dict):
+            continue
+        words = {}
+        for value, spec in values.items():
+            word = str(_word(value)) if isinstance(value, (bool, int, float)) else value
+            if word in words:
+                raise ConfigError(f"server_options.{axis}.{word}: {shown(value)} names the value {word!r} again")
+            words[word] = spec
+        sets[axis] = words
 
 
 def _option_sets(user: dict, axes: dict) -> dict[str, dict]:
