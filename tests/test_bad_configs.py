@@ -252,6 +252,26 @@ ROWS = [
     # 111: option sets are chosen by an axis of the study's own
     ("server_options.*", put("server_options", {"threads": {1: {"mariadb": {}}}}), "server_options.threads:",
      "threads is a built-in axis"),
+    # 53, 54, 55, 134: only {axis}, replaced by the value as written; str.format never sees the text
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads}{}"),
+     "workloads.fio-randread.options.bs:", "'{threads}{}': {} names no axis"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "4k{"), "workloads.fio-randread.options.bs:",
+     "'4k{' has a brace outside a placeholder"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads:>99999999999}"),
+     "workloads.fio-randread.options.bs:", "{threads:>99999999999} is not a placeholder; write {threads}"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads:s}k"),
+     "workloads.fio-randread.options.bs:", "{threads:s} is not a placeholder; write {threads}"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads!r}"),
+     "workloads.fio-randread.options.bs:", "{threads!r} is not a placeholder"),
+    # 63, 64, 139, 141: the measured window is a whole number of seconds of at least 1 (fio may leave it out)
+    ("workloads.*.options", put("workloads.oltp-rw.options.time", "abc"), "workloads.oltp-rw.options.time:",
+     "'abc' is not a whole number of seconds"),
+    ("workloads.*.options", put("workloads.oltp-rw.options.time", -5), "workloads.oltp-rw.options.time:", "-5 is"),
+    ("workloads.*.options", put("workloads.oltp-rw.options.time", 0), "workloads.oltp-rw.options.time:", "0 is"),
+    ("workloads.*.options", put("workloads.fio-randread.options.runtime", -1),
+     "workloads.fio-randread.options.runtime:", "-1 is not a whole number of seconds"),
+    ("workloads.*.options", both(put("axes.window", [5, "soon"]), put("workloads.oltp-rw.options.time", "{window}")),
+     "workloads.oltp-rw.options.time:", "'soon' is not a whole number of seconds"),
     # 60, 133: no argv or path carries a NUL; a line break would be a second line of a server's option file
     ("workloads.*.options", put("workloads.fio-randread.options.bs", "4k\0"), "workloads.fio-randread.options.bs:",
      "'4k\\x00' holds a NUL character"),
@@ -353,6 +373,11 @@ RUNS = [
      "filesystems.xfs.mount_options: ['bogusopt'] refused"),
     ("dataset too big", {"filesystems": DEMO["filesystems"] | {"ext4": {"type": "ext4", "size": "64M"}}},
      "does not fit filesystem ext4 (ext4, size 64M"),
+    ("placeholder", {"workloads": DEMO["workloads"] | {"fio-randread": {"tool": "fio", "options": {
+        "rw": "randread", "bs": "{threads:>99999999999}", "size": "64M"}}}},
+     "workloads.fio-randread.options.bs: '{threads:>99999999999}': {threads:>99999999999} is not a placeholder"),
+    ("sysbench time", {"workloads": DEMO["workloads"] | {"oltp-rw": {"tool": "sysbench", "options": {
+        "script": "oltp_read_write", "time": "abc"}}}}, "workloads.oltp-rw.options.time: 'abc' is not a whole"),
 ]
 
 

@@ -339,3 +339,19 @@ def test_line_breaks_only_in_a_description_and_an_sql_statement():
     config["workloads"]["oltp-rw"]["options"]["script"] = "oltp_read_write\nx"
     with pytest.raises(ConfigError, match=r"^workloads.oltp-rw.options.script: 'oltp_read_write\\nx' holds a line"):
         load(config)
+
+
+def test_a_placeholder_is_replaced_by_the_value_as_written():
+    config = with_change("workloads.fio-randread.options.bs", "{threads}k")
+    config["workloads"]["fio-randread"]["options"]["runtime"] = "{window}"
+    config["axes"]["window"] = [3, "4s"]
+    study = load(config)
+    fio = [study.recipe(c) for c in study.cells if c["workload"] == "fio-randread"]
+    assert {(r.options["bs"], r.options["runtime"], r.duration_s) for r in fio} == {
+        (f"{t}k", str(w), int(str(w).rstrip("s"))) for t in (1, 4) for w in (3, "4s")}
+
+
+def test_fio_without_runtime_runs_until_its_size_is_done():
+    config = with_change("workloads.fio-randread.options", {"rw": "randread", "bs": "16k", "size": "64M"})
+    study = load(config)
+    assert {study.recipe(c).duration_s for c in study.cells if c["workload"] == "fio-randread"} == {None}

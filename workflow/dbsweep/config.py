@@ -11,7 +11,6 @@ import json
 import os
 import re
 import stat
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,6 +29,8 @@ from dbsweep.topology import settings as topology
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 SIZE = re.compile(r"^[1-9][0-9]*(\.[0-9]+)?[KMGT]$")
+# An option's {axis}: the axis's value in its place; nothing else may stand in braces
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 # Filesystems a study may name without defining them.
 BUILTIN_FILESYSTEMS = {
@@ -222,7 +223,10 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     wls = config["workloads"]
     for name, wl in wls.items():
         workload = workloads.get(wl["tool"])
+        for key, value in wl["options"].items():
+            _check_placeholders(value, axis_order(axes), f"workloads.{name}.options.{key}")
         workload.check(wl["options"], f"workloads.{name}.options")
+        _check_duration(workload, wl["options"], f"workloads.{name}.options")
         if wl.get("warmup") and not workload.warmup:
             raise ConfigError(f"workloads.{name}.warmup: {wl['warmup']!r}: the {wl['tool']} workload has no "
                               "warm-up run; remove it")
@@ -262,6 +266,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     cells = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
     not_applicable = []
     for cell in list(cells):
+        _check_cell_options(cell, wls)
         why = (_not_applicable(cell, wls, versions, axes)
                or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False), versions)
                or _events_not_applicable(cell, wls, declared, filesystems))
@@ -452,13 +457,37 @@ def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used
     wl = values["workload"]
     if wl not in wls:
         raise ConfigError(f"axes.workload: {wl!r} is not defined under workloads: ({', '.join(wls)})")
-    for key, value in wls[wl]["options"].items():
-        for name in _placeholders(value):
-            if name not in order:
-                raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
-    if workloads.get(wls[wl]["tool"]).takes_rate:  # fio's own `rate` is a bandwidth
-        options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
+
+
+def _check_cell_options(cell: Cell, wls: dict) -> None:
+    """A workload option that names an axis ({axis}) is checked as its cell gives it: a duration, a rate."""
+    values = cell.as_dict()
+    wl = values["workload"]
+    if wl not in wls:
+        return  # refused by _check_cell
+    given = wls[wl]["options"]
+    if not any(_placeholders(value) for value in given.values()):
+        return  # checked when the study loaded
+    workload = workloads.get(wls[wl]["tool"])
+    options = {key: _substitute(value, values) for key, value in given.items()}
+    _check_duration(workload, options, f"workloads.{wl}.options")
+    if workload.takes_rate:  # fio's own `rate` is a bandwidth
         workloads.check_rate(options, f"workloads.{wl}.options")
+
+
+def _check_duration(workload, options: dict, where: str) -> None:
+    """The measured window's option (Workload.duration_key: time, fio's runtime) is a whole number of seconds
+    of at least 1: workload.duration must read it, and a window of 0 or -5 s measures nothing. Left out, the
+    tool's default applies (fio then runs until its `size` is done)."""
+    key = workload.duration_key
+    if key is None or key not in options or _placeholders(options[key]):
+        return  # an axis's value: checked per cell (_check_cell_options)
+    try:
+        seconds = workload.duration(options)
+    except (ValueError, TypeError):
+        seconds = None
+    if not isinstance(seconds, int) or seconds < 1:
+        raise ConfigError(f"{where}.{key}: {shown(options[key])} is not a whole number of seconds of at least 1")
 
 
 def _option_set_keys(config: dict) -> None:
@@ -765,8 +794,29 @@ def _placeholders(value) -> list[str]:
 @functools.cache
 def _fields(text: str) -> tuple[str, ...]:
     """The {names} in an option's text; parsed once per text (it is asked per cell and option)."""
-    return tuple(name for _, name, _, _ in string.Formatter().parse(text) if name)
+    return tuple(PLACEHOLDER.findall(text))
+
+
+def _check_placeholders(value, order: list[str], where: str) -> None:
+    """An option's braces are placeholders {axis} of the study's axes, and nothing else: no format spec
+    ({threads:>4}), conversion ({mode!r}), attribute or index, no empty {} and no lone brace. Each is
+    replaced by the cell's value as it is written (its str), never through str.format."""
+    if not isinstance(value, str):
+        return
+    for name in _fields(value):
+        if not name:
+            raise ConfigError(f"{where}: {shown(value)}: {{}} names no axis; write {{axis}} with an axis's name")
+        if name not in order:
+            bare = re.split(r"[^A-Za-z0-9_.+-]|\.", name, maxsplit=1)[0]
+            if bare in order:
+                raise ConfigError(f"{where}: {shown(value)}: {{{name}}} is not a placeholder; write {{{bare}}} "
+                                  "(an axis's name in braces, no format spec, conversion or attribute)")
+            raise ConfigError(f"{where}: {shown(value)} names {{{name}}}, which is not an axis")
+    if "{" in PLACEHOLDER.sub("", value) or "}" in PLACEHOLDER.sub("", value):
+        raise ConfigError(f"{where}: {shown(value)} has a brace outside a placeholder {{axis}}")
 
 
 def _substitute(value, cell: dict):
-    return value.format(**cell) if _placeholders(value) else value
+    if not _placeholders(value):
+        return value
+    return PLACEHOLDER.sub(lambda match: str(cell[match[1]]), value)

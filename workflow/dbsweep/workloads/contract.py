@@ -100,6 +100,9 @@ class Workload:
     # (options) -> the options whose values are files the user points at (an .sql file, a script): a relative
     # one is relative to the study file's folder; config.load makes them absolute before check() sees them
     files: Callable[[dict], tuple[str, ...]] = no_files
+    # the option duration reads (config.load refuses a value it cannot read or of less than 1 s, naming it);
+    # None for a workload whose window no option sets
+    duration_key: str | None = "time"
 
     def __post_init__(self):
         if self.kind not in (STORAGE, DATABASE):
