@@ -153,7 +153,7 @@ ROWS = [
     ("axes.*", put("axes.bs", [[4, 8]]), "axes.bs[0]:", "[4, 8]"),
     ("axes.*", lambda c: c["axes"].update({"../../tmp/x": [1]}), "axes:", "'../../tmp/x'"),
     ("exclude", put("exclude", [{"filesytem": "xfs"}]), "exclude[0].filesytem:", "unknown axis"),
-    ("include", put("include", [{"threads": 100000}]), "threads:", "100000"),
+    ("include", put("include", [{"threads": 100000}]), "include[0].threads:", "100000"),
     ("baseline", put("baseline", {"engine": "mysql"}), "baseline.engine:", "'mysql'"),
     ("analysis", put("analysis", {"trim": 3}), "analysis.trim:", "unknown key"),
     ("analysis.trim_s", put("analysis.trim_s", -1), "analysis.trim_s:", "-1"),
@@ -278,6 +278,34 @@ ROWS = [
     ("axes.*", put("axes.bs", ["4k\0"]), "axes.bs[0]:", "'4k\\x00' holds a NUL character"),
     ("server.options.mariadb", put("server.options", {"mariadb": {"innodb_io_capacity": "100\nskip-grant-tables"}}),
      "server.options.mariadb.innodb_io_capacity:", "'100\\nskip-grant-tables' holds a line break"),
+    # 81, 82, 83, 86, 87, 137: an include rule's values are checked as the axes' are
+    ("include", both(put("axes.host", ["a"]), put("include", [{"host": "../../../../tmp/escaped"}])), "include[0].host:",
+     "'../../../../tmp/escaped'"),
+    ("include", put("include", [{"engine": "mysql"}]), "include[0].engine:", "'mysql' is not one of"),
+    ("include", put("include", [{"threads": 0}]), "include[0].threads:", "0 is below the minimum of 1"),
+    ("include", put("include", [{"memory": "1.5G"}]), "include[0].memory:", "'1.5G' is not a size"),
+    ("include", put("include", [{"filesystem": "zfs"}]), "include[0].filesystem:", "'zfs' is not defined"),
+    ("include", put("include", [{"workload": "nope"}]), "include[0].workload:", "'nope' is not defined"),
+    ("include", both(put("axes.version", ["debian"]), put("include", [{"version": "9.9"}])), "include[0].version:",
+     "'9.9' is not a version"),
+    ("include", both(put("axes.topology", ["single"]), put("include", [{"topology": "nosuch"}])),
+     "include[0].topology:", "'nosuch' is not defined"),
+    ("include", both(put("axes.events", ["none"]), put("include", [{"events": "nosuch"}])), "include[0].events:",
+     "'nosuch' is not defined"),
+    ("include", both(put("axes.binlog", ["off"]), put("include", [{"binlog": "sync7"}])), "include[0].binlog:",
+     "'sync7' is not an option set"),
+    # 31, 71, 146: sizes are whole numbers, as units.parse_size, truncate and tmpfs read them; 72: at most 1024T
+    ("server.cgroup_overhead", put("server.cgroup_overhead", "1.5G"), "server.cgroup_overhead:",
+     "'1.5G' is not a size like 512M or 4G (a whole number"),
+    ("filesystems.*.size", put("filesystems.ext4.size", "1.5G"), "filesystems.ext4.size:", "'1.5G' is not a size"),
+    ("filesystems.*.size", put("filesystems.ext4.size", "999999T"), "filesystems.ext4.size:", "'999999T' is above"),
+    # 24: the memory's key is named; 138: below a size the servers run as asked
+    ("axes.memory", put("axes.memory", ["1.5G"]), "axes.memory:", "'1.5G' is not a size"),
+    ("axes.memory", put("axes.memory", ["1K"]), "axes.memory:", "'1K' is below the minimum of 8M"),
+    # 40, 131: a folder name has at most 255 bytes; 49: Snakemake's PeriodicWildcardError
+    ("axes.*", put("axes.tag", ["x" * 300]), "axes.tag:", "folder name of 304 bytes"),
+    ("axes.*", put("axes.tag", ["é" * 50]), "axes.tag:", "folder name of 304 bytes"),
+    ("axes.*", put("axes.tag", ["a" + "yz" * 20]), "axes.tag:", "ends in 'yz' repeated 20 times"),
     # 130: an alias bomb is refused while it is counted, not expanded or printed
     ("events.*", lambda c: c.update({"events": {"ev": [{"at": 1, "action": "command", "argv": ["/bin/true", bomb()]}]}}),
      "events.ev[0].argv[1]", "more than 100,000 values"),
@@ -291,6 +319,13 @@ ROWS = [
     ("network.client_latency_ms", put("network", {"client_latency_ms": float("nan")}), "network.client_latency_ms:",
      "nan is not a finite number"),
     ("axes.*", put("axes.tag", [float("inf")]), "axes.tag[0]:", "inf is not a finite number"),
+    # 43, 44: a column of every result table, or a part of a run's identity, is no axis name
+    ("axes.*", put("axes.rep", [1, 2]), "axes.rep:", "rep is a name dbsweep uses itself"),
+    ("axes.*", put("axes.storage", ["a"]), "axes.storage:", "storage is a name dbsweep uses itself"),
+    ("axes.*", put("axes.second", ["a"]), "axes.second:", "second is a name dbsweep uses itself"),
+    # 20, 21: an empty axis is named
+    ("axes.threads", put("axes.threads", []), "axes.threads:", "[] has no values"),
+    ("axes.workload", put("axes.workload", []), "axes.workload:", "[] has no values"),
 ]
 
 
@@ -373,6 +408,7 @@ RUNS = [
      "filesystems.xfs.mount_options: ['bogusopt'] refused"),
     ("dataset too big", {"filesystems": DEMO["filesystems"] | {"ext4": {"type": "ext4", "size": "64M"}}},
      "does not fit filesystem ext4 (ext4, size 64M"),
+    ("include engine", {"include": [{"engine": "mysql"}]}, "include[0].engine: 'mysql' is not one of"),
     ("placeholder", {"workloads": DEMO["workloads"] | {"fio-randread": {"tool": "fio", "options": {
         "rw": "randread", "bs": "{threads:>99999999999}", "size": "64M"}}}},
      "workloads.fio-randread.options.bs: '{threads:>99999999999}': {threads:>99999999999} is not a placeholder"),

@@ -355,3 +355,30 @@ def test_fio_without_runtime_runs_until_its_size_is_done():
     config = with_change("workloads.fio-randread.options", {"rw": "randread", "bs": "16k", "size": "64M"})
     study = load(config)
     assert {study.recipe(c).duration_s for c in study.cells if c["workload"] == "fio-randread"} == {None}
+
+
+def test_a_bare_off_in_include_and_exclude_means_the_word_on_an_option_set_axis():
+    config = with_change("axes.binlog", ["sync1"])
+    config["axes"]["engine"] = ["innodb"]
+    config["include"] = [{"binlog": False, "workload": "oltp-rw", "threads": 4, "filesystem": "xfs"}]
+    study = load(config)
+    assert {c["binlog"] for c in study.cells if c.get("engine")} == {"sync1", "off"}
+    assert {study.recipe(c).server_options.get("skip-log-bin") for c in study.cells if c.get("binlog") == "off"} == {
+        True}
+    config["exclude"].append({"binlog": [False]})
+    config["include"] = []
+    config["axes"]["binlog"] = ["sync1", "off"]
+    assert {c["binlog"] for c in load(config).cells if c.get("engine")} == {"sync1"}
+
+
+def test_reserved_axis_names_hold_every_column_read_R_refuses():
+    """workflow/R/read.R stops an analysis whose axis is named like a column of its tables; load refuses those
+    names first (matrix.RESERVED_AXES), so the two lists must agree."""
+    import re
+    from dbsweep.matrix import RESERVED_AXES
+    text = (ROOT / "workflow" / "R" / "read.R").read_text()
+    refused = re.search(r"intersect\(axes, c\(([^)]*)\)\)", text)[1].replace(" ", "").split(",")
+    columns = set()
+    for name in refused:
+        columns |= set(re.findall(r'"([^"]+)"', re.search(rf"^{name} <- c\(([^)]*)\)", text, re.M)[1]))
+    assert len(columns) > 30 and columns <= RESERVED_AXES, sorted(columns - RESERVED_AXES)

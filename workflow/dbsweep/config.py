@@ -28,7 +28,9 @@ from dbsweep.storage import LOOP_TYPES, device_in_use
 from dbsweep.topology import settings as topology
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-SIZE = re.compile(r"^[1-9][0-9]*(\.[0-9]+)?[KMGT]$")
+SIZE = re.compile(r"^[1-9][0-9]*[KMGT]$")  # what units.parse_size, truncate and tmpfs all take: no decimals
+MAX_SIZE = 2**50  # 1P: the largest filesystem or memory size a study may ask for
+MIN_MEMORY = 8 * 2**20  # a server's memory: MariaDB raises an InnoDB buffer pool below 2M to 2M
 # An option's {axis}: the axis's value in its place; nothing else may stand in braces
 PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
@@ -42,8 +44,6 @@ BUILTIN_FILESYSTEMS = {
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
 # Plots of rule figures (workflow/R/statistics_plots.R), all by default.
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
-# fio runs at most 4096 jobs (its REAL_MAX_JOBS); more client threads than that measure a host's scheduler.
-MAX_THREADS = 4096
 # Workload keys beside tool, options and warmup; a workload declares which it takes (Workload.settings).
 SETTINGS = ("dataset_options", "prepare_threads")
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
@@ -219,6 +219,9 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     axes = {name: list(values) for name, values in config["axes"].items()}
     axes.setdefault("filesystem", ["tmpfs"])
     axes.setdefault("threads", [1])
+    for name, values in axes.items():
+        if not values:
+            raise ConfigError(f"axes.{name}: [] has no values, so the matrix has no cells; give at least one")
     filesystems = _filesystems(config.get("filesystems", {}))
     wls = config["workloads"]
     for name, wl in wls.items():
@@ -239,8 +242,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
                              where=f"workloads.{name}")  # refuses what it cannot take
     server = config.get("server", {})
     for key in ("cgroup_overhead",):
-        if key in server and not SIZE.match(server[key]):
-            raise ConfigError(f"server.{key}: {server[key]!r} is not a size like 512M or 4G")
+        if key in server:
+            _size(server[key], f"server.{key}")
     installed = _debian_only(axes)
     for family, options in server.get("options", {}).items():
         engines.check_options(family, options, f"server.options.{family}", installed)
@@ -252,6 +255,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     versions = _versions(axes)
     topology.check(config, axes)
     events.check(config, axes)
+    _check_values(config, axes, wls, filesystems, option_sets, versions)
     declared = {key: config[key] for key in ("topologies", "network", "networks", "proxies", "events")
                 if key in config}
     server_axes = {"engine", "version", "memory", *topology.AXES, events.AXIS} | set(option_sets)
@@ -279,7 +283,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     used_fs = {}
     warnings = []
     for cell in cells:
-        _check_cell(cell, filesystems, wls, order, used_fs)
+        _use_filesystem(cell, filesystems, used_fs)
         _check_server_cell(cell, wls, option_sets)
         _check_events(cell, wls, declared)
         if "engine" in cell.as_dict() and workloads.get(wls[cell["workload"]]["tool"]).database:
@@ -360,6 +364,10 @@ def _check_names(config: dict) -> None:
                     "events"):
         for name in config.get(section, {}):
             check_name(section, name)
+    for name, values in config["axes"].items():
+        if name in matrix.RESERVED_AXES:
+            raise ConfigError(f"axes.{name}: {shown(values)}: {name} is a name dbsweep uses itself (a column of "
+                              "every result table, or a part of a run's identity); give the axis another name")
     for axis, sets in config.get("server_options", {}).items():
         for value in sets:
             check_name(f"server_options.{axis}", _word(value))
@@ -431,40 +439,22 @@ def _filesystems(user: dict) -> dict[str, dict]:
     for name, spec in user.items():
         base = BUILTIN_FILESYSTEMS.get(spec["type"], {}) if name == spec["type"] else {}
         out[name] = FS_DEFAULTS | base | spec
-        if not SIZE.match(out[name]["size"]):
-            raise ConfigError(f"filesystems.{name}.size: {out[name]['size']!r} is not a size like 512M or 4G")
+        _size(out[name]["size"], f"filesystems.{name}.size")
         if spec["type"] == "dir" and "path" not in spec:
             raise ConfigError(f"filesystems.{name}.path: missing (type dir needs a directory)")
     return out
 
 
-def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used_fs: dict) -> None:
-    values = cell.as_dict()
-    fs = str(values["filesystem"])
-    if fs.startswith("dir:"):
-        used_fs[fs] = FS_DEFAULTS | {"type": "dir", "path": fs[4:]}
-    elif fs in filesystems:
-        used_fs[fs] = filesystems[fs]
-    else:
-        raise ConfigError(
-            f"axes.filesystem: {fs!r} is not defined (define it under filesystems:, or use "
-            f"{', '.join(BUILTIN_FILESYSTEMS)} or dir:<path>)")
-    threads = values["threads"]
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ConfigError(f"threads: {threads!r} is not a positive integer")
-    if threads > MAX_THREADS:
-        raise ConfigError(f"threads: {threads!r} is above the maximum of {MAX_THREADS}")
-    wl = values["workload"]
-    if wl not in wls:
-        raise ConfigError(f"axes.workload: {wl!r} is not defined under workloads: ({', '.join(wls)})")
+def _use_filesystem(cell: Cell, filesystems: dict, used_fs: dict) -> None:
+    """The cell's filesystem among those the study uses (its values were checked: _check_values)."""
+    fs = str(cell["filesystem"])
+    used_fs[fs] = FS_DEFAULTS | {"type": "dir", "path": fs[4:]} if fs.startswith("dir:") else filesystems[fs]
 
 
 def _check_cell_options(cell: Cell, wls: dict) -> None:
     """A workload option that names an axis ({axis}) is checked as its cell gives it: a duration, a rate."""
     values = cell.as_dict()
     wl = values["workload"]
-    if wl not in wls:
-        return  # refused by _check_cell
     given = wls[wl]["options"]
     if not any(_placeholders(value) for value in given.values()):
         return  # checked when the study loaded
@@ -488,6 +478,93 @@ def _check_duration(workload, options: dict, where: str) -> None:
         seconds = None
     if not isinstance(seconds, int) or seconds < 1:
         raise ConfigError(f"{where}.{key}: {shown(options[key])} is not a whole number of seconds of at least 1")
+
+
+def _check_values(config: dict, axes: dict, wls: dict, filesystems: dict, option_sets: dict, builds: dict) -> None:
+    """Every value of an axis, and every value an include rule gives an axis, passes the same checks: an
+    include rule adds cells, and their values become folder names, recipes and server options as the axes'
+    do. An include rule's values are checked against the axis's schema here too (the schema sees only a
+    rule's shape); a bare on / off of an option-set axis, in include or exclude, means the word."""
+    checks = {
+        "host": lambda value, where: check_name(where, value),
+        "version": lambda value, where: _known_version(value, builds, where),
+        "memory": _memory_value,
+        "filesystem": lambda value, where: _defined_filesystem(value, filesystems, where),
+        "workload": lambda value, where: _defined_workload(value, wls, where),
+        events.AXIS: lambda value, where: events.check_value(config, value, where),
+    } | {axis: functools.partial(topology.check_value, config, axis) for axis in topology.AXES} \
+      | {axis: functools.partial(_option_set_value, axis, option_sets[axis]) for axis in option_sets}
+    for axis, values in axes.items():
+        for value in values:
+            matrix.check_value(axis, value, f"axes.{axis}")
+            checks.get(axis, lambda value, where: None)(value, f"axes.{axis}")
+    order = axis_order(axes)
+    for kind in ("include", "exclude"):
+        for i, rule in enumerate(config.get(kind, [])):
+            matrix.check_rule(rule, order, f"{kind}[{i}]")
+            for axis in set(rule) & set(option_sets):
+                rule[axis] = [_word(v) for v in rule[axis]] if isinstance(rule[axis], list) else _word(rule[axis])
+    for i, rule in enumerate(config.get("include", [])):
+        for axis, given in rule.items():
+            where = f"include[{i}].{axis}"
+            for value in given if isinstance(given, list) else [given]:
+                _axis_schema(axis, value, where)
+                matrix.check_value(axis, value, where)
+                checks.get(axis, lambda value, where: None)(value, where)
+
+
+def _axis_schema(axis: str, value, where: str) -> None:
+    """value as the schema takes an item of the axis (include rules are only objects to the schema)."""
+    spec = _validator().schema["properties"]["axes"]
+    items = spec["properties"].get(axis, spec["additionalProperties"])["items"]
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(items).iter_errors(value))
+    if error is not None:
+        raise ConfigError(f"{where}: {shown(value)} {_reason(error)}")
+
+
+def _known_version(value, builds: dict, where: str) -> None:
+    if isinstance(value, dict) or str(value) in builds:
+        return  # a build of the axis (checked by _versions), or its name
+    if not any(str(value) in servers.available(f) for f in engines.FAMILIES):
+        raise ConfigError(f"{where}: {shown(value)} is not a version dbsweep knows; available: "
+                          + "; ".join(f"{f} {', '.join(servers.available(f))}" for f in engines.FAMILIES)
+                          + "; or a build of the version axis")
+
+
+def _memory_value(value, where: str) -> None:
+    """A server's memory: a size, and not below MIN_MEMORY."""
+    _size(value, where)
+    if units.parse_size(value) < MIN_MEMORY:
+        raise ConfigError(f"{where}: {shown(value)} is below the minimum of {units.format_size(MIN_MEMORY)} (MariaDB "
+                          "raises an InnoDB buffer pool below 2M to 2M: the cell would not run the memory it names)")
+
+
+def _size(value, where: str) -> None:
+    """A size as every user of it reads it (units.parse_size, truncate, tmpfs): a whole number and K, M, G or T,
+    at most MAX_SIZE."""
+    if not isinstance(value, str) or not SIZE.match(value):
+        decimal = isinstance(value, (str, float)) and re.fullmatch(r"[0-9]*\.[0-9]+[KMGT]?", str(value))
+        raise ConfigError(f"{where}: {shown(value)} is not a size like 512M or 4G"
+                          + (" (a whole number: 1536M, not 1.5G)" if decimal else ""))
+    if units.parse_size(value) > MAX_SIZE:
+        raise ConfigError(f"{where}: {shown(value)} is above the largest size dbsweep makes, 1024T")
+
+
+def _defined_filesystem(value, filesystems: dict, where: str) -> None:
+    if not str(value).startswith("dir:") and str(value) not in filesystems:
+        raise ConfigError(f"{where}: {shown(value)} is not defined (define it under filesystems:, or use "
+                          f"{', '.join(BUILTIN_FILESYSTEMS)} or dir:<path>)")
+
+
+def _defined_workload(value, wls: dict, where: str) -> None:
+    if str(value) not in wls:
+        raise ConfigError(f"{where}: {shown(value)} is not defined under workloads: ({', '.join(wls)})")
+
+
+def _option_set_value(axis: str, sets: dict, value, where: str) -> None:
+    if str(_word(value)) not in sets:
+        raise ConfigError(f"{where}: {shown(value)} is not an option set ({', '.join(sets)}); "
+                          f"define it under server_options.{axis}")
 
 
 def _option_set_keys(config: dict) -> None:
@@ -690,9 +767,6 @@ def _check_server_cell(cell: Cell, wls: dict, option_sets: dict) -> None:
     if "engine" not in values:
         raise ConfigError(f"axes.engine: missing, and workload {values['workload']!r} needs a database server")
     family = engines.ENGINES[values["engine"]]
-    memory = values.get("memory")
-    if memory is not None and not SIZE.match(str(memory)):
-        raise ConfigError(f"axes.memory: {memory!r} is not a size like 512M or 4G")
     for axis, value in values.items():
         if axis in option_sets and family not in option_sets[axis][str(value)]:
             raise ConfigError(f"server_options.{axis}.{value}: nothing for {family} (cell {cell.path}); "

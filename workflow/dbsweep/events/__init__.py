@@ -34,8 +34,13 @@ def check(config: dict, axes: dict) -> None:
         for i, event in enumerate(schedule):
             _check_event(event, f"events.{name}[{i}]")
     for value in axes.get(AXIS, []):
-        if str(value) != NONE and str(value) not in schedules:
-            raise ConfigError(f"axes.{AXIS}: {value!r} is not defined (define it under events: or use none)")
+        check_value(config, value, f"axes.{AXIS}")
+
+
+def check_value(config: dict, value, where: str) -> None:
+    """A value of the events axis (or of an include rule's) is none or a schedule of events:."""
+    if str(value) != NONE and str(value) not in config.get("events", {}):
+        raise ConfigError(f"{where}: {value!r} is not defined (define it under events: or use none)")
 
 
 def _check_event(event: dict, where: str) -> None:

@@ -56,20 +56,26 @@ def check(config: dict, axes: dict) -> None:
     for name, spec in proxies.items():
         proxy_kinds.check_settings(spec["type"], {k: v for k, v in spec.items() if k != "type"},
                                    f"proxies.{name}")
-    choices = {"topology": [SINGLE, *topologies], "proxy": [NO_PROXY, *proxies],
-               "network": list(config.get("networks", {}))}
-    for axis, known in choices.items():
+    for axis in AXES:
         for value in axes.get(axis, []):
-            if str(value) not in known:
-                defined = "topologies" if axis == "topology" else f"{axis}s" if axis == "network" else "proxies"
-                raise ConfigError(f"axes.{axis}: {value!r} is not defined (define it under {defined}:"
-                                  f"{'' if not known else ' or use ' + ', '.join(known)})")
+            check_value(config, axis, value, f"axes.{axis}")
     if "network" in axes and "network" in config:
         raise ConfigError(f"network: {config['network']!r}: the network axis chooses from networks:; "
                           f"move these settings there")
     if "network" in axes and "topology" not in axes:
         raise ConfigError(f"axes.network: {axes['network']!r}: links join the nodes of a topology; "
                           f"add the topology axis (e.g. topology: [single])")
+
+
+def check_value(config: dict, axis: str, value, where: str) -> None:
+    """A value of the topology, proxy or network axis names something the study or dbsweep defines (an axis
+    value or an include rule's: the same check)."""
+    known = {"topology": [SINGLE, *config.get("topologies", {})], "proxy": [NO_PROXY, *_proxies(config)],
+             "network": list(config.get("networks", {}))}[axis]
+    if str(value) not in known:
+        defined = {"topology": "topologies", "proxy": "proxies", "network": "networks"}[axis]
+        raise ConfigError(f"{where}: {value!r} is not defined (define it under {defined}:"
+                          f"{'' if not known else ' or use ' + ', '.join(known)})")
 
 
 def _proxies(config: dict) -> dict[str, dict]:
