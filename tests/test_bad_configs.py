@@ -302,10 +302,18 @@ ROWS = [
     # 24: the memory's key is named; 138: below a size the servers run as asked
     ("axes.memory", put("axes.memory", ["1.5G"]), "axes.memory:", "'1.5G' is not a size"),
     ("axes.memory", put("axes.memory", ["1K"]), "axes.memory:", "'1K' is below the minimum of 8M"),
-    # 40, 131: a folder name has at most 255 bytes; 49: Snakemake's PeriodicWildcardError
+    # 40, 131: a folder name has at most 255 bytes; 49: Snakemake's PeriodicWildcardError; 132: a cell path
     ("axes.*", put("axes.tag", ["x" * 300]), "axes.tag:", "folder name of 304 bytes"),
     ("axes.*", put("axes.tag", ["é" * 50]), "axes.tag:", "folder name of 304 bytes"),
     ("axes.*", put("axes.tag", ["a" + "yz" * 20]), "axes.tag:", "ends in 'yz' repeated 20 times"),
+    ("axes.*", lambda c: c["axes"].update({f"a{i:02d}{LONG}": [LONG] for i in range(12)}), "axes:",
+     "bytes long; at most 1024"),
+    # 48, 52: the matrix's size is known from the axes' before anything expands
+    ("axes.*", lambda c: c["axes"].update({f"u{i}": list(range(10)) for i in range(8)}), "axes:",
+     "7,200,000,000 combinations of axis values"),
+    ("repetitions", put("repetitions", 100000000), "repetitions:", "100000000 is above the maximum of 1000"),
+    ("repetitions", both(put("repetitions", 1000), put("axes.tag", list(range(8)))), "repetitions:",
+     "1000 x 112 cells is 112,000 runs"),
     # 130: an alias bomb is refused while it is counted, not expanded or printed
     ("events.*", lambda c: c.update({"events": {"ev": [{"at": 1, "action": "command", "argv": ["/bin/true", bomb()]}]}}),
      "events.ev[0].argv[1]", "more than 100,000 values"),
@@ -323,10 +331,20 @@ ROWS = [
     ("axes.*", put("axes.rep", [1, 2]), "axes.rep:", "rep is a name dbsweep uses itself"),
     ("axes.*", put("axes.storage", ["a"]), "axes.storage:", "storage is a name dbsweep uses itself"),
     ("axes.*", put("axes.second", ["a"]), "axes.second:", "second is a name dbsweep uses itself"),
-    # 20, 21: an empty axis is named
+    # 20, 21: an empty axis is named; 124: every cell not applicable says one cell's reason; 84: exclude
     ("axes.threads", put("axes.threads", []), "axes.threads:", "[] has no values"),
     ("axes.workload", put("axes.workload", []), "axes.workload:", "[] has no values"),
+    ("axes.workload", both(put("axes.workload", ["pg"]), put("axes.engine", ["innodb"]),
+                           put("workloads.pg", {"tool": "pgbench", "options": {"scale": 1, "time": 5}})),
+     "axes: no cell of the matrix can run", "pgbench runs on postgresql, not mariadb (innodb)"),
+    ("exclude", put("exclude", [{"threads": [1, 4]}]), "exclude:", "excludes every cell of the matrix"),
+    # 46: YAML 1.1 reads a bare on / off as a boolean
+    ("baseline", both(put("axes.flag", [True, False]), put("baseline", {"flag": "on"})), "baseline.flag:",
+     "quote the axis's values"),
 ]
+
+
+LONG = "".join(chr(97 + 7 * i % 26) for i in range(90))  # 90 letters, no sequence repeated at its end
 
 
 def bomb():

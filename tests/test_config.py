@@ -382,3 +382,17 @@ def test_reserved_axis_names_hold_every_column_read_R_refuses():
     for name in refused:
         columns |= set(re.findall(r'"([^"]+)"', re.search(rf"^{name} <- c\(([^)]*)\)", text, re.M)[1]))
     assert len(columns) > 30 and columns <= RESERVED_AXES, sorted(columns - RESERVED_AXES)
+
+
+def test_the_cell_cap_allows_a_study_of_10000_cells():
+    """bench/planning.py plans 10,000 cells (BENCHMARKS.md): the caps leave room for it and more."""
+    config = {"study": "plan", "axes": {"threads": list(range(1, 11)), "user": [f"u{i:05d}" for i in range(1000)],
+                                        "workload": ["w"]},
+              "workloads": {"w": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "64M",
+                                                             "runtime": 5}}}}
+    assert len(load(config).cells) == 10_000
+    config["repetitions"] = 10
+    assert load(config).repetitions == 10
+    config["repetitions"] = 11
+    with pytest.raises(ConfigError, match=r"^repetitions: 11 x 10,000 cells is 110,000 runs; a study has at most"):
+        load(config)

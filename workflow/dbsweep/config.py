@@ -256,6 +256,12 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     topology.check(config, axes)
     events.check(config, axes)
     _check_values(config, axes, wls, filesystems, option_sets, versions)
+    combinations = matrix.combinations(axes, config.get("include", []))
+    if combinations > matrix.MAX_CELLS:
+        sizes = " x ".join(f"{a} {len(axes[a])}" for a in axis_order(axes))
+        raise ConfigError(f"axes: {combinations:,} combinations of axis values ({sizes}"
+                          f"{', with include' if config.get('include') else ''}); a study has at most "
+                          f"{matrix.MAX_CELLS:,} cells")
     declared = {key: config[key] for key in ("topologies", "network", "networks", "proxies", "events")
                 if key in config}
     server_axes = {"engine", "version", "memory", *topology.AXES, events.AXIS} | set(option_sets)
@@ -267,18 +273,31 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
             return list(cell)
         return [a for a in cell if a not in server_axes]
 
-    cells = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
-    not_applicable = []
-    for cell in list(cells):
+    expanded = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
+    if not expanded:
+        raise ConfigError(f"exclude: {shown(config.get('exclude'))} excludes every cell of the matrix")
+    cells, not_applicable = [], []
+    for cell in expanded:
         _check_cell_options(cell, wls)
         why = (_not_applicable(cell, wls, versions, axes)
                or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False), versions)
                or _events_not_applicable(cell, wls, declared, filesystems))
         if why:
-            cells.remove(cell)
             not_applicable.append((cell.path, why))
+        else:
+            cells.append(cell)
     if not cells:
-        raise ConfigError("exclude: every cell of the matrix is excluded or not applicable")
+        path, why = not_applicable[0]
+        raise ConfigError(f"axes: no cell of the matrix can run; {len(not_applicable)} not applicable, e.g. "
+                          f"{path}: {why}")
+    longest = max((cell.path for cell in cells), key=lambda path: len(path.encode()))
+    if len(longest.encode()) > matrix.MAX_CELL_PATH:
+        raise ConfigError(f"axes: the cell path {shown(longest)} is {len(longest.encode())} bytes long; at most "
+                          f"{matrix.MAX_CELL_PATH}: shorten the axis names or values")
+    repetitions = config.get("repetitions", 1)
+    if len(cells) * repetitions > matrix.MAX_RUNS:
+        raise ConfigError(f"repetitions: {repetitions} x {len(cells):,} cells is {len(cells) * repetitions:,} "
+                          f"runs; a study has at most {matrix.MAX_RUNS:,}")
     order = axis_order(axes)
     used_fs = {}
     warnings = []
@@ -317,6 +336,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         noise_control=control,
         canary_every=config.get("noise_control", {}).get("canary", {}).get("every"),
     )
+    for cell in cells:
+        study.recipe(cell)  # built once here (planning reads them again): what a recipe refuses stops the load
     _check_fit(study, used_fs)
     return study
 
@@ -750,8 +771,11 @@ def _baseline(baseline: dict, axes: dict) -> dict:
             raise ConfigError(f"baseline.{axis}: unknown axis")
         value = _word(value)
         if str(value) not in map(str, axes[axis]):
+            booleans = any(isinstance(v, bool) for v in axes[axis])
             raise ConfigError(f"baseline.{axis}: {value!r} is not a value of the axis {axis} "
-                              f"({', '.join(map(str, axes[axis]))})")
+                              f"({', '.join(map(str, axes[axis]))})"
+                              + ("; YAML reads a bare on, off, yes, no, true or false as a boolean: quote the "
+                                 "axis's values ('on', 'off') to mean the words" if booleans else ""))
         out[axis] = value
     return out
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
 import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
@@ -20,7 +21,12 @@ RESERVED_AXES = frozenset({
     "lat_p99_ms", "lat_max_ms", "tps", "qps", "second", "time", "lat_ms", "lat_pct_ms", "name", "value",
     "us", "sy", "id", "wa", "bi", "bo", "cs", "device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await",
     "aqu_sz", "util"})
+MAX_CELLS = 100_000  # cells of a study: planning 10,000 takes about 50 s (BENCHMARKS.md, planning)
+MAX_RUNS = 100_000  # cells x repetitions: each is two or more jobs of Snakemake's DAG
 MAX_SEGMENT = 255  # bytes of one folder name, `axis~value` (NAME_MAX of Linux filesystems)
+# bytes of a cell path: results/runs/<cell>/rep~N/attempt~…/raw/<file> under any working directory stays
+# far below PATH_MAX (4096)
+MAX_CELL_PATH = 1024
 # Snakemake takes a wildcard value that ends in one sequence repeated 20 times or more for an endless
 # recursion of rules (PeriodicWildcardError, snakemake.io.PeriodicityDetector's min_repeat); a cell path ends
 # in its last value.
@@ -45,6 +51,18 @@ def check_value(axis: str, value, where: str) -> None:
         times = len(repeated[0]) // len(repeated[1])
         raise ConfigError(f"{where}: {shown(value)} ends in {repeated[1]!r} repeated {times} times, which Snakemake "
                           "takes for an endless recursion of rules (PeriodicWildcardError); change the value")
+
+
+def combinations(axes: dict, include: list[dict]) -> int:
+    """How many cells expand() makes at most, from the sizes of the axes and include rules alone: the
+    product of the axes plus each include rule's product (cells equal on their applicable axes are merged
+    later, so a study may end with fewer)."""
+    order = axis_order(axes)
+    total = math.prod(len(axes[a]) for a in order)
+    for rule in include:
+        total += math.prod(len(rule[a]) if isinstance(rule.get(a), list) else 1 if a in rule else len(axes[a])
+                           for a in order)
+    return total
 
 
 @dataclass(frozen=True)
