@@ -5,6 +5,7 @@ itself reads (syntax errors, empty files) only there. RELIABILITY.md records the
 import copy
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -152,7 +153,7 @@ ROWS = [
     ("axes.*", put("axes.bs", [[4, 8]]), "axes.bs[0]:", "[4, 8]"),
     ("axes.*", lambda c: c["axes"].update({"../../tmp/x": [1]}), "axes:", "'../../tmp/x'"),
     ("exclude", put("exclude", [{"filesytem": "xfs"}]), "exclude[0].filesytem:", "unknown axis"),
-    ("include", put("include", [{"threads": 100000}]), "threads:", "100000"),
+    ("include", put("include", [{"threads": 100000}]), "include[0].threads:", "100000"),
     ("baseline", put("baseline", {"engine": "mysql"}), "baseline.engine:", "'mysql'"),
     ("analysis", put("analysis", {"trim": 3}), "analysis.trim:", "unknown key"),
     ("analysis.trim_s", put("analysis.trim_s", -1), "analysis.trim_s:", "-1"),
@@ -278,7 +279,115 @@ ROWS = [
      "server_options.log.a.mariadb.log_bin:", "'/var/tmp/bin' names a path outside"),
     ("server_options.*.*.postgresql", option_set("postgresql", {"port": 1}),
      "server_options.log.a.postgresql.port:", "1"),
+    # hostile-input audit (the case numbers are its files'): each was a traceback, a MemoryError, or accepted
+    # 37, 115: a bare 1: is YAML's integer, not a name (and integer and string keys do not sort together)
+    ("(top level)", lambda c: c.update({1: "x", "foo": "y"}), "1:", "the key 1 is a number"),
+    ("workloads", lambda c: c["workloads"].update({1: c["workloads"]["fio-randread"]}), "workloads.1:",
+     "the key 1 is a number"),
+    # 111: option sets are chosen by an axis of the study's own
+    ("server_options.*", put("server_options", {"threads": {1: {"mariadb": {}}}}), "server_options.threads:",
+     "threads is a built-in axis"),
+    # 53, 54, 55, 134: only {axis}, replaced by the value as written; str.format never sees the text
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads}{}"),
+     "workloads.fio-randread.options.bs:", "'{threads}{}': {} names no axis"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "4k{"), "workloads.fio-randread.options.bs:",
+     "'4k{' has a brace outside a placeholder"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads:>99999999999}"),
+     "workloads.fio-randread.options.bs:", "{threads:>99999999999} is not a placeholder; write {threads}"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads:s}k"),
+     "workloads.fio-randread.options.bs:", "{threads:s} is not a placeholder; write {threads}"),
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "{threads!r}"),
+     "workloads.fio-randread.options.bs:", "{threads!r} is not a placeholder"),
+    # 63, 64, 139, 141: the measured window is a whole number of seconds of at least 1 (fio may leave it out)
+    ("workloads.*.options", put("workloads.oltp-rw.options.time", "abc"), "workloads.oltp-rw.options.time:",
+     "'abc' is not a whole number of seconds"),
+    ("workloads.*.options", put("workloads.oltp-rw.options.time", -5), "workloads.oltp-rw.options.time:", "-5 is"),
+    ("workloads.*.options", put("workloads.oltp-rw.options.time", 0), "workloads.oltp-rw.options.time:", "0 is"),
+    ("workloads.*.options", put("workloads.fio-randread.options.runtime", -1),
+     "workloads.fio-randread.options.runtime:", "-1 is not a whole number of seconds"),
+    ("workloads.*.options", both(put("axes.window", [5, "soon"]), put("workloads.oltp-rw.options.time", "{window}")),
+     "workloads.oltp-rw.options.time:", "'soon' is not a whole number of seconds"),
+    # 60, 133: no argv or path carries a NUL; a line break would be a second line of a server's option file
+    ("workloads.*.options", put("workloads.fio-randread.options.bs", "4k\0"), "workloads.fio-randread.options.bs:",
+     "'4k\\x00' holds a NUL character"),
+    ("axes.*", put("axes.bs", ["4k\0"]), "axes.bs[0]:", "'4k\\x00' holds a NUL character"),
+    ("server.options.mariadb", put("server.options", {"mariadb": {"innodb_io_capacity": "100\nskip-grant-tables"}}),
+     "server.options.mariadb.innodb_io_capacity:", "'100\\nskip-grant-tables' holds a line break"),
+    # 81, 82, 83, 86, 87, 137: an include rule's values are checked as the axes' are
+    ("include", both(put("axes.host", ["a"]), put("include", [{"host": "../../../../tmp/escaped"}])), "include[0].host:",
+     "'../../../../tmp/escaped'"),
+    ("include", put("include", [{"engine": "mysql"}]), "include[0].engine:", "'mysql' is not one of"),
+    ("include", put("include", [{"threads": 0}]), "include[0].threads:", "0 is below the minimum of 1"),
+    ("include", put("include", [{"memory": "1.5G"}]), "include[0].memory:", "'1.5G' is not a size"),
+    ("include", put("include", [{"filesystem": "zfs"}]), "include[0].filesystem:", "'zfs' is not defined"),
+    ("include", put("include", [{"workload": "nope"}]), "include[0].workload:", "'nope' is not defined"),
+    ("include", both(put("axes.version", ["debian"]), put("include", [{"version": "9.9"}])), "include[0].version:",
+     "'9.9' is not a version"),
+    ("include", both(put("axes.topology", ["single"]), put("include", [{"topology": "nosuch"}])),
+     "include[0].topology:", "'nosuch' is not defined"),
+    ("include", both(put("axes.events", ["none"]), put("include", [{"events": "nosuch"}])), "include[0].events:",
+     "'nosuch' is not defined"),
+    ("include", both(put("axes.binlog", ["off"]), put("include", [{"binlog": "sync7"}])), "include[0].binlog:",
+     "'sync7' is not an option set"),
+    # 31, 71, 146: sizes are whole numbers, as units.parse_size, truncate and tmpfs read them; 72: at most 1024T
+    ("server.cgroup_overhead", put("server.cgroup_overhead", "1.5G"), "server.cgroup_overhead:",
+     "'1.5G' is not a size like 512M or 4G (a whole number"),
+    ("filesystems.*.size", put("filesystems.ext4.size", "1.5G"), "filesystems.ext4.size:", "'1.5G' is not a size"),
+    ("filesystems.*.size", put("filesystems.ext4.size", "999999T"), "filesystems.ext4.size:", "'999999T' is above"),
+    # 24: the memory's key is named; 138: below a size the servers run as asked
+    ("axes.memory", put("axes.memory", ["1.5G"]), "axes.memory:", "'1.5G' is not a size"),
+    ("axes.memory", put("axes.memory", ["1K"]), "axes.memory:", "'1K' is below the minimum of 8M"),
+    # 40, 131: a folder name has at most 255 bytes; 49: Snakemake's PeriodicWildcardError; 132: a cell path
+    ("axes.*", put("axes.tag", ["x" * 300]), "axes.tag:", "folder name of 304 bytes"),
+    ("axes.*", put("axes.tag", ["é" * 50]), "axes.tag:", "folder name of 304 bytes"),
+    ("axes.*", put("axes.tag", ["a" + "yz" * 20]), "axes.tag:", "ends in 'yz' repeated 20 times"),
+    ("axes.*", lambda c: c["axes"].update({f"a{i:02d}{LONG}": [LONG] for i in range(12)}), "axes:",
+     "bytes long; at most 1024"),
+    # 48, 52: the matrix's size is known from the axes' before anything expands
+    ("axes.*", lambda c: c["axes"].update({f"u{i}": list(range(10)) for i in range(8)}), "axes:",
+     "7,200,000,000 combinations of axis values"),
+    ("repetitions", put("repetitions", 100000000), "repetitions:", "100000000 is above the maximum of 1000"),
+    ("repetitions", both(put("repetitions", 1000), put("axes.tag", list(range(8)))), "repetitions:",
+     "1000 x 112 cells is 112,000 runs"),
+    # 130: an alias bomb is refused while it is counted, not expanded or printed
+    ("events.*", lambda c: c.update({"events": {"ev": [{"at": 1, "action": "command", "argv": ["/bin/true", bomb()]}]}}),
+     "events.ev[0].argv[1]", "more than 100,000 values"),
+    # 93, 94, 96, 105, 147, 148, 149: .nan and .inf pass every minimum and maximum of the schema
+    ("analysis.trim_s", put("analysis.trim_s", float("inf")), "analysis.trim_s:", "inf is not a finite number"),
+    ("analysis.trim_s", put("analysis.trim_s", float("nan")), "analysis.trim_s:", "nan is not a finite number"),
+    ("analysis.stall_share", put("analysis.stall_share", float("nan")), "analysis.stall_share:", "nan is not"),
+    ("events.*", put("events", {"e": [{"at": float("nan"), "action": "kill"}]}), "events.e[0].at:", "nan is not"),
+    ("events.*", put("events", {"e": [{"at": 1, "for": float("nan"), "action": "pause"}]}), "events.e[0].for:",
+     "nan is not"),
+    ("network.client_latency_ms", put("network", {"client_latency_ms": float("nan")}), "network.client_latency_ms:",
+     "nan is not a finite number"),
+    ("axes.*", put("axes.tag", [float("inf")]), "axes.tag[0]:", "inf is not a finite number"),
+    # 43, 44: a column of every result table, or a part of a run's identity, is no axis name
+    ("axes.*", put("axes.rep", [1, 2]), "axes.rep:", "rep is a name dbsweep uses itself"),
+    ("axes.*", put("axes.storage", ["a"]), "axes.storage:", "storage is a name dbsweep uses itself"),
+    ("axes.*", put("axes.second", ["a"]), "axes.second:", "second is a name dbsweep uses itself"),
+    # 20, 21: an empty axis is named; 124: every cell not applicable says one cell's reason; 84: exclude
+    ("axes.threads", put("axes.threads", []), "axes.threads:", "[] has no values"),
+    ("axes.workload", put("axes.workload", []), "axes.workload:", "[] has no values"),
+    ("axes.workload", both(put("axes.workload", ["pg"]), put("axes.engine", ["innodb"]),
+                           put("workloads.pg", {"tool": "pgbench", "options": {"scale": 1, "time": 5}})),
+     "axes: no cell of the matrix can run", "pgbench runs on postgresql, not mariadb (innodb)"),
+    ("exclude", put("exclude", [{"threads": [1, 4]}]), "exclude:", "excludes every cell of the matrix"),
+    # 46: YAML 1.1 reads a bare on / off as a boolean
+    ("baseline", both(put("axes.flag", [True, False]), put("baseline", {"flag": "on"})), "baseline.flag:",
+     "quote the axis's values"),
 ]
+
+
+LONG = "".join(chr(97 + 7 * i % 26) for i in range(90))  # 90 letters, no sequence repeated at its end
+
+
+def bomb():
+    """A YAML alias bomb as yaml.safe_load gives it: ten lists of ten references to one list, five deep."""
+    level = ["x"] * 10
+    for _ in range(5):
+        level = [level] * 10
+    return level
 
 
 def schema_keys(node: dict, prefix: str = "") -> set[str]:
@@ -312,6 +421,34 @@ def test_bad_value_is_refused_at_load_naming_key_and_value(key, change, where, v
     assert value in message, message
 
 
+# Files dbsweep reads before Snakemake does (dbsweep.configfile, the first step of `./dbsweep run`): each is
+# refused with one line naming the file, no traceback (audit cases 38, 114, 151, 152). No Snakemake runs here.
+FILES = [
+    ("duplicate key", "study: a\naxes: {workload: [w]}\nstudy: b\n",
+     "study.yaml:3:1: duplicate key 'study' (first at line 1); YAML would keep only the last"),
+    ("deep nesting", "study: a\ndeep: " + "[" * 20000 + "\n", "study.yaml: nested too deeply for the YAML parser"),
+    ("over 1 MB", "study: a\n#" + "x" * 2**20 + "\n", "study.yaml: 1048587 bytes, over the 1048576 bytes"),
+    ("a device", "/dev/zero", "/dev/zero: not a regular file (a device)"),
+    ("a directory", "", "study.yaml: not a regular file (a directory)"),
+]
+
+
+@pytest.mark.parametrize("name, content, line", FILES, ids=[f[0] for f in FILES])
+def test_a_file_that_cannot_be_a_study_is_refused_in_one_line(tmp_path, name, content, line):
+    path = tmp_path / "study.yaml"
+    if name == "a device":
+        path = Path(content)
+    elif name == "a directory":
+        path.mkdir()
+    else:
+        path.write_text(content)
+    done = subprocess.run([sys.executable, "-m", "dbsweep.configfile", "--configfile", str(path)], capture_output=True,
+                          text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")}, timeout=60)
+    assert done.returncode == 1 and done.stdout == "", done.stderr[-2000:]
+    assert done.stderr.count("\n") == 1 and line in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith("dbsweep: config error: ")
+
+
 # Through the real command: each exits non-zero before any job, one line, no traceback.
 RUNS = [
     ("yaml syntax", "study: x\naxes: {workload: [a]\nfoo: [\n", "bad.yaml:3:1: YAML syntax error"),
@@ -324,6 +461,12 @@ RUNS = [
      "filesystems.xfs.mount_options: ['bogusopt'] refused"),
     ("dataset too big", {"filesystems": DEMO["filesystems"] | {"ext4": {"type": "ext4", "size": "64M"}}},
      "does not fit filesystem ext4 (ext4, size 64M"),
+    ("include engine", {"include": [{"engine": "mysql"}]}, "include[0].engine: 'mysql' is not one of"),
+    ("placeholder", {"workloads": DEMO["workloads"] | {"fio-randread": {"tool": "fio", "options": {
+        "rw": "randread", "bs": "{threads:>99999999999}", "size": "64M"}}}},
+     "workloads.fio-randread.options.bs: '{threads:>99999999999}': {threads:>99999999999} is not a placeholder"),
+    ("sysbench time", {"workloads": DEMO["workloads"] | {"oltp-rw": {"tool": "sysbench", "options": {
+        "script": "oltp_read_write", "time": "abc"}}}}, "workloads.oltp-rw.options.time: 'abc' is not a whole"),
 ]
 
 

@@ -289,3 +289,110 @@ def test_a_host_axis_comes_first_and_makes_cells_per_node():
     assert study.axes[0] == "host" and study.cluster == {"partition": "bench"}
     assert {c["host"] for c in study.cells} == {"db1", "db2"}
     assert all(c.path.startswith(f"host~{c['host']}/") for c in study.cells)
+
+
+def test_read_refuses_a_key_given_twice(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("study: a\naxes: {workload: [w]}\nstudy: b\n")
+    with pytest.raises(ConfigError, match=rf"^{path}:3: duplicate key 'study' \(first at line 1\)"):
+        read(path)
+
+
+def test_a_message_names_a_huge_value_in_a_few_words():
+    """A message shows a value through a bounded repr (errors.shown): a list of 50,000 words is named, not
+    printed (a YAML alias bomb took 99 s and a MemoryError to print one)."""
+    config = with_change("axes.events", ["none", "e"])
+    config["events"] = {"e": [{"at": 1, "action": "command", "argv": [["x"] * 50_000]}]}
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value).startswith("events.e[0].argv: [['x', 'x', 'x', 'x', 'x', 'x', ...]] is not a list of")
+    assert len(str(error.value)) < 200
+
+
+def test_an_option_set_keyed_by_a_bare_number_is_the_axis_value():
+    """server_options.<axis>.<value> with YAML's integer keys (1:) chooses the cells whose value is 1 (audit case
+    110, a TypeError before)."""
+    import yaml
+    config = yaml.safe_load("""
+study: t
+axes: {engine: [innodb], bufs: [1, 2], workload: [w]}
+server_options: {bufs: {1: {mariadb: {innodb_io_capacity: 100}}, 2: {mariadb: {innodb_io_capacity: 200}}}}
+workloads: {w: {tool: sysbench, options: {script: oltp_read_write}}}
+""")
+    study = load(config)
+    assert {c["bufs"]: study.recipe(c).server_options["innodb_io_capacity"] for c in study.cells} == {1: 100, 2: 200}
+    config = yaml.safe_load("""
+study: t
+axes: {engine: [innodb], bufs: [1], workload: [w]}
+server_options: {bufs: {1: {mariadb: {}}, "1": {mariadb: {}}}}
+workloads: {w: {tool: sysbench, options: {script: oltp_read_write}}}
+""")
+    with pytest.raises(ConfigError, match=r"^server_options.bufs.1: '1' names the value '1' again$"):
+        load(config)
+
+
+def test_line_breaks_only_in_a_description_and_an_sql_statement():
+    config = with_change("description", "Random reads\non two filesystems.\n")
+    config["axes"]["events"] = ["none", "ddl"]
+    config["events"] = {"ddl": [{"at": 1, "action": "sql", "statement": "ALTER TABLE sbtest1\n  FORCE"}]}
+    assert load(config).cells
+    config["workloads"]["oltp-rw"]["options"]["script"] = "oltp_read_write\nx"
+    with pytest.raises(ConfigError, match=r"^workloads.oltp-rw.options.script: 'oltp_read_write\\nx' holds a line"):
+        load(config)
+
+
+def test_a_placeholder_is_replaced_by_the_value_as_written():
+    config = with_change("workloads.fio-randread.options.bs", "{threads}k")
+    config["workloads"]["fio-randread"]["options"]["runtime"] = "{window}"
+    config["axes"]["window"] = [3, "4s"]
+    study = load(config)
+    fio = [study.recipe(c) for c in study.cells if c["workload"] == "fio-randread"]
+    assert {(r.options["bs"], r.options["runtime"], r.duration_s) for r in fio} == {
+        (f"{t}k", str(w), int(str(w).rstrip("s"))) for t in (1, 4) for w in (3, "4s")}
+
+
+def test_fio_without_runtime_runs_until_its_size_is_done():
+    config = with_change("workloads.fio-randread.options", {"rw": "randread", "bs": "16k", "size": "64M"})
+    study = load(config)
+    assert {study.recipe(c).duration_s for c in study.cells if c["workload"] == "fio-randread"} == {None}
+
+
+def test_a_bare_off_in_include_and_exclude_means_the_word_on_an_option_set_axis():
+    config = with_change("axes.binlog", ["sync1"])
+    config["axes"]["engine"] = ["innodb"]
+    config["include"] = [{"binlog": False, "workload": "oltp-rw", "threads": 4, "filesystem": "xfs"}]
+    study = load(config)
+    assert {c["binlog"] for c in study.cells if c.get("engine")} == {"sync1", "off"}
+    assert {study.recipe(c).server_options.get("skip-log-bin") for c in study.cells if c.get("binlog") == "off"} == {
+        True}
+    config["exclude"].append({"binlog": [False]})
+    config["include"] = []
+    config["axes"]["binlog"] = ["sync1", "off"]
+    assert {c["binlog"] for c in load(config).cells if c.get("engine")} == {"sync1"}
+
+
+def test_reserved_axis_names_hold_every_column_read_R_refuses():
+    """workflow/R/read.R stops an analysis whose axis is named like a column of its tables; load refuses those
+    names first (matrix.RESERVED_AXES), so the two lists must agree."""
+    import re
+    from dbsweep.matrix import RESERVED_AXES
+    text = (ROOT / "workflow" / "R" / "read.R").read_text()
+    refused = re.search(r"intersect\(axes, c\(([^)]*)\)\)", text)[1].replace(" ", "").split(",")
+    columns = set()
+    for name in refused:
+        columns |= set(re.findall(r'"([^"]+)"', re.search(rf"^{name} <- c\(([^)]*)\)", text, re.M)[1]))
+    assert len(columns) > 30 and columns <= RESERVED_AXES, sorted(columns - RESERVED_AXES)
+
+
+def test_the_cell_cap_allows_a_study_of_10000_cells():
+    """bench/planning.py plans 10,000 cells (BENCHMARKS.md): the caps leave room for it and more."""
+    config = {"study": "plan", "axes": {"threads": list(range(1, 11)), "user": [f"u{i:05d}" for i in range(1000)],
+                                        "workload": ["w"]},
+              "workloads": {"w": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "64M",
+                                                             "runtime": 5}}}}
+    assert len(load(config).cells) == 10_000
+    config["repetitions"] = 10
+    assert load(config).repetitions == 10
+    config["repetitions"] = 11
+    with pytest.raises(ConfigError, match=r"^repetitions: 11 x 10,000 cells is 110,000 runs; a study has at most"):
+        load(config)

@@ -11,15 +11,16 @@ import json
 import os
 import re
 import stat
-import string
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import jsonschema
 import yaml
 
-from dbsweep import calibration, canary, engines, events, fsprobe, noise, servers, units, workloads
-from dbsweep.errors import ConfigError
+from dbsweep import calibration, canary, config_tree, engines, events, fsprobe, matrix, noise, servers, units, \
+    workloads
+from dbsweep.configfile import load_yaml
+from dbsweep.errors import ConfigError, shown
 from dbsweep.matrix import Cell, axis_order, expand
 from dbsweep.names import check_name
 from dbsweep.recipe import Recipe
@@ -27,7 +28,11 @@ from dbsweep.storage import LOOP_TYPES, device_in_use
 from dbsweep.topology import settings as topology
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
-SIZE = re.compile(r"^[1-9][0-9]*(\.[0-9]+)?[KMGT]$")
+SIZE = re.compile(r"^[1-9][0-9]*[KMGT]$")  # what units.parse_size, truncate and tmpfs all take: no decimals
+MAX_SIZE = 2**50  # 1P: the largest filesystem or memory size a study may ask for
+MIN_MEMORY = 8 * 2**20  # a server's memory: MariaDB raises an InnoDB buffer pool below 2M to 2M
+# An option's {axis}: the axis's value in its place; nothing else may stand in braces
+PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
 
 # Filesystems a study may name without defining them.
 BUILTIN_FILESYSTEMS = {
@@ -39,8 +44,6 @@ BUILTIN_FILESYSTEMS = {
 FS_DEFAULTS = {"size": "2G", "mkfs_options": [], "mount_options": [], "allow_format": False}
 # Plots of rule figures (workflow/R/statistics_plots.R), all by default.
 PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "latency_percentiles"]
-# fio runs at most 4096 jobs (its REAL_MAX_JOBS); more client threads than that measure a host's scheduler.
-MAX_THREADS = 4096
 # Workload keys beside tool, options and warmup; a workload declares which it takes (Workload.settings).
 SETTINGS = ("dataset_options", "prepare_threads")
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
@@ -197,25 +200,36 @@ class Study:
 
 
 def read(path: str | os.PathLike) -> dict:
-    with open(path) as f:
-        return yaml.safe_load(f) or {}
+    """A study file as a dict (a key given twice is refused, as `./dbsweep run` refuses it)."""
+    try:
+        return load_yaml(Path(path).read_text()) or {}
+    except yaml.constructor.ConstructorError as error:
+        raise ConfigError(f"{path}:{error.problem_mark.line + 1}: {error.problem}") from None
 
 
 def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     """Validate a config dict (as Snakemake or yaml.safe_load gives it) and build the study. `folder` is
     the study file's: the files the study names (an .sql file, a script) are relative to it (default
     the working directory, for a dict that comes from no file)."""
+    _option_set_keys(config)
+    config_tree.check(config)
     _validate_schema(config)
     _check_names(config)
     _in_folder(config, Path(folder) if folder is not None else Path.cwd())
     axes = {name: list(values) for name, values in config["axes"].items()}
     axes.setdefault("filesystem", ["tmpfs"])
     axes.setdefault("threads", [1])
+    for name, values in axes.items():
+        if not values:
+            raise ConfigError(f"axes.{name}: [] has no values, so the matrix has no cells; give at least one")
     filesystems = _filesystems(config.get("filesystems", {}))
     wls = config["workloads"]
     for name, wl in wls.items():
         workload = workloads.get(wl["tool"])
+        for key, value in wl["options"].items():
+            _check_placeholders(value, axis_order(axes), f"workloads.{name}.options.{key}")
         workload.check(wl["options"], f"workloads.{name}.options")
+        _check_duration(workload, wl["options"], f"workloads.{name}.options")
         if wl.get("warmup") and not workload.warmup:
             raise ConfigError(f"workloads.{name}.warmup: {wl['warmup']!r}: the {wl['tool']} workload has no "
                               "warm-up run; remove it")
@@ -228,8 +242,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
                              where=f"workloads.{name}")  # refuses what it cannot take
     server = config.get("server", {})
     for key in ("cgroup_overhead",):
-        if key in server and not SIZE.match(server[key]):
-            raise ConfigError(f"server.{key}: {server[key]!r} is not a size like 512M or 4G")
+        if key in server:
+            _size(server[key], f"server.{key}")
     installed = _debian_only(axes)
     for family, options in server.get("options", {}).items():
         engines.check_options(family, options, f"server.options.{family}", installed)
@@ -241,6 +255,13 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     versions = _versions(axes)
     topology.check(config, axes)
     events.check(config, axes)
+    _check_values(config, axes, wls, filesystems, option_sets, versions)
+    combinations = matrix.combinations(axes, config.get("include", []))
+    if combinations > matrix.MAX_CELLS:
+        sizes = " x ".join(f"{a} {len(axes[a])}" for a in axis_order(axes))
+        raise ConfigError(f"axes: {combinations:,} combinations of axis values ({sizes}"
+                          f"{', with include' if config.get('include') else ''}); a study has at most "
+                          f"{matrix.MAX_CELLS:,} cells")
     declared = {key: config[key] for key in ("topologies", "network", "networks", "proxies", "events")
                 if key in config}
     server_axes = {"engine", "version", "memory", *topology.AXES, events.AXIS} | set(option_sets)
@@ -252,22 +273,36 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
             return list(cell)
         return [a for a in cell if a not in server_axes]
 
-    cells = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
-    not_applicable = []
-    for cell in list(cells):
+    expanded = expand(axes, config.get("exclude", []), config.get("include", []), applicable)
+    if not expanded:
+        raise ConfigError(f"exclude: {shown(config.get('exclude'))} excludes every cell of the matrix")
+    cells, not_applicable = [], []
+    for cell in expanded:
+        _check_cell_options(cell, wls)
         why = (_not_applicable(cell, wls, versions, axes)
                or _topology_not_applicable(cell, wls, declared, server.get("cold_start", False), versions)
                or _events_not_applicable(cell, wls, declared, filesystems))
         if why:
-            cells.remove(cell)
             not_applicable.append((cell.path, why))
+        else:
+            cells.append(cell)
     if not cells:
-        raise ConfigError("exclude: every cell of the matrix is excluded or not applicable")
+        path, why = not_applicable[0]
+        raise ConfigError(f"axes: no cell of the matrix can run; {len(not_applicable)} not applicable, e.g. "
+                          f"{path}: {why}")
+    longest = max((cell.path for cell in cells), key=lambda path: len(path.encode()))
+    if len(longest.encode()) > matrix.MAX_CELL_PATH:
+        raise ConfigError(f"axes: the cell path {shown(longest)} is {len(longest.encode())} bytes long; at most "
+                          f"{matrix.MAX_CELL_PATH}: shorten the axis names or values")
+    repetitions = config.get("repetitions", 1)
+    if len(cells) * repetitions > matrix.MAX_RUNS:
+        raise ConfigError(f"repetitions: {repetitions} x {len(cells):,} cells is {len(cells) * repetitions:,} "
+                          f"runs; a study has at most {matrix.MAX_RUNS:,}")
     order = axis_order(axes)
     used_fs = {}
     warnings = []
     for cell in cells:
-        _check_cell(cell, filesystems, wls, order, used_fs)
+        _use_filesystem(cell, filesystems, used_fs)
         _check_server_cell(cell, wls, option_sets)
         _check_events(cell, wls, declared)
         if "engine" in cell.as_dict() and workloads.get(wls[cell["workload"]]["tool"]).database:
@@ -301,6 +336,8 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         noise_control=control,
         canary_every=config.get("noise_control", {}).get("canary", {}).get("every"),
     )
+    for cell in cells:
+        study.recipe(cell)  # built once here (planning reads them again): what a recipe refuses stops the load
     _check_fit(study, used_fs)
     return study
 
@@ -348,6 +385,10 @@ def _check_names(config: dict) -> None:
                     "events"):
         for name in config.get(section, {}):
             check_name(section, name)
+    for name, values in config["axes"].items():
+        if name in matrix.RESERVED_AXES:
+            raise ConfigError(f"axes.{name}: {shown(values)}: {name} is a name dbsweep uses itself (a column of "
+                              "every result table, or a part of a run's identity); give the axis another name")
     for axis, sets in config.get("server_options", {}).items():
         for value in sets:
             check_name(f"server_options.{axis}", _word(value))
@@ -396,7 +437,7 @@ def _validate_schema(config: dict) -> None:
     if error.validator == "required":
         missing = error.message.split("'")[1]
         raise ConfigError(f"{key + '.' if key else ''}{missing}: missing")
-    raise ConfigError(f"{key or '(top level)'}: {error.instance!r} {_reason(error)}")
+    raise ConfigError(f"{key or '(top level)'}: {shown(error.instance)} {_reason(error)}")
 
 
 def _reason(error) -> str:
@@ -419,43 +460,156 @@ def _filesystems(user: dict) -> dict[str, dict]:
     for name, spec in user.items():
         base = BUILTIN_FILESYSTEMS.get(spec["type"], {}) if name == spec["type"] else {}
         out[name] = FS_DEFAULTS | base | spec
-        if not SIZE.match(out[name]["size"]):
-            raise ConfigError(f"filesystems.{name}.size: {out[name]['size']!r} is not a size like 512M or 4G")
+        _size(out[name]["size"], f"filesystems.{name}.size")
         if spec["type"] == "dir" and "path" not in spec:
             raise ConfigError(f"filesystems.{name}.path: missing (type dir needs a directory)")
     return out
 
 
-def _check_cell(cell: Cell, filesystems: dict, wls: dict, order: list[str], used_fs: dict) -> None:
+def _use_filesystem(cell: Cell, filesystems: dict, used_fs: dict) -> None:
+    """The cell's filesystem among those the study uses (its values were checked: _check_values)."""
+    fs = str(cell["filesystem"])
+    used_fs[fs] = FS_DEFAULTS | {"type": "dir", "path": fs[4:]} if fs.startswith("dir:") else filesystems[fs]
+
+
+def _check_cell_options(cell: Cell, wls: dict) -> None:
+    """A workload option that names an axis ({axis}) is checked as its cell gives it: a duration, a rate."""
     values = cell.as_dict()
-    fs = str(values["filesystem"])
-    if fs.startswith("dir:"):
-        used_fs[fs] = FS_DEFAULTS | {"type": "dir", "path": fs[4:]}
-    elif fs in filesystems:
-        used_fs[fs] = filesystems[fs]
-    else:
-        raise ConfigError(
-            f"axes.filesystem: {fs!r} is not defined (define it under filesystems:, or use "
-            f"{', '.join(BUILTIN_FILESYSTEMS)} or dir:<path>)")
-    threads = values["threads"]
-    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
-        raise ConfigError(f"threads: {threads!r} is not a positive integer")
-    if threads > MAX_THREADS:
-        raise ConfigError(f"threads: {threads!r} is above the maximum of {MAX_THREADS}")
     wl = values["workload"]
-    if wl not in wls:
-        raise ConfigError(f"axes.workload: {wl!r} is not defined under workloads: ({', '.join(wls)})")
-    for key, value in wls[wl]["options"].items():
-        for name in _placeholders(value):
-            if name not in order:
-                raise ConfigError(f"workloads.{wl}.options.{key}: {value!r} names {{{name}}}, which is not an axis")
+    given = wls[wl]["options"]
+    if not any(_placeholders(value) for value in given.values()):
+        return  # checked when the study loaded
     workload = workloads.get(wls[wl]["tool"])
-    if workload.takes_rate or workload.check_cell:
-        options = {key: _substitute(value, values) for key, value in wls[wl]["options"].items()}
-        if workload.takes_rate:  # fio's own `rate` is a bandwidth
-            workloads.check_rate(options, f"workloads.{wl}.options")
-        if workload.check_cell:
-            workload.check_cell(options, f"workloads.{wl}.options")
+    options = {key: _substitute(value, values) for key, value in given.items()}
+    _check_duration(workload, options, f"workloads.{wl}.options")
+    if workload.takes_rate:  # fio's own `rate` is a bandwidth
+        workloads.check_rate(options, f"workloads.{wl}.options")
+    if workload.check_cell:
+        workload.check_cell(options, f"workloads.{wl}.options")
+
+
+def _check_duration(workload, options: dict, where: str) -> None:
+    """The measured window's option (Workload.duration_key: time, fio's runtime) is a whole number of seconds
+    of at least 1: workload.duration must read it, and a window of 0 or -5 s measures nothing. Left out, the
+    tool's default applies (fio then runs until its `size` is done)."""
+    key = workload.duration_key
+    if key is None or key not in options or _placeholders(options[key]):
+        return  # an axis's value: checked per cell (_check_cell_options)
+    try:
+        seconds = workload.duration(options)
+    except (ValueError, TypeError):
+        seconds = None
+    if not isinstance(seconds, int) or seconds < 1:
+        raise ConfigError(f"{where}.{key}: {shown(options[key])} is not a whole number of seconds of at least 1")
+
+
+def _check_values(config: dict, axes: dict, wls: dict, filesystems: dict, option_sets: dict, builds: dict) -> None:
+    """Every value of an axis, and every value an include rule gives an axis, passes the same checks: an
+    include rule adds cells, and their values become folder names, recipes and server options as the axes'
+    do. An include rule's values are checked against the axis's schema here too (the schema sees only a
+    rule's shape); a bare on / off of an option-set axis, in include or exclude, means the word."""
+    checks = {
+        "host": lambda value, where: check_name(where, value),
+        "version": lambda value, where: _known_version(value, builds, where),
+        "memory": _memory_value,
+        "filesystem": lambda value, where: _defined_filesystem(value, filesystems, where),
+        "workload": lambda value, where: _defined_workload(value, wls, where),
+        events.AXIS: lambda value, where: events.check_value(config, value, where),
+    } | {axis: functools.partial(topology.check_value, config, axis) for axis in topology.AXES} \
+      | {axis: functools.partial(_option_set_value, axis, option_sets[axis]) for axis in option_sets}
+    for axis, values in axes.items():
+        for value in values:
+            matrix.check_value(axis, value, f"axes.{axis}")
+            checks.get(axis, lambda value, where: None)(value, f"axes.{axis}")
+    order = axis_order(axes)
+    for kind in ("include", "exclude"):
+        for i, rule in enumerate(config.get(kind, [])):
+            matrix.check_rule(rule, order, f"{kind}[{i}]")
+            for axis in set(rule) & set(option_sets):
+                rule[axis] = [_word(v) for v in rule[axis]] if isinstance(rule[axis], list) else _word(rule[axis])
+    for i, rule in enumerate(config.get("include", [])):
+        for axis, given in rule.items():
+            where = f"include[{i}].{axis}"
+            for value in given if isinstance(given, list) else [given]:
+                _axis_schema(axis, value, where)
+                matrix.check_value(axis, value, where)
+                checks.get(axis, lambda value, where: None)(value, where)
+
+
+def _axis_schema(axis: str, value, where: str) -> None:
+    """value as the schema takes an item of the axis (include rules are only objects to the schema)."""
+    spec = _validator().schema["properties"]["axes"]
+    items = spec["properties"].get(axis, spec["additionalProperties"])["items"]
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(items).iter_errors(value))
+    if error is not None:
+        raise ConfigError(f"{where}: {shown(value)} {_reason(error)}")
+
+
+def _known_version(value, builds: dict, where: str) -> None:
+    if isinstance(value, dict) or str(value) in builds:
+        return  # a build of the axis (checked by _versions), or its name
+    if not any(str(value) in servers.available(f) for f in engines.FAMILIES):
+        raise ConfigError(f"{where}: {shown(value)} is not a version dbsweep knows; available: "
+                          + "; ".join(f"{f} {', '.join(servers.available(f))}" for f in engines.FAMILIES)
+                          + "; or a build of the version axis")
+
+
+def _memory_value(value, where: str) -> None:
+    """A server's memory: a size, and not below MIN_MEMORY."""
+    _size(value, where)
+    if units.parse_size(value) < MIN_MEMORY:
+        raise ConfigError(f"{where}: {shown(value)} is below the minimum of {units.format_size(MIN_MEMORY)} (MariaDB "
+                          "raises an InnoDB buffer pool below 2M to 2M: the cell would not run the memory it names)")
+
+
+def _size(value, where: str) -> None:
+    """A size as every user of it reads it (units.parse_size, truncate, tmpfs): a whole number and K, M, G or T,
+    at most MAX_SIZE."""
+    if not isinstance(value, str) or not SIZE.match(value):
+        decimal = isinstance(value, (str, float)) and re.fullmatch(r"[0-9]*\.[0-9]+[KMGT]?", str(value))
+        raise ConfigError(f"{where}: {shown(value)} is not a size like 512M or 4G"
+                          + (" (a whole number: 1536M, not 1.5G)" if decimal else ""))
+    if units.parse_size(value) > MAX_SIZE:
+        raise ConfigError(f"{where}: {shown(value)} is above the largest size dbsweep makes, 1024T")
+
+
+def _defined_filesystem(value, filesystems: dict, where: str) -> None:
+    if not str(value).startswith("dir:") and str(value) not in filesystems:
+        raise ConfigError(f"{where}: {shown(value)} is not defined (define it under filesystems:, or use "
+                          f"{', '.join(BUILTIN_FILESYSTEMS)} or dir:<path>)")
+
+
+def _defined_workload(value, wls: dict, where: str) -> None:
+    if str(value) not in wls:
+        raise ConfigError(f"{where}: {shown(value)} is not defined under workloads: ({', '.join(wls)})")
+
+
+def _option_set_value(axis: str, sets: dict, value, where: str) -> None:
+    if str(_word(value)) not in sets:
+        raise ConfigError(f"{where}: {shown(value)} is not an option set ({', '.join(sets)}); "
+                          f"define it under server_options.{axis}")
+
+
+def _option_set_keys(config: dict) -> None:
+    """server_options.<axis>.<value>: each value is one of the axis's values, which YAML reads as a number or
+    a boolean when bare (`1:`, `on:`); as a key it is the value as text (a bare on / off the word, as on the
+    axis: _word), in place. Only the study's own axes and the built-in option-set axes choose options."""
+    sets = config.get("server_options")
+    if not isinstance(sets, dict):
+        return  # the schema says what it should be
+    for axis, values in sets.items():
+        if axis in matrix.BUILTIN_AXES or axis in topology.AXES or axis == events.AXIS:
+            raise ConfigError(f"server_options.{axis}: {shown(values)}: {axis} is a built-in axis; option sets "
+                              "are chosen by an axis of your own (or binlog, durability, isolation)")
+        if not isinstance(values, dict):
+            continue
+        words = {}
+        for value, spec in values.items():
+            word = str(_word(value)) if isinstance(value, (bool, int, float)) else value
+            if word in words:
+                raise ConfigError(f"server_options.{axis}.{word}: {shown(value)} names the value {word!r} again")
+            words[word] = spec
+        sets[axis] = words
 
 
 def _option_sets(user: dict, axes: dict) -> dict[str, dict]:
@@ -619,8 +773,11 @@ def _baseline(baseline: dict, axes: dict) -> dict:
             raise ConfigError(f"baseline.{axis}: unknown axis")
         value = _word(value)
         if str(value) not in map(str, axes[axis]):
+            booleans = any(isinstance(v, bool) for v in axes[axis])
             raise ConfigError(f"baseline.{axis}: {value!r} is not a value of the axis {axis} "
-                              f"({', '.join(map(str, axes[axis]))})")
+                              f"({', '.join(map(str, axes[axis]))})"
+                              + ("; YAML reads a bare on, off, yes, no, true or false as a boolean: quote the "
+                                 "axis's values ('on', 'off') to mean the words" if booleans else ""))
         out[axis] = value
     return out
 
@@ -636,9 +793,6 @@ def _check_server_cell(cell: Cell, wls: dict, option_sets: dict) -> None:
     if "engine" not in values:
         raise ConfigError(f"axes.engine: missing, and workload {values['workload']!r} needs a database server")
     family = engines.ENGINES[values["engine"]]
-    memory = values.get("memory")
-    if memory is not None and not SIZE.match(str(memory)):
-        raise ConfigError(f"axes.memory: {memory!r} is not a size like 512M or 4G")
     for axis, value in values.items():
         if axis in option_sets and family not in option_sets[axis][str(value)]:
             raise ConfigError(f"server_options.{axis}.{value}: nothing for {family} (cell {cell.path}); "
@@ -740,8 +894,29 @@ def _placeholders(value) -> list[str]:
 @functools.cache
 def _fields(text: str) -> tuple[str, ...]:
     """The {names} in an option's text; parsed once per text (it is asked per cell and option)."""
-    return tuple(name for _, name, _, _ in string.Formatter().parse(text) if name)
+    return tuple(PLACEHOLDER.findall(text))
+
+
+def _check_placeholders(value, order: list[str], where: str) -> None:
+    """An option's braces are placeholders {axis} of the study's axes, and nothing else: no format spec
+    ({threads:>4}), conversion ({mode!r}), attribute or index, no empty {} and no lone brace. Each is
+    replaced by the cell's value as it is written (its str), never through str.format."""
+    if not isinstance(value, str):
+        return
+    for name in _fields(value):
+        if not name:
+            raise ConfigError(f"{where}: {shown(value)}: {{}} names no axis; write {{axis}} with an axis's name")
+        if name not in order:
+            bare = re.split(r"[^A-Za-z0-9_.+-]|\.", name, maxsplit=1)[0]
+            if bare in order:
+                raise ConfigError(f"{where}: {shown(value)}: {{{name}}} is not a placeholder; write {{{bare}}} "
+                                  "(an axis's name in braces, no format spec, conversion or attribute)")
+            raise ConfigError(f"{where}: {shown(value)} names {{{name}}}, which is not an axis")
+    if "{" in PLACEHOLDER.sub("", value) or "}" in PLACEHOLDER.sub("", value):
+        raise ConfigError(f"{where}: {shown(value)} has a brace outside a placeholder {{axis}}")
 
 
 def _substitute(value, cell: dict):
-    return value.format(**cell) if _placeholders(value) else value
+    if not _placeholders(value):
+        return value
+    return PLACEHOLDER.sub(lambda match: str(cell[match[1]]), value)

@@ -55,13 +55,16 @@ RUNS = "results/runs"
 R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
 CALIBRATIONS = {}  # resources/calibration/<host>/<name>.json -> (the first cell using it, its recipe)
-for _cell in STUDY.cells:
-    _image = STUDY.image(_cell)
-    if _image:
-        IMAGES.setdefault(_image, _cell)
-    _calibration = STUDY.calibration(_cell)
-    if _calibration:
-        CALIBRATIONS.setdefault(_calibration[0], (_cell, _calibration[1]))
+try:  # load() refuses what it can foresee; whatever planning still finds is one line too
+    for _cell in STUDY.cells:
+        _image = STUDY.image(_cell)
+        if _image:
+            IMAGES.setdefault(_image, _cell)
+        _calibration = STUDY.calibration(_cell)
+        if _calibration:
+            CALIBRATIONS.setdefault(_calibration[0], (_cell, _calibration[1]))
+except ConfigError as error:
+    sys.exit(f"dbsweep: config error: {error}")
 
 
 def print_estimate(dag):

@@ -17,7 +17,7 @@ run's clock and records each event's planned and actual time and outcome (raw/ev
 """
 from __future__ import annotations
 
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 from dbsweep.events.actions import ACTIONS
 
 AXIS = "events"
@@ -29,13 +29,18 @@ def check(config: dict, axes: dict) -> None:
     """The schedules and the axis values, each event's keys and values (load time, before any cell)."""
     schedules = config.get("events", {})
     if NONE in schedules:
-        raise ConfigError(f"events.{NONE}: {schedules[NONE]!r}: none means no events; choose another name")
+        raise ConfigError(f"events.{NONE}: {shown(schedules[NONE])}: none means no events; choose another name")
     for name, schedule in schedules.items():
         for i, event in enumerate(schedule):
             _check_event(event, f"events.{name}[{i}]")
     for value in axes.get(AXIS, []):
-        if str(value) != NONE and str(value) not in schedules:
-            raise ConfigError(f"axes.{AXIS}: {value!r} is not defined (define it under events: or use none)")
+        check_value(config, value, f"axes.{AXIS}")
+
+
+def check_value(config: dict, value, where: str) -> None:
+    """A value of the events axis (or of an include rule's) is none or a schedule of events:."""
+    if str(value) != NONE and str(value) not in config.get("events", {}):
+        raise ConfigError(f"{where}: {value!r} is not defined (define it under events: or use none)")
 
 
 def _check_event(event: dict, where: str) -> None:
@@ -78,7 +83,7 @@ def check_cell(events: list[dict] | None, window_s: int | None, nodes: list[str]
         at = f"{where}[{i}]"
         end = event["at"] + event.get("for", 0)
         if window_s is not None and end > window_s:
-            raise ConfigError(f"{at}: {event!r} ends at {end:g} s, after the {window_s} s measured window")
+            raise ConfigError(f"{at}: {shown(event)} ends at {end:g} s, after the {window_s} s measured window")
         target = event.get("target")
         action = ACTIONS[event["action"]]
         if action.target == "link":

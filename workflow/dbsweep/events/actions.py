@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 from dbsweep.runtime import blkio
 from dbsweep.units import parse_size
 
@@ -51,7 +51,7 @@ def _statement(event: dict, where: str) -> None:
 def _io_limits(event: dict, where: str) -> None:
     given = [key for key in blkio.LIMITS if key in event]
     if not given:
-        raise ConfigError(f"{where}: {event!r}: io_throttle needs one of {', '.join(blkio.LIMITS)}")
+        raise ConfigError(f"{where}: {shown(event)}: io_throttle needs one of {', '.join(blkio.LIMITS)}")
     for key in given:
         value = event[key]
         try:
@@ -69,9 +69,9 @@ def _io_limits(event: dict, where: str) -> None:
 def _argv(event: dict, where: str) -> None:
     argv = event["argv"]
     if not isinstance(argv, list) or not argv or not all(isinstance(a, (str, int, float)) for a in argv):
-        raise ConfigError(f"{where}.argv: {argv!r} is not a list of a program and its arguments")
+        raise ConfigError(f"{where}.argv: {shown(argv)} is not a list of a program and its arguments")
     if not str(argv[0]).startswith("/"):
-        raise ConfigError(f"{where}.argv: {argv[0]!r}: give the program's absolute path")
+        raise ConfigError(f"{where}.argv: {shown(argv[0])}: give the program's absolute path")
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from dbsweep import engines
 from dbsweep.topology import proxies as proxy_kinds
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 
 AXES = ("topology", "proxy", "network")
 SINGLE = "single"
@@ -35,7 +35,7 @@ def check(config: dict, axes: dict) -> None:
     for name, spec in topologies.items():
         where = f"topologies.{name}"
         if name == SINGLE:
-            raise ConfigError(f"{where}: {spec!r}: single is built in (one server); choose another name")
+            raise ConfigError(f"{where}: {shown(spec)}: single is built in (one server); choose another name")
         kind = spec["replication"]
         counted = COUNTED_IN[kind]
         other = "nodes" if counted == "replicas" else "replicas"
@@ -56,14 +56,9 @@ def check(config: dict, axes: dict) -> None:
     for name, spec in proxies.items():
         proxy_kinds.check_settings(spec["type"], {k: v for k, v in spec.items() if k != "type"},
                                    f"proxies.{name}")
-    choices = {"topology": [SINGLE, *topologies], "proxy": [NO_PROXY, *proxies],
-               "network": list(config.get("networks", {}))}
-    for axis, known in choices.items():
+    for axis in AXES:
         for value in axes.get(axis, []):
-            if str(value) not in known:
-                defined = "topologies" if axis == "topology" else f"{axis}s" if axis == "network" else "proxies"
-                raise ConfigError(f"axes.{axis}: {value!r} is not defined (define it under {defined}:"
-                                  f"{'' if not known else ' or use ' + ', '.join(known)})")
+            check_value(config, axis, value, f"axes.{axis}")
     if "network" in axes and "network" in config:
         raise ConfigError(f"network: {config['network']!r}: the network axis chooses from networks:; "
                           f"move these settings there")
@@ -72,11 +67,22 @@ def check(config: dict, axes: dict) -> None:
                           f"add the topology axis (e.g. topology: [single])")
 
 
+def check_value(config: dict, axis: str, value, where: str) -> None:
+    """A value of the topology, proxy or network axis names something the study or dbsweep defines (an axis
+    value or an include rule's: the same check)."""
+    known = {"topology": [SINGLE, *config.get("topologies", {})], "proxy": [NO_PROXY, *_proxies(config)],
+             "network": list(config.get("networks", {}))}[axis]
+    if str(value) not in known:
+        defined = {"topology": "topologies", "proxy": "proxies", "network": "networks"}[axis]
+        raise ConfigError(f"{where}: {value!r} is not defined (define it under {defined}:"
+                          f"{'' if not known else ' or use ' + ', '.join(known)})")
+
+
 def _proxies(config: dict) -> dict[str, dict]:
     out = {name: dict(spec) for name, spec in BUILTIN_PROXIES.items()}
     for name, spec in config.get("proxies", {}).items():
         if name == NO_PROXY:
-            raise ConfigError(f"proxies.{name}: {spec!r}: none means no proxy; choose another name")
+            raise ConfigError(f"proxies.{name}: {shown(spec)}: none means no proxy; choose another name")
         out[name] = {"type": spec.get("type", name)} | spec
         if out[name]["type"] not in proxy_kinds.KINDS:
             raise ConfigError(f"proxies.{name}.type: missing (the name {name!r} is not a proxy program)")

@@ -103,6 +103,9 @@ class Workload:
     # (options, where) -> None: a cell's options once its axes' values are substituted, for what check() leaves
     # to the cell (a value naming an axis, {axis}); raises ConfigError naming key and value
     check_cell: Callable | None = None
+    # the option duration reads (config.load refuses a value it cannot read or of less than 1 s, naming it);
+    # None for a workload whose window no option sets
+    duration_key: str | None = "time"
 
     def __post_init__(self):
         if self.kind not in (STORAGE, DATABASE):

@@ -428,6 +428,7 @@ WORKLOAD = Workload(
     tool=TOOL, kind=STORAGE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
     summary=summary, live=live, version=version, warmup=False,
     duration=lambda options: None if options.get("runtime") is None else int(str(options["runtime"]).rstrip("s")),
+    duration_key="runtime",  # without it fio runs until `size` is done
     dataset_options=("size",), analyses=("statistics", "figures", "tables", "plots"),
     percentiles=percentiles, percentile_source="fio clat percentiles", dataset_bytes=dataset_bytes,
     check_cell=check_cell)

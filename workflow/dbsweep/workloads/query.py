@@ -202,6 +202,7 @@ def version() -> str:
 
 WORKLOAD = Workload(
     tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, samples=samples, summary=summary,
-    version=version, files=lambda options: FILES, duration=lambda options: None, dataset_options=("setup",), analyses=("query_timing",),
+    version=version, files=lambda options: FILES, duration=lambda options: None, duration_key=None,
+    dataset_options=("setup",), analyses=("query_timing",),
     per_second=False, warmup=False, tables={"executions": Table(tuple(EXECUTION_COLUMNS), execution_rows)},
     load=load, measure=measure)
