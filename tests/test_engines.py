@@ -575,8 +575,11 @@ def test_sigkill_mid_run_leaves_nothing(cluster):
             for child in pids[1:]:  # stopped children cannot notice their parent died: cleanup must kill them
                 os.kill(child, signal.SIGSTOP)
             os.kill(handle.pid, signal.SIGKILL)
-            deadline = time.monotonic() + 10  # dead, not yet reaped (an fsync in flight delays the exit)
-            while psutil.Process(handle.pid).status() != psutil.STATUS_ZOMBIE and time.monotonic() < deadline:
+            # until it can be reaped (left for the supervisor to reap: WNOWAIT): a killed server's threads take
+            # a moment to end, and /proc says zombie once its first thread has
+            deadline = time.monotonic() + 30
+            while os.waitid(os.P_PID, handle.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is None:
+                assert time.monotonic() < deadline, "the killed server did not end"
                 time.sleep(0.05)
     assert time.monotonic() - started < 60
     cluster.assert_nothing_left(pids)
