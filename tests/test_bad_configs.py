@@ -251,7 +251,7 @@ ROWS = [
     ("server.options.mariadb", put("server.options", {"mariadb": {"init_file": "/work/hostile/files/evil.sql"}}),
      "server.options.mariadb.init_file:", "'/work/hostile/files/evil.sql' runs its SQL"),
     ("server.options.mariadb", put("server.options", {"mariadb": {"innodb_io_capacity\ninit_file": 100}}),
-     "server.options.mariadb:", "'innodb_io_capacity\\ninit_file'"),
+     "server.options.mariadb.'innodb_io_capacity\\ninit_file':", "holds a line break"),
     ("server.cgroup_overhead", put("server.cgroup_overhead", "lots"), "server.cgroup_overhead:", "'lots'"),
     ("server.cold_start", put("server.cold_start", "yes"), "server.cold_start:", "'yes'"),
     ("noise_control", put("noise_control", {"isolcpus": True}), "noise_control.isolcpus:", "unknown key"),

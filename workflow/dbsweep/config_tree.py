@@ -20,9 +20,12 @@ MAX_VALUES = 100_000  # values (mappings, lists and scalars) in the whole study;
 
 
 def key_path(parts: tuple) -> str:
-    """events.ev[0].argv, as the schema's messages name keys."""
+    """events.ev[0].argv, as the schema's messages name keys; a key holding a space, a line break or another
+    unprintable character quoted (the message stays one line)."""
     text = ""
     for part in parts:
+        if isinstance(part, str) and not (part.isprintable() and not any(c.isspace() for c in part)):
+            part = repr(part)
         text += f"[{part}]" if isinstance(part, int) else f".{part}" if text else str(part)
     return text or "(top level)"
 
