@@ -8,6 +8,7 @@ import io
 import os
 import pwd
 import re
+import shlex
 import shutil
 import signal
 import socket
@@ -26,7 +27,8 @@ import psutil
 import pytest
 
 from dbsweep.runtime.memory import memory_cgroup
-from dbsweep.engines import ENGINES, INTERFACE, datadir_processes, families, family, option_sets, write_private
+from dbsweep.engines import (ENGINES, INTERFACE, Handle, Launch, ServerExited, datadir_processes, families, family,
+                             mariadb, option_sets, supervise, write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -592,3 +594,30 @@ def test_on_off_status_values_are_one_and_zero():
     from dbsweep.engines import mariadb
     assert [mariadb.status_number(v) for v in ("ON", "OFF", "on", "12", "0.5", "", "TLSv1.3", None)] == [
         1.0, 0.0, 1.0, 12.0, 0.5, None, None, None]
+
+
+def test_a_server_that_gave_up_without_exiting_is_killed_at_once(tmp_path):
+    """A Galera joiner whose state transfer failed writes that it must abort, and may then hang in the abort
+    (seen: the rejoin test waited 120 s for it to get ready and 120 s more for it to stop). The supervisor
+    reads the server's own log while it waits: such a line ends the wait and the process is killed, not asked
+    to stop. The server here is a real process that writes MariaDB's line and then sleeps."""
+    error_log = tmp_path / "error.log"
+    line = "2026-11-27  7:11:31 0 [ERROR] WSREP: ./gcs/src/gcs_group.cpp:gcs_group_handle_join_msg():1225: " \
+           "Will never receive state. Need to abort."
+    script = f"sleep 1; echo {shlex.quote(line)} >> {shlex.quote(str(error_log))}; exec sleep 300"
+    handle = Handle(engine="innodb", port=0, socket=tmp_path / "no.sock", rundir=tmp_path, datadir=tmp_path / "data")
+    launch = Launch(name="mariadbd", argv=["sh", "-c", script], user="root", drop_privileges=False,
+                    ready=lambda h: False, stop_signal=signal.SIGTERM, logs=[error_log],
+                    error_lines=lambda lines: lines, doomed=mariadb._gave_up)
+    log = io.StringIO()
+    started = time.monotonic()
+    with pytest.raises(ServerExited, match=r"gave up before it accepted connections \(Will never receive state"):
+        with supervise(launch, handle, log):
+            pass
+    assert time.monotonic() - started < 10  # not READY_TIMEOUT_S + STOP_TIMEOUT_S
+    assert not psutil.pid_exists(handle.pid) or psutil.Process(handle.pid).status() == psutil.STATUS_ZOMBIE
+    assert "gave up without exiting; killing its process tree" in log.getvalue()
+    assert mariadb._gave_up(["[Note] WSREP: SST received", "[ERROR] WSREP: Application state transfer failed. "
+                             "This is unrecoverable condition, restart required."]) == \
+        "This is unrecoverable condition, restart required"
+    assert mariadb._gave_up(["[Note] WSREP: Synchronized with group, ready for connections"]) is None

@@ -348,6 +348,9 @@ class Launch:
     error_lines: Callable[[list[str]], list[str]]  # the lines worth showing from what it wrote
     leftovers: list[Path] = field(default_factory=list)  # socket, lock and pid files to remove once it is gone
     env: dict | None = None  # the server's environment; None: ENV
+    # the line of what it wrote that says it will never accept connections though it has not exited (a
+    # Galera joiner whose state transfer failed may hang in its abort), or None
+    doomed: Callable[[list[str]], str | None] = lambda lines: None
 
 
 def check_socket_path(path: Path) -> None:
@@ -430,6 +433,7 @@ class Supervisor:
         self.known: dict[int, psutil.Process] = {}
         self.since = 0.0
         self.started = 0.0
+        self.gave_up: str | None = None  # what the server said when it gave up without exiting
 
     def note(self, text: str) -> None:
         self.log.write(text + "\n")
@@ -457,8 +461,10 @@ class Supervisor:
         self.handle.pid = self.popen.pid
 
     def wait_ready(self, timeout: float = READY_TIMEOUT_S) -> None:
-        """Poll until the server accepts connections; ready_seconds counts from its start."""
+        """Poll until the server accepts connections; ready_seconds counts from its start. A server that says it
+        gave up (launch.doomed) is not waited for: stop() then kills it at once."""
         started = self.started
+        looked = 0.0
         while True:
             code = self.popen.poll()
             if code is not None:
@@ -466,6 +472,13 @@ class Supervisor:
                                    f"it said:\n{self.errors()}")
             if self.launch.ready(self.handle):
                 break
+            if time.monotonic() - looked > 0.5:
+                looked = time.monotonic()
+                self.gave_up = self.launch.doomed([line for path, offset in self.offsets.items()
+                                                   for line in _read_from(path, offset)])
+                if self.gave_up:
+                    raise ServerExited(f"{self.launch.name} gave up before it accepted connections ({self.gave_up}) "
+                                       f"and did not exit; it said:\n{self.errors()}")
             if time.monotonic() - started > timeout:
                 raise RuntimeError(f"{self.launch.name} did not accept connections on {self.handle.socket} within "
                                    f"{timeout:.0f} s; it said:\n{self.errors()}")
@@ -480,7 +493,9 @@ class Supervisor:
         started = time.monotonic()
         tree = {**self.known, **_tree(popen, self.handle.datadir, self.launch.user, self.since)}
         interrupted = None
-        if popen.poll() is None:
+        if popen.poll() is None and self.gave_up:
+            self.note(f"{name} pid {popen.pid} gave up without exiting; killing its process tree")
+        elif popen.poll() is None:
             self.note(f"stopping {name} pid {popen.pid} with {signal.Signals(self.launch.stop_signal).name}")
             try:
                 popen.send_signal(self.launch.stop_signal)

@@ -552,6 +552,16 @@ def _pings(handle: Handle) -> bool:
     return done.returncode == 0
 
 
+# What a Galera member writes when it will never get its state and aborts; the abort itself may then hang in
+# gcomm's shutdown (seen with galera-4 26.4 on MariaDB 10.11: two threads closing gcomm, the process alive
+# for ever), so its start is not waited for another 120 s.
+GAVE_UP = re.compile(r"Will never receive state\. Need to abort|This is unrecoverable condition, restart required")
+
+
+def _gave_up(lines: list[str]) -> str | None:
+    return next((match.group(0) for line in lines if (match := GAVE_UP.search(line))), None)
+
+
 def _error_lines(lines: list[str]) -> list[str]:
     return [line for line in lines if "[ERROR]" in line or "Fatal" in line]
 
@@ -594,7 +604,7 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
                     user=SERVICE_USER, drop_privileges=False, ready=_pings, stop_signal=STOP_SIGNAL,
                     logs=[rundir / ERROR_LOG], error_lines=_error_lines,
                     leftovers=[sock, rundir / f"{SOCKET_NAME}.lock", rundir / PID_NAME],
-                    env=env)
+                    env=env, doomed=_gave_up)
     try:
         with supervise(launch, handle, log, cgroup) as running:
             yield running
