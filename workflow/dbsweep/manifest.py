@@ -38,13 +38,14 @@ def host() -> dict:
         "cpu": cpu,
         "cpus": os.cpu_count(),
         "memory_gb": round(mem_kb / 2**20, 1),
-        "kernel_cmdline": _read(Path("/proc/cmdline")),
+        "kernel_cmdline": text_or_none(Path("/proc/cmdline")),
         "sysctl": {name: value for name in SYSCTLS
-                   if (value := _read(Path("/proc/sys") / name.replace(".", "/"))) is not None},
+                   if (value := text_or_none(Path("/proc/sys") / name.replace(".", "/"))) is not None},
     }
 
 
-def _read(path: Path) -> str | None:
+def text_or_none(path: Path) -> str | None:
+    """A small file's text, stripped (a /proc or /sys entry), or None where it cannot be read."""
     try:
         return path.read_text().strip()
     except OSError:

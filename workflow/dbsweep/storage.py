@@ -20,6 +20,8 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dbsweep import manifest
+
 LOOP_TYPES = ("ext4", "xfs", "btrfs")
 _FORCE = {"ext4": "-F", "xfs": "-f", "btrfs": "-f"}
 NETNS_DIR = Path("/run/netns")  # where `ip netns` keeps a namespace by name
@@ -269,19 +271,13 @@ def block_queue(device: str) -> dict:
     from its disk): the IO scheduler it selected, read-ahead (KB), rotational, request queue depth."""
     node = Path("/sys/class/block") / Path(device).name
     queue = node / "queue" if (node / "queue").exists() else node.resolve().parent / "queue"
-    text = {name: _sys_text(queue / name) for name in ("scheduler", "read_ahead_kb", "rotational", "nr_requests")}
+    text = {name: manifest.text_or_none(queue / name)
+            for name in ("scheduler", "read_ahead_kb", "rotational", "nr_requests")}
     scheduler = text["scheduler"]
     if scheduler and "[" in scheduler:  # "mq-deadline [none]": the one in brackets
         scheduler = scheduler.split("[", 1)[1].split("]", 1)[0]
     return {"scheduler": scheduler} | {name: int(value) for name in ("read_ahead_kb", "rotational", "nr_requests")
                                        if (value := text[name]) is not None and value.isdigit()}
-
-
-def _sys_text(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
 
 
 def _loop_dio(dev: str) -> bool:
