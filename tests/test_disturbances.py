@@ -30,6 +30,15 @@ def test_free_page_reporting_is_the_balloons_feature_bit_5(tmp_path):
     assert not disturbances.free_page_reporting(tmp_path / "no such folder")  # not a virtio guest
 
 
+def test_the_reporting_order_is_the_kernels_setting_as_it_is_now(tmp_path):
+    order = tmp_path / "page_reporting_order"
+    order.write_text("9\n")  # what this VM's start-up writes, whatever its command line says (11)
+    assert disturbances.reporting_order(order) == 9
+    assert disturbances.reporting_order(tmp_path / "none") is None  # a kernel without free page reporting
+    real = disturbances.REPORTING_ORDER
+    assert disturbances.reporting_order() == (int(real.read_text()) if real.exists() else None)
+
+
 def test_virtual_machine_is_the_cpus_hypervisor_flag(tmp_path):
     real = Path("/proc/cpuinfo").read_text()
     flagged = tmp_path / "vm"
@@ -70,7 +79,7 @@ def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
         fio.wait()
     assert "fio" in found["settings"]["foreign_processes"] and "fio" in found["warnings"]["servers"]
     assert set(found["settings"]) >= {"thp", "governor", "load_1m", "swap_used_mb", "virtual_machine",
-                                      "free_page_reporting"}
+                                      "free_page_reporting", "page_reporting_order"}
     assert json.loads(json.dumps(found)) == found  # as run.json keeps it
 
 

@@ -11,7 +11,9 @@ in its run.json (`disturbances`), with a warning line in its log for each that i
 
 Recorded whatever they are, with no warning of their own: whether the host is a virtual machine (the
 CPU's `hypervisor` flag), and whether it hands the memory it frees back to its hypervisor (a virtio
-balloon with free page reporting): memory taken again is then backed anew by the host. On the VM this
+balloon with free page reporting), and from which size of free block on (`page_reporting_order`, a power of
+two of 4 KiB pages: 9 is 2 MiB; above the kernel's largest order, 10, nothing is handed back; a VM's own
+start-up may set it whatever its command line says): memory taken again is then backed anew by the host. On the VM this
 was built on, which does, the same fio read of freshly written tmpfs files ran at speeds 11% apart
 (standard deviation) from one file to the next (BENCHMARKS.md, "fidelity"). Nothing here changes a
 setting.
@@ -30,6 +32,7 @@ import psutil
 THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 VIRTIO = Path("/sys/bus/virtio/devices")
+REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
 OTHERS = ("mariadbd", "mysqld", "postgres", "sysbench", "fio", "pgbench", "haproxy", "proxysql", "stress-ng")
 STEAL = 0.01  # share of the CPUs' time over a window above which steal is a warning
 BALLOON, REPORTING = 0x0005, 5  # virtio device id of a memory balloon; its feature bit VIRTIO_BALLOON_F_REPORTING
@@ -59,7 +62,8 @@ def look(own: set[int]) -> dict:
     foreign. Returns {"settings": …, "warnings": {kind: text}}."""
     settings = {"thp": selected(THP), "governor": selected(GOVERNOR), "load_1m": round(os.getloadavg()[0], 2),
                 "swap_used_mb": round(psutil.swap_memory().used / 2**20, 1),
-                "virtual_machine": virtual_machine(), "free_page_reporting": free_page_reporting()}
+                "virtual_machine": virtual_machine(), "free_page_reporting": free_page_reporting(),
+                "page_reporting_order": reporting_order()}
     foreign = sorted({p.info["name"] for p in psutil.process_iter(["name"])
                       if p.info["name"] in OTHERS and p.pid not in own})
     settings["foreign_processes"] = foreign
@@ -98,6 +102,15 @@ def free_page_reporting(devices: Path = VIRTIO) -> bool:
         if kind == BALLOON and len(features) > REPORTING and features[REPORTING] == "1":
             return True
     return False
+
+
+def reporting_order(path: Path = REPORTING_ORDER) -> int | None:
+    """The order of the smallest free block the kernel hands back to the hypervisor, or None where the
+    kernel has no free page reporting."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def cpu_ticks(stat: Path = Path("/proc/stat")) -> list[int]:
