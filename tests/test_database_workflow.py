@@ -97,6 +97,17 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
                    "postgresql": "shared_buffers"}[manifest["cell"]["engine"]]
         assert variables[setting] in ("33554432", "4096"), (setting, variables[setting])  # 32M; PG counts 8 kB pages
         assert manifest["server"]["version"]
+        # the engine's own status text right before and right after the window (PostgreSQL has none)
+        section = {"innodb": "\nBUFFER POOL AND MEMORY\n", "myrocks": "\n** Compaction Stats [default] **\n",
+                   "postgresql": None}[manifest["cell"]["engine"]]
+        if section is None:
+            assert "engine_status" not in manifest and not list(raw.glob("engine_status*"))
+            continue
+        assert manifest["engine_status"] == {moment: {"primary": f"engine_status.{moment}.txt"}
+                                             for moment in ("start", "end")}
+        start, end = ((raw / f"engine_status.{moment}.txt").read_text() for moment in ("start", "end"))
+        assert section in start and section in end and start != end, manifest["cell"]["engine"]
+        assert manifest["checksums"]["engine_status.end.txt"]
     for name in ("engine_memory.md", "efficiency.md"):
         assert study.path("results/tables", name).stat().st_size > 0
     # The summary page shows every database table and plot (test_report.py renders one in Chromium).
@@ -140,9 +151,15 @@ def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir)
     # A server killed while serving is a failure (retried), not a refusal of the cell's options.
     assert not (rep / "rejected.json").exists()
     (attempt,) = rep.glob("attempt~*")
-    assert "died while serving" in json.loads((attempt / "run.json").read_text())["error"]
+    failed = json.loads((attempt / "run.json").read_text())
+    assert "died while serving" in failed["error"]
+    # its engine status from before the window is kept; the dead server had none to give after it
+    assert failed["engine_status"]["start"] == {"primary": "engine_status.start.txt"}
+    assert "error" in failed["engine_status"]["end"]["primary"]
+    assert "BUFFER POOL AND MEMORY" in (attempt / "raw/engine_status.start.txt").read_text()
     log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
     assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text() and "died while serving" in log.read_text()
+    assert "warning: engine status at the window's end, node primary: not taken: " in log.read_text()
 
     config["workloads"]["oltp"]["options"]["time"] = 2
     study.write(config)

@@ -596,6 +596,31 @@ def test_on_off_status_values_are_one_and_zero():
         1.0, 0.0, 1.0, 12.0, 0.5, None, None, None]
 
 
+def test_engine_status_texts_from_the_clients_batch_output():
+    """SHOW ENGINE ... STATUS as MariaDB 10.11's client printed it (--batch: a row a line, its line breaks
+    written as \\n; tests/fixtures/engine_status_*): InnoDB's one row is its Status as it is; RocksDB's rows
+    each follow a line naming their Type and Name."""
+    from dbsweep.engines import mariadb
+    fixtures = Path(__file__).parent / "fixtures"
+    (innodb,) = mariadb.batch_rows((fixtures / "engine_status_innodb/stdout.txt").read_text())
+    text = mariadb.status_text([innodb])
+    assert text == innodb["Status"] and text.startswith("\n=====") and "\\n" not in text
+    assert "\nBUFFER POOL AND MEMORY\n" in text
+    assert text.endswith("END OF INNODB MONITOR OUTPUT\n============================\n")
+    rows = mariadb.batch_rows((fixtures / "engine_status_myrocks/stdout.txt").read_text())
+    assert [(row["Type"], row["Name"]) for row in rows][:5] == [
+        ("STATISTICS", "rocksdb"), ("DBSTATS", "rocksdb"), ("CF_COMPACTION", "__system__"),
+        ("CF_COMPACTION", "default"), ("MEMORY_STATS", "rocksdb")]
+    text = mariadb.status_text(rows)
+    assert text.startswith("=== STATISTICS rocksdb ===\nrocksdb.block.cache.miss COUNT : ")
+    assert "=== DBSTATS rocksdb ===\n\n** DB Stats **\nUptime(secs): " in text
+    assert "=== CF_COMPACTION default ===\n\n** Compaction Stats [default] **\n" in text
+    assert text.count("\n=== ") == len(rows) - 1 and text.endswith("\n") and "\\n" not in text
+    # the client's other escapes: a tab, a NUL, a backslash; a carriage return is not escaped
+    assert mariadb.batch_rows("Type\tName\tStatus\nx\t\ta\\tb\\0c\\\\n\rd\\q\n") == [
+        {"Type": "x", "Name": "", "Status": "a\tb\0c\\n\rd\\q"}]
+
+
 def test_a_server_that_gave_up_without_exiting_is_killed_at_once(tmp_path):
     """A Galera joiner whose state transfer failed writes that it must abort, and may then hang in the abort
     (seen: the rejoin test waited 120 s for it to get ready and 120 s more for it to stop). The supervisor

@@ -73,6 +73,14 @@ def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     run = next(r for r in runs.values() if r["cell"]["topology"] == "semisync" and r["cell"]["events"] == "none")
     nodes = {node["name"]: node for node in run["topology"]["nodes"]}
     assert set(nodes) == {"primary", "replica1"} and nodes["replica1"]["provision_s"] > 0
+    # each node's SHOW ENGINE INNODB STATUS before and after the window: the primary's, then the replica's
+    assert run["engine_status"] == {moment: {"primary": f"engine_status.{moment}.txt",
+                                             "replica1": f"engine_status-replica1.{moment}.txt"}
+                                    for moment in ("start", "end")}
+    cell = next(key for key, r in runs.items() if r is run)
+    raw = study.path("results/runs", cell, "rep~1", run["attempt"], "raw")
+    for name in ("engine_status.end.txt", "engine_status-replica1.end.txt"):
+        assert "\nBUFFER POOL AND MEMORY\n" in (raw / name).read_text(), name
     counters = rows(study.path("results/tables/counters.csv.gz"))
     semi_rows = [r for r in counters if r["topology"] == "semisync" and r["events"] == "none"]
     assert {r["node"] for r in semi_rows} == {"primary", "replica1"}
@@ -97,6 +105,12 @@ def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     assert not any(r["error"] for r in events) and "started, ready after" in events[1]["outcome"]
     logs = list(study.root.glob("results/runs/**/topology~galera3/**/raw/node2/server*-error.log"))
     assert "ist" in [mariadb_cluster.state_transfer(log) for log in logs], logs  # its first start: "none"
+    galera = next(r for r in runs.values() if r["cell"]["topology"] == "galera3")
+    members = {node["name"] for node in galera["topology"]["nodes"]}
+    # each member's engine status before the window; after it, not node2's: a server an event started is
+    # stopped with the window's events, before the window's end snapshot
+    assert set(galera["engine_status"]["start"]) == members
+    assert set(galera["engine_status"]["end"]) == members - {"node2"}
 
     # every other action at its time: a slower link, lossy link, a replica stopped, started, restarted
     misc = [r for r in rows(study.path("results/tables/events.csv.gz")) if r["events"] == "misc"]

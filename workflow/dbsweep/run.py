@@ -348,8 +348,9 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             return window.db
 
         window.restart = restart
-        with _window(recipe, raw, fs.devices, record, log, servers=[db.handle.pid],
-                     not_pinned="the workload is its client in dbsweep's own process"):
+        with (_engine_status_around(lambda: [("primary", window.db)], raw, record, log),
+              _window(recipe, raw, fs.devices, record, log, servers=[db.handle.pid],
+                      not_pinned="the workload is its client in dbsweep's own process")):
             tool.measure(window)
             record["measure_end"] = time.time()
             record["exit_status"] = 0
@@ -359,14 +360,16 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     timed = _timed(recipe, nodes, topology, raw, log)
     servers = [node.db.handle.pid for node in nodes]
     account = _accounting(nodes)
-    if tool.phases is not None:
-        _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
-                        scratch, record, log, sampler, client, timed, servers, account)
-    else:
-        argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
-        with client(db, argv) as (argv, env):
-            _measure(recipe, argv, scratch, topology.devices if topology else fs.devices, raw, record, log, sampler, db,
-                     env, timed, servers, account)
+    with _engine_status_around(lambda: [(node.name, None if node.down else node.db) for node in nodes], raw, record,
+                               log):
+        if tool.phases is not None:
+            _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
+                            scratch, record, log, sampler, client, timed, servers, account)
+        else:
+            argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
+            with client(db, argv) as (argv, env):
+                _measure(recipe, argv, scratch, topology.devices if topology else fs.devices, raw, record, log,
+                         sampler, db, env, timed, servers, account)
     if sampler.error:
         raise RuntimeError(f"server counters: {sampler.error}")
     if tool.after_run is not None:  # e.g. tpcc's consistency check, against the still-running server
@@ -377,6 +380,50 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
                 gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
                 raise RuntimeError((f"{gone}\n" if gone else "") + f"{argv[-1]}: {_tail(raw, errors, name)}")
+
+
+@contextmanager
+def _engine_status_around(nodes, raw: Path, record: dict, log):
+    """The nodes' engine status texts (_engine_status) right before the body (a measured window) and right
+    after it, also after a window that failed (what the engine says then may tell why), but not after an
+    interrupt (Interrupted: the run must stop now). nodes() gives them as (name, Database, or None while
+    a timed event has it down), at the moment it is called: a restart replaces a node's Database."""
+    _engine_status(nodes(), raw, "start", record, log)
+    try:
+        yield
+    except Exception:
+        _engine_status(nodes(), raw, "end", record, log)
+        raise
+    _engine_status(nodes(), raw, "end", record, log)
+
+
+def _engine_status(nodes: list[tuple[str, database.Database | None]], raw: Path, moment: str, record: dict,
+                   log) -> None:
+    """Each node's engine status text (its family's engine_status: SHOW ENGINE INNODB STATUS, SHOW ENGINE
+    ROCKSDB STATUS; nothing for a family that has none), outside the measured window: `moment` is "start"
+    (right before the window) or "end" (right after it). Written as the server gave it to
+    raw/engine_status.<moment>.txt (the first node's: a topology's primary) and
+    raw/engine_status-<node>.<moment>.txt (every other node's); run.json's engine_status[moment][node] names
+    the file, or the error that left it out. A node down has none: one an event stopped or killed, and one
+    an event started again, which is stopped with the window's events (Targets.close). A snapshot describes
+    the run and is not measured: one that fails (a server that died or does not answer) is a warning in the
+    log, never the run's failure."""
+    for i, (name, db) in enumerate(nodes):
+        path = raw / (f"engine_status.{moment}.txt" if i == 0 else f"engine_status-{name}.{moment}.txt")
+        if db is None:  # down (events.jsonl says why)
+            continue
+        try:
+            text = db.family.engine_status(db.handle, db.engine)
+        except Exception as error:  # noqa: BLE001 - whatever it was, the measurement stands
+            said = " ".join(str(error).split()) or type(error).__name__
+            log.write(f"warning: engine status at the window's {moment}, node {name}: not taken: {said}\n")
+            log.flush()
+            record.setdefault("engine_status", {}).setdefault(moment, {})[name] = {"error": said}
+            continue
+        if text is None:  # the family has no such text
+            continue
+        path.write_text(text, encoding="utf-8")
+        record.setdefault("engine_status", {}).setdefault(moment, {})[name] = path.name
 
 
 @contextmanager

@@ -10,8 +10,10 @@ have, and why), FOREIGN_KEYS (per engine), VERSION_PARTS (how much of a fetched
 version its server's --version line names), and what topologies read:
 REPLICATION (the kinds each engine runs), SYNC_KINDS, SYNC_STATUS and
 SYNC_UNACKED (a primary waiting for its replicas, and the commits none
-acknowledged), FLOW_PAUSED_NS (a cluster's flow control); a family without such
-a thing declares None or (). Nothing outside
+acknowledged), FLOW_PAUSED_NS (a cluster's flow control), and engine_status
+(the engine's own status text, SHOW ENGINE INNODB STATUS, kept from before and
+after a measured window); a family without such a thing declares None or () or
+returns None. Nothing outside
 engines/ tests a family's or an engine's name: it reads these.
 
 Every function that runs a server program takes `basedir`: None means
@@ -49,7 +51,7 @@ ENGINES = {"innodb": "mariadb", "myrocks": "mariadb", "postgresql": "postgresql"
 INTERFACE = (
     "server_version", "initialize", "config_text", "server", "admin_sql", "user_sql", "create_user", "analyze",
     "connect", "sysbench_options", "sysbench_args", "variables", "version", "counters", "CUMULATIVE", "hit_ratio",
-    "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics",
+    "engine_status", "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics",
     "table_counters", "client", "client_env", "option_names", "refused", "check_replication",
     "check_cluster_settings", "start_cluster", "Conn",
     "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "OPTION_NAME", "OPTION_SPELLING", "DEBIAN_ONLY",
@@ -239,9 +241,11 @@ def run_logged(argv: list[str], log, *, user: str | None = None, env: dict | Non
         raise RuntimeError(f"{Path(argv[0]).name} failed (exit {done.returncode}):\n{tail}")
 
 
-def run_client(argv: list[str], sql: str, *, user: str | None = None, env: dict | None = None) -> str:
-    """Run a SQL client with sql on stdin (never on its command line); its stdout, or raise with its stderr."""
-    done = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env or ENV, cwd="/",
+def run_client(argv: list[str], sql: str, *, user: str | None = None, env: dict | None = None,
+               timeout: float | None = None) -> str:
+    """Run a SQL client with sql on stdin (never on its command line); its stdout, or raise with its stderr
+    (subprocess.TimeoutExpired, the client killed, after timeout seconds when given)."""
+    done = subprocess.run(argv, input=sql, capture_output=True, text=True, env=env or ENV, cwd="/", timeout=timeout,
                           **(as_user(user) if user else {}))
     if done.returncode != 0:
         raise RuntimeError(f"{Path(argv[0]).name} failed (exit {done.returncode}): "

@@ -645,19 +645,31 @@ def analyze(handle: Handle, database: str) -> list[str]:
     return ["mariadb", f"--database={database}", f"--execute={statement}"]
 
 
-def admin_sql_rows(handle: Handle, sql: str) -> list[dict[str, str]]:
-    """Like admin_sql, the rows of its last result set by column name (NULL as "NULL")."""
+def admin_sql_rows(handle: Handle, sql: str, timeout: float | None = None) -> list[dict[str, str]]:
+    """Like admin_sql, the rows of its last result set by column name (NULL as "NULL"), each value as the
+    server sent it (batch_rows). timeout: seconds before the client is killed (and TimeoutExpired raised)."""
     if handle.basedir is None:
         client, env = [binary("mariadb", "/usr/bin"), "--no-defaults"], ENV
     else:
         b = build(handle.basedir)
         client, env = b.tool(b.client)
-    out = run_client([*client, f"--socket={handle.socket}", "--user=root", "--batch"], sql, env=env)
-    lines = out.splitlines()
+    return batch_rows(run_client([*client, f"--socket={handle.socket}", "--user=root", "--batch"], sql, env=env,
+                                 timeout=timeout))
+
+
+_BATCH_ESCAPES = {"n": "\n", "t": "\t", "0": "\0", "\\": "\\"}
+
+
+def batch_rows(out: str) -> list[dict[str, str]]:
+    """The rows of the client's --batch output by column name: one line a row, tab between values, and in a
+    value a line break, tab, NUL and backslash written as \\n, \\t, \\0 and \\\\ (undone here)."""
+    lines = out.removesuffix("\n").split("\n") if out else []  # not splitlines: a value may hold a \r
     if not lines:
         return []
     names = lines[0].split("\t")
-    return [dict(zip(names, line.split("\t"))) for line in lines[1:]]
+    return [dict(zip(names, (re.sub(r"\\(.)", lambda m: _BATCH_ESCAPES.get(m[1], m[0]), value)
+                             for value in line.split("\t"))))
+            for line in lines[1:]]
 
 
 def user_sql(handle: Handle, conn: Conn, sql: str) -> str:
@@ -784,6 +796,28 @@ def variables(conn: Conn) -> list[tuple[str, str]]:
 
 def version(conn: Conn) -> str:
     return str(_query(conn, "SELECT version()")[0][0])
+
+
+ENGINE_STATUS = {"innodb": "SHOW ENGINE INNODB STATUS", "myrocks": "SHOW ENGINE ROCKSDB STATUS"}
+STATUS_TIMEOUT_S = 30  # a server stuck on a latch may not answer: the run goes on without its text
+
+
+def engine_status(handle: Handle, engine: str) -> str:
+    """The engine's own status text, which performance engineers keep from before and after each measured
+    step: SHOW ENGINE INNODB STATUS or SHOW ENGINE ROCKSDB STATUS, as status_text. As root through the
+    socket (admin_sql_rows), since the statement needs the PROCESS privilege, which the benchmark user
+    lacks. Raises when the server does not answer within STATUS_TIMEOUT_S."""
+    return status_text(admin_sql_rows(handle, ENGINE_STATUS[engine] + ";\n", timeout=STATUS_TIMEOUT_S))
+
+
+def status_text(rows: list[dict[str, str]]) -> str:
+    """SHOW ENGINE ... STATUS's rows (Type, Name, Status) as one text: one row's Status as it is (InnoDB's);
+    several rows (RocksDB's: its statistics, DB stats, each column family's compaction stats, memory, each
+    background thread), each after a line `=== <Type> <Name> ===` and ending with a line break."""
+    if len(rows) == 1:
+        return rows[0]["Status"]
+    return "".join(f"=== {row['Type']} {row['Name']} ===\n{row['Status']}"
+                   + ("" if row["Status"].endswith("\n") else "\n") for row in rows)
 
 
 def counters(conn: Conn) -> dict[str, float]:

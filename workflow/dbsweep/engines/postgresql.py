@@ -492,6 +492,12 @@ def version(conn: Conn) -> str:
     return str(_query(conn, "SELECT version()")[0][0])
 
 
+def engine_status(handle: Handle, engine: str) -> None:
+    """PostgreSQL has no status text of its own like MariaDB's SHOW ENGINE INNODB STATUS: what it could
+    give (pg_stat_bgwriter, pg_stat_database) is already sampled every second (counters)."""
+    return None
+
+
 # The user tables' maintenance, summed: (auto)vacuums and (auto)analyzes so far, and dead rows now. An
 # autovacuum inside a window (its count moving) is the server's own work, measured with the rest: a
 # restored image without statistics had both its tables vacuumed and analyzed 40-50 s into a run.
