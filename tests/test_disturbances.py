@@ -1,8 +1,12 @@
 """What may disturb a measurement (dbsweep/disturbances.py): the host looked at before a window, its steal
 over the window, and the summary page's count of the repetitions measured with each warning."""
 import json
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
+
 
 from dbsweep import disturbances, summary
 
@@ -49,6 +53,10 @@ def test_virtual_machine_is_the_cpus_hypervisor_flag(tmp_path):
     assert disturbances.virtual_machine() == (" hypervisor" in real)
 
 
+def reading(ticks: list[int], procs: dict | None = None, at: float = 1_000.0) -> dict:
+    return {"time": at, "ticks": ticks, "procs": procs or {}}
+
+
 def test_steal_over_a_window_is_recorded_and_warned_above_one_percent():
     start = disturbances.cpu_ticks()
     assert len(start) == 8 and all(t >= 0 for t in start)
@@ -57,12 +65,47 @@ def test_steal_over_a_window_is_recorded_and_warned_above_one_percent():
     # user nice system idle iowait irq softirq steal: 200 ticks in the window, 3 of them stolen
     end = [a + d for a, d in zip(start, [120, 0, 40, 30, 5, 0, 2, 3])]
     found = {"settings": {}, "warnings": {}}
-    warning = disturbances.after_window(found, start, end)
+    (warning,) = disturbances.after_window(found, reading(start), reading(end))
     assert found["settings"]["steal_pct"] == 1.5 and found["warnings"] == {"steal": warning}
     assert warning.startswith("the hypervisor took 1.5% of the CPUs' time in the window (steal)")
     calm = {"settings": {}, "warnings": {}}
-    assert disturbances.after_window(calm, start, [a + d for a, d in zip(start, [120, 0, 40, 38, 0, 0, 1, 1])]) is None
-    assert calm == {"settings": {"steal_pct": 0.5}, "warnings": {}}
+    assert disturbances.after_window(calm, reading(start), reading([a + d for a, d in
+                                                                    zip(start, [120, 0, 40, 38, 0, 0, 1, 1])])) == []
+    assert calm == {"settings": {"steal_pct": 0.5, "foreign_cpu_pct": 0.0, "foreign_cpu_s": {}}, "warnings": {}}
+
+
+def busy(name: str) -> subprocess.Popen:
+    """A process named `name` (its comm, as /proc and ps show it) that spins for 1 s, then sleeps."""
+    code = ("import ctypes, time\n"
+            f"ctypes.CDLL(None).prctl(15, {name.encode()!r}, 0, 0, 0)\n"  # PR_SET_NAME
+            "end = time.time() + 1\n"
+            "while time.time() < end: pass\n"
+            "time.sleep(60)")
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_the_cpu_other_processes_use_in_a_window_is_measured_per_name_and_warned_above_five_percent():
+    mine, theirs = busy("busy-mine"), busy("busy-theirs")
+    try:
+        start = disturbances.cpu_use(own={os.getpid(), mine.pid})
+        late = busy("busy-late")  # started inside the window: all it used counts
+        time.sleep(1.5)
+        end = disturbances.cpu_use(own={os.getpid(), mine.pid})
+    finally:
+        for proc in (mine, theirs, late):
+            proc.kill()
+            proc.wait()
+    names = {name for _, name, _ in end["procs"].values()}
+    assert 2 not in end["procs"] and not {n for n in names if n.startswith(("kworker/", "ksoftirqd/"))}, names
+    found = {"settings": {}, "warnings": {}}
+    said = disturbances.after_window(found, start, end)
+    used = found["settings"]["foreign_cpu_s"]
+    # three spinning processes on the host's CPUs: each got a share of a CPU for its second
+    assert used["busy-theirs"] > 0.3 and used["busy-late"] > 0.3 and "busy-mine" not in used, used
+    assert found["settings"]["foreign_cpu_pct"] > 5 and found["warnings"]["cpu"] in said
+    assert found["warnings"]["cpu"].startswith(f"other processes used {found['settings']['foreign_cpu_pct']:.1f}% "
+                                               "of the CPUs' time in the window (")
+    assert "busy-theirs" in found["warnings"]["cpu"] and "busy-late" in found["warnings"]["cpu"]
 
 
 def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
@@ -94,13 +137,13 @@ def rep(results: Path, cell: str, warnings) -> Path:
 def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_path):
     results = tmp_path / "results"
     (results / "tables").mkdir(parents=True)
-    reps = [rep(results, "threads~1", {"load": "load average 3.1 on 2 CPUs", "steal": "the hypervisor took 4%"}),
+    reps = [rep(results, "threads~1", {"cpu": "other processes used 12.0%", "steal": "the hypervisor took 4%"}),
             rep(results, "threads~2", {}),
-            rep(results, "threads~4", {"load": "load average 2.2 on 2 CPUs"}),
+            rep(results, "threads~4", {"cpu": "other processes used 6.1%"}),
             rep(results, "threads~8", ["load average 9 on 2 CPUs: something else runs"]),  # an older run.json
             rep(results, "threads~16", None)]  # not run: not counted
-    line = ("Host warnings: 3 of 4 repetition(s) measured with one or more (a load average above half the CPUs: 2; "
-            "other: 1; hypervisor steal above 1%: 1).")
+    line = ("Host warnings: 3 of 4 repetition(s) measured with one or more (other processes using the CPUs: 2; other: 1; "
+            "hypervisor steal above 1%: 1).")
     assert disturbances.line(reps).startswith(line)
     study = summary.Study("s", "", {"threads": ["1", "2", "4", "8", "16"]}, 5, 1, reps)
     written = summary.write(study, results, [], complete=True)

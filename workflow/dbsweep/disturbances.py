@@ -1,13 +1,20 @@
 """What on the host may disturb a measurement, looked at when a repetition starts measuring and recorded
 in its run.json (`disturbances`), with a warning line in its log for each that is there:
 
-    load      the 1-minute load average above the host's CPUs / 2 (something else runs)
+    cpu       over the window, more than 5% of the CPUs' time used by processes that are not this
+              repetition's (something else runs: another study's jobs, this study's own analysis of an
+              earlier cell, a build); read per process at the window's two edges, the kernel's own threads
+              left out (their work is mostly the window's IO: a loop device's, writeback)
     swap      swap in use (a server may be paged out)
     servers   database servers or benchmark tools running that this repetition did not start
     thp       transparent huge pages `always` (khugepaged compacts memory behind a server's back)
     governor  a CPU frequency governor other than `performance` (clocks follow the load)
     steal     over the window, more than 1% of the CPUs' time taken by the hypervisor (read from
-              /proc/stat at the window's two edges, so it is known only once the window has ended)
+              /proc/stat at the window's two edges)
+
+cpu and steal are known only once the window has ended. The 1-minute load average is recorded, with no
+warning: it carries the cell before (64 fio threads waiting on IO leave a load of 20 behind them) and the
+window's own warm-up, so it warned in nearly every repetition of a study and told nothing.
 
 Recorded whatever they are, with no warning of their own: whether the host is a virtual machine (the
 CPU's `hypervisor` flag), and whether it hands the memory it frees back to its hypervisor (a virtio
@@ -24,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -35,9 +43,13 @@ VIRTIO = Path("/sys/bus/virtio/devices")
 REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
 OTHERS = ("mariadbd", "mysqld", "postgres", "sysbench", "fio", "pgbench", "haproxy", "proxysql", "stress-ng")
 STEAL = 0.01  # share of the CPUs' time over a window above which steal is a warning
+FOREIGN = 0.05  # share of the CPUs' time over a window used by other processes, above which it is a warning
+KTHREADD = 2  # the kernel threads' parent
+TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 BALLOON, REPORTING = 0x0005, 5  # virtio device id of a memory balloon; its feature bit VIRTIO_BALLOON_F_REPORTING
 KINDS = {  # warning kind: how the summary page names it
-    "load": "a load average above half the CPUs",
+    "cpu": "other processes using the CPUs",
+    "load": "a load average above half the CPUs",  # run.json of before 2026-11-27
     "swap": "swap in use",
     "servers": "other servers or benchmark tools running",
     "thp": "transparent huge pages always",
@@ -68,9 +80,6 @@ def look(own: set[int]) -> dict:
                       if p.info["name"] in OTHERS and p.pid not in own})
     settings["foreign_processes"] = foreign
     warnings = {}
-    cpus = os.cpu_count() or 1
-    if settings["load_1m"] > cpus / 2:
-        warnings["load"] = f"load average {settings['load_1m']} on {cpus} CPUs: something else runs"
     if settings["swap_used_mb"] > 0:
         warnings["swap"] = f"{settings['swap_used_mb']} MB of swap in use"
     if foreign:
@@ -120,18 +129,57 @@ def cpu_ticks(stat: Path = Path("/proc/stat")) -> list[int]:
         return [int(x) for x in f.readline().split()[1:9]]
 
 
-def after_window(found: dict, start: list[int], end: list[int]) -> str | None:
-    """Add the window's steal (its share of all CPU time between two cpu_ticks readings) to found
-    (what look() returned); returns the warning, if steal was above STEAL."""
-    spent = [b - a for a, b in zip(start, end)]
+def cpu_use(own: set[int]) -> dict:
+    """A reading for after_window(), at one edge of a window: the host's CPU ticks (cpu_ticks) and, for
+    each process that is not the repetition's (own: its cgroup's pids) nor a kernel thread, its name, its
+    start and the CPU seconds it and the children it has reaped have used so far."""
+    procs = {}
+    for proc in psutil.process_iter(["ppid", "name", "create_time", "cpu_times"]):
+        info = proc.info
+        if proc.pid in own or KTHREADD in (proc.pid, info["ppid"]) or info["cpu_times"] is None:
+            continue
+        used = info["cpu_times"]
+        procs[proc.pid] = (info["create_time"], info["name"],
+                           used.user + used.system + used.children_user + used.children_system)
+    return {"time": time.time(), "ticks": cpu_ticks(), "procs": procs}
+
+
+def foreign_cpu(start: dict, end: dict) -> dict[str, float]:
+    """CPU seconds each name of process (other processes', as cpu_use() read them) used between two
+    readings: a process there at both, the difference; one started in between, all it has used. A process
+    that ended in between counts where its parent reaped it."""
+    used: Counter = Counter()
+    for pid, (created, name, cpu) in end["procs"].items():
+        before = start["procs"].get(pid)
+        if before is not None and before[0] == created:
+            used[name] += max(0.0, cpu - before[2])
+        elif created >= start["time"] - 1:  # create_time is to the clock tick; a pid reused or new
+            used[name] += cpu
+    return {name: round(seconds, 3) for name, seconds in used.most_common() if seconds > 0}
+
+
+def after_window(found: dict, start: dict, end: dict) -> list[str]:
+    """Add the window's steal (its share of all CPU time between two cpu_use() readings) and the other
+    processes' CPU (foreign_cpu, as a share of it, and the names that used most) to found (what look()
+    returned); returns the warnings: steal above STEAL, other processes above FOREIGN."""
+    spent = [b - a for a, b in zip(start["ticks"], end["ticks"])]
     total = sum(spent)
-    share = spent[7] / total if total > 0 else 0.0
-    found["settings"]["steal_pct"] = round(100 * share, 2)
-    if share > STEAL:
-        found["warnings"]["steal"] = (f"the hypervisor took {100 * share:.1f}% of the CPUs' time in the window "
+    steal = spent[7] / total if total > 0 else 0.0
+    others = foreign_cpu(start, end)
+    foreign = sum(others.values()) / (total * TICK_S) if total > 0 else 0.0
+    found["settings"] |= {"steal_pct": round(100 * steal, 2), "foreign_cpu_pct": round(100 * foreign, 2),
+                          "foreign_cpu_s": dict(list(others.items())[:5])}
+    said = []
+    if steal > STEAL:
+        found["warnings"]["steal"] = (f"the hypervisor took {100 * steal:.1f}% of the CPUs' time in the window "
                                       "(steal): the VM's CPUs ran slower than they seem")
-        return found["warnings"]["steal"]
-    return None
+        said.append(found["warnings"]["steal"])
+    if foreign > FOREIGN:
+        names = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in list(others.items())[:3])
+        found["warnings"]["cpu"] = (f"other processes used {100 * foreign:.1f}% of the CPUs' time in the window "
+                                    f"({names}): something else runs")
+        said.append(found["warnings"]["cpu"])
+    return said
 
 
 def warnings_of(rep_dir: Path) -> dict[str, str] | None:
@@ -153,8 +201,8 @@ def line(rep_dirs: list[Path]) -> str:
     kinds = Counter(kind for warnings in found for kind in warnings)
     disturbed = sum(1 for w in found if w)
     if not disturbed:
-        return (f"Host warnings: none in {len(found)} repetition(s) (load, swap, other servers, THP, governor, "
-                "steal; each run.json's disturbances).")
+        return (f"Host warnings: none in {len(found)} repetition(s) (other processes' CPU, swap, other servers, THP, "
+                "governor, steal; each run.json's disturbances).")
     counts = "; ".join(f"{KINDS.get(kind, 'other')}: {n}" for kind, n in
                        sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
     return (f"Host warnings: {disturbed} of {len(found)} repetition(s) measured with one or more ({counts}). "

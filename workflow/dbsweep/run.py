@@ -218,7 +218,7 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
     the server's start and its warm-up, which all fill it), the monitors (and a server sampler) started,
     the CPUs pinned (cpu_pinning: the servers' process trees, the monitors and this process; the client
     through the yielded Pinning's client()), the host looked at, and record["measure_start"] set; once
-    the window has ended, its CPU steal (disturbances.after_window).
+    the window has ended, its CPU steal and the CPU other processes used in it (disturbances.after_window).
     not_pinned: why the CPUs cannot be pinned in this cell, if they cannot."""
     control = recipe.noise_control or noise.NoiseControl()
     noise.drop_caches(control, record, log)
@@ -229,12 +229,11 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
             record["monitors"] = mon.commands
             pinning.monitors(mon.pids)
             _look_around(record, log)
-            ticks = disturbances.cpu_ticks()
+            before = disturbances.cpu_use(_own())
             record["measure_start"] = time.time()
             yield pinning
-            steal = disturbances.after_window(record["disturbances"], ticks, disturbances.cpu_ticks())
-            if steal:
-                log.write(f"warning: {steal}\n")
+            for warning in disturbances.after_window(record["disturbances"], before, disturbances.cpu_use(_own())):
+                log.write(f"warning: {warning}\n")
     finally:
         pinning.restore()
 
@@ -242,11 +241,15 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
 def _look_around(record: dict, log) -> None:
     """What on the host may disturb the window about to start (disturbances.py), into run.json and, as
     warnings, into the log."""
-    own = set(cgroup.current.pids()) if cgroup.current else set()
-    record["disturbances"] = disturbances.look(own)
+    record["disturbances"] = disturbances.look(_own())
     for warning in record["disturbances"]["warnings"].values():
         log.write(f"warning: {warning}\n")
     log.flush()
+
+
+def _own() -> set[int]:
+    """The pids of this repetition's processes now (its cgroup's)."""
+    return set(cgroup.current.pids()) if cgroup.current else set()
 
 
 def refused(message: str, db=None) -> None:
