@@ -92,6 +92,8 @@ test_that("per-cell statistics have their known values", {
   expect_equal(cells$median, 60.5)              # median of 50.5, 60.5, 70.5
   expect_equal(cells$mean, 60.5)
   expect_equal(cells$p5, stats::quantile(s$tps, 0.05, names = FALSE))
+  expect_equal(cells$p25, stats::quantile(s$tps, 0.25, names = FALSE))  # the box of a box plot
+  expect_equal(cells$p75, stats::quantile(s$tps, 0.75, names = FALSE))
   expect_equal(cells$p95, stats::quantile(s$tps, 0.95, names = FALSE))
   expect_equal(cells$rep_sd, 10)
   expect_equal(cells$rep_spread_pct, 100 * 20 / 60.5)

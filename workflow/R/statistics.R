@@ -48,8 +48,8 @@ STATS_DEFAULTS <- list(
 )
 
 # What analysis.statistics may name: columns of cell_stats.csv.
-CELL_STATISTICS <- c("median", "mean", "sd", "p5", "p95", "min", "max", "rep_sd",
-                     "rep_spread_pct")
+CELL_STATISTICS <- c("median", "mean", "sd", "p5", "p25", "p75", "p95", "min",
+                     "max", "rep_sd", "rep_spread_pct")
 
 MSER_BATCH <- 5L
 MSER_MIN_BATCHES <- 20L
@@ -83,7 +83,7 @@ stats_method <- function(settings = STATS_DEFAULTS) {
               "(steady NA, whole series)") else ""),
     sprintf(paste("Stalls: seconds of the window below %s%% of the repetition's median",
                   "throughput (count and longest run)."), format(100 * s$stall_share)),
-    paste("Per cell: mean, sd, p5, p95, min and max of the per-second values of all windows;",
+    paste("Per cell: mean, sd, p5, p25, p75, p95, min and max of the per-second values of all windows;",
           "median: median of the per-repetition medians; rep_sd and rep_spread_pct:",
           "sd and (max - min) / median of the per-repetition medians."),
     sprintf(paste("%d%% CI of the median: percentile bootstrap (%d draws) over the",
@@ -300,7 +300,7 @@ sorted_quantile <- function(x, start, n, p) {
 }
 
 # Per cell (the axes) of samples windowed by window_samples(): n, mean, sd,
-# p5, p95 of all per-second values; the per-repetition medians; the bootstrap
+# p5, p25, p75, p95 of all per-second values; the per-repetition medians; the bootstrap
 # basis. Returns list(stats = data.table, basis = list of vectors, one per
 # row of stats).
 cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
@@ -315,6 +315,8 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   start <- sorted[, .(start = .I[1L]), by = .cg]
   pooled[start, start := i.start, on = ".cg"]
   pooled[, `:=`(p5 = sorted_quantile(sorted$.x, start, seconds, 0.05),
+                p25 = sorted_quantile(sorted$.x, start, seconds, 0.25),
+                p75 = sorted_quantile(sorted$.x, start, seconds, 0.75),
                 p95 = sorted_quantile(sorted$.x, start, seconds, 0.95))]
   pooled[, start := NULL]
   pooled <- win[, .(.cg = .cg[1L]), by = axes][pooled, on = ".cg"]
@@ -363,8 +365,8 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   out <- cv$stats
   out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
   setcolorder(out, c(axes, "reps", "seconds", "median", "ci_low", "ci_high",
-                     "mean", "sd", "p5", "p95", "min", "max", "rep_sd", "rep_spread_pct",
-                     "ci_method"))
+                     "mean", "sd", "p5", "p25", "p75", "p95", "min", "max", "rep_sd",
+                     "rep_spread_pct", "ci_method"))
   setattr(out, "draws", draws)
   setattr(out, "noise", pooled_noise(cv$rep_values))
   out[]
