@@ -100,8 +100,8 @@ def test_the_cpu_other_processes_use_in_a_window_is_measured_per_name_and_warned
     found = {"settings": {}, "warnings": {}}
     said = disturbances.after_window(found, start, end)
     used = found["settings"]["foreign_cpu_s"]
-    # three spinning processes on the host's CPUs: each got a share of a CPU for its second
-    assert used["busy-theirs"] > 0.3 and used["busy-late"] > 0.3 and "busy-mine" not in used, used
+    # three spinning processes on the host's CPUs: each got a share of a CPU for its second (less beside other load)
+    assert used["busy-theirs"] > 0.1 and used["busy-late"] > 0.1 and "busy-mine" not in used, used
     assert found["settings"]["foreign_cpu_pct"] > 5 and found["warnings"]["cpu"] in said
     assert found["warnings"]["cpu"].startswith(f"other processes used {found['settings']['foreign_cpu_pct']:.1f}% "
                                                "of the CPUs' time in the window (")
