@@ -129,20 +129,21 @@ def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
     assert json.loads(json.dumps(found)) == found  # as run.json keeps it
 
 
-def rep(results: Path, cell: str, warnings) -> Path:
+def rep(results: Path, cell: str, warnings, **settings) -> Path:
     rep_dir = results / "runs" / cell / "rep~1"
     rep_dir.mkdir(parents=True)
     if warnings is not None:
-        (rep_dir / "run.json").write_text(json.dumps({"disturbances": {"settings": {}, "warnings": warnings}}))
+        (rep_dir / "run.json").write_text(json.dumps({"disturbances": {"settings": settings, "warnings": warnings}}))
     return rep_dir
 
 
 def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_path):
     results = tmp_path / "results"
     (results / "tables").mkdir(parents=True)
-    reps = [rep(results, "threads~1", {"cpu": "other processes used 12.0%", "steal": "the hypervisor took 4%"}),
-            rep(results, "threads~2", {}),
-            rep(results, "threads~4", {"cpu": "other processes used 6.1%"}),
+    reps = [rep(results, "threads~1", {"cpu": "other processes used 12.0%", "steal": "the hypervisor took 4%"},
+                foreign_cpu_pct=12.04, steal_pct=4.0),
+            rep(results, "threads~2", {}, foreign_cpu_pct=0.5, steal_pct=0.1),
+            rep(results, "threads~4", {"cpu": "other processes used 6.1%"}, foreign_cpu_pct=6.1, steal_pct=0.2),
             rep(results, "threads~8", ["load average 9 on 2 CPUs: something else runs"]),  # an older run.json
             rep(results, "threads~16", None)]  # not run: not counted
     line = ("Host warnings: 3 of 4 repetition(s) measured with one or more (other processes using the CPUs: 2; other: 1; "
@@ -151,5 +152,11 @@ def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_
     study = summary.Study("s", "", {"threads": ["1", "2", "4", "8", "16"]}, 5, 1, reps)
     written = summary.write(study, results, [], complete=True)
     assert line in written["html"].read_text() and summary.md_escape(line) in written["md"].read_text()
-    assert disturbances.line(reps[1:2]).startswith("Host warnings: none in 1 repetition(s)")
+    most = " In any one window, other processes used at most 12.0% of the CPUs' time, the hypervisor at most 4.0% (steal)."
+    assert disturbances.line(reps).endswith(most) and summary.md_escape(most) in written["md"].read_text()
+    calm = disturbances.line(reps[1:2])
+    assert calm.startswith("Host warnings: none in 1 repetition(s)") and calm.endswith("at most 0.5% of the CPUs' "
+                                                                                      "time, the hypervisor at most "
+                                                                                      "0.1% (steal).")
+    assert disturbances.line(reps[3:4]).endswith("(disturbances).")  # an older run.json: no figures to give
     assert disturbances.line(reps[4:]) == ""

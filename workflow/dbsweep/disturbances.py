@@ -182,28 +182,38 @@ def after_window(found: dict, start: dict, end: dict) -> list[str]:
     return said
 
 
-def warnings_of(rep_dir: Path) -> dict[str, str] | None:
-    """The warnings a repetition's run.json records ({kind: text}; older run.json: a list, each kind
-    "other"); None without a run.json."""
+def recorded(rep_dir: Path) -> dict | None:
+    """What a repetition's run.json records of its host ({"settings": …, "warnings": {kind: text}}; older
+    run.json: warnings a list, each kind "other"); None without a run.json."""
     try:
         found = json.loads((rep_dir / "run.json").read_text()).get("disturbances") or {}
     except (OSError, json.JSONDecodeError):
         return None
     warnings = found.get("warnings") or {}
-    return warnings if isinstance(warnings, dict) else {"other": "; ".join(warnings)} if warnings else {}
+    warnings = warnings if isinstance(warnings, dict) else {"other": "; ".join(warnings)} if warnings else {}
+    return {"settings": found.get("settings") or {}, "warnings": warnings}
 
 
 def line(rep_dirs: list[Path]) -> str:
-    """The summary page's sentence on the host: how many repetitions measured with each warning."""
-    found = [w for w in map(warnings_of, rep_dirs) if w is not None]
+    """The summary page's sentence on the host: how many repetitions measured with each warning, and the
+    most CPU other processes and the hypervisor took in any one window."""
+    found = [r for r in map(recorded, rep_dirs) if r is not None]
     if not found:
         return ""
-    kinds = Counter(kind for warnings in found for kind in warnings)
-    disturbed = sum(1 for w in found if w)
+    kinds = Counter(kind for r in found for kind in r["warnings"])
+    disturbed = sum(1 for r in found if r["warnings"])
     if not disturbed:
-        return (f"Host warnings: none in {len(found)} repetition(s) (other processes' CPU, swap, other servers, THP, "
+        said = (f"Host warnings: none in {len(found)} repetition(s) (other processes' CPU, swap, other servers, THP, "
                 "governor, steal; each run.json's disturbances).")
-    counts = "; ".join(f"{KINDS.get(kind, 'other')}: {n}" for kind, n in
-                       sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
-    return (f"Host warnings: {disturbed} of {len(found)} repetition(s) measured with one or more ({counts}). "
-            "Each repetition's are in its log and its run.json (disturbances).")
+    else:
+        counts = "; ".join(f"{KINDS.get(kind, 'other')}: {n}" for kind, n in
+                           sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
+        said = (f"Host warnings: {disturbed} of {len(found)} repetition(s) measured with one or more ({counts}). "
+                "Each repetition's are in its log and its run.json (disturbances).")
+    most = {name: max((r["settings"][name] for r in found if isinstance(r["settings"].get(name), (int, float))),
+                      default=None) for name in ("foreign_cpu_pct", "steal_pct")}
+    if most["foreign_cpu_pct"] is not None:
+        said += (f" In any one window, other processes used at most {most['foreign_cpu_pct']:.1f}% of the CPUs' time"
+                 + (f", the hypervisor at most {most['steal_pct']:.1f}% (steal)." if most["steal_pct"] is not None
+                    else "."))
+    return said
