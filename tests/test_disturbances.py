@@ -108,7 +108,8 @@ def test_the_cpu_other_processes_use_in_a_window_is_measured_per_name_and_warned
     # it names the three that used most (here, or another test's processes on a shared host), most first
     top = list(used.items())[:3]
     assert [seconds for _, seconds in top] == sorted(used.values(), reverse=True)[:3]
-    assert found["warnings"]["cpu"].endswith("(" + ", ".join(f"{n} {s:.1f} s" for n, s in top) + "): something else runs")
+    named = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in top)
+    assert found["warnings"]["cpu"].endswith(f"({named}): something else runs")
 
 
 def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
@@ -146,13 +147,14 @@ def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_
             rep(results, "threads~4", {"cpu": "other processes used 6.1%"}, foreign_cpu_pct=6.1, steal_pct=0.2),
             rep(results, "threads~8", ["load average 9 on 2 CPUs: something else runs"]),  # an older run.json
             rep(results, "threads~16", None)]  # not run: not counted
-    line = ("Host warnings: 3 of 4 repetition(s) measured with one or more (other processes using the CPUs: 2; other: 1; "
-            "hypervisor steal above 1%: 1).")
+    line = ("Host warnings: 3 of 4 repetition(s) measured with one or more (other processes using the CPUs: 2; "
+            "other: 1; hypervisor steal above 1%: 1).")
     assert disturbances.line(reps).startswith(line)
     study = summary.Study("s", "", {"threads": ["1", "2", "4", "8", "16"]}, 5, 1, reps)
     written = summary.write(study, results, [], complete=True)
     assert line in written["html"].read_text() and summary.md_escape(line) in written["md"].read_text()
-    most = " In any one window, other processes used at most 12.0% of the CPUs' time, the hypervisor at most 4.0% (steal)."
+    most = (" In any one window, other processes used at most 12.0% of the CPUs' time, the hypervisor at most 4.0% "
+            "(steal).")
     assert disturbances.line(reps).endswith(most) and summary.md_escape(most) in written["md"].read_text()
     calm = disturbances.line(reps[1:2])
     assert calm.startswith("Host warnings: none in 1 repetition(s)") and calm.endswith("at most 0.5% of the CPUs' "

@@ -18,12 +18,12 @@ window's own warm-up, so it warned in nearly every repetition of a study and tol
 
 Recorded whatever they are, with no warning of their own: whether the host is a virtual machine (the
 CPU's `hypervisor` flag), and whether it hands the memory it frees back to its hypervisor (a virtio
-balloon with free page reporting), and from which size of free block on (`page_reporting_order`, a power of
-two of 4 KiB pages: 9 is 2 MiB; above the kernel's largest order, 10, nothing is handed back; a VM's own
-start-up may set it whatever its command line says): memory taken again is then backed anew by the host. On the VM this
+balloon with free page reporting): memory taken again is then backed anew by the host. On the VM this
 was built on, which does, the same fio read of freshly written tmpfs files ran at speeds 11% apart
-(standard deviation) from one file to the next (BENCHMARKS.md, "fidelity"). Nothing here changes a
-setting.
+(standard deviation) from one file to the next (BENCHMARKS.md, "fidelity"). With it, from which size of
+free block on (`page_reporting_order`, a power of two of 4 KiB pages: 9 is 2 MiB; above the kernel's
+largest order, 10, nothing is handed back; a VM's own start-up may set it whatever its command line
+says). Nothing here changes a setting.
 
 The summary page counts the repetitions measured with each warning (line()).
 """
