@@ -130,6 +130,26 @@ def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
     assert json.loads(json.dumps(found)) == found  # as run.json keeps it
 
 
+def test_a_snakemake_jobs_python_is_named_after_its_script(tmp_path):
+    """Snakemake runs a rule's script as `python3 .snakemake/scripts/tmp<random>.<script>.py`: beside a
+    window, that is the study's own job (another repetition's collect), and the warning says so."""
+    script = tmp_path / ".snakemake" / "scripts" / "tmpq1w2e3r4.collect.py"
+    script.parent.mkdir(parents=True)
+    script.write_text("import time\nend = time.time() + 0.5\nwhile time.time() < end: pass\ntime.sleep(60)\n")
+    start = disturbances.cpu_use(own={os.getpid()})
+    job = subprocess.Popen([sys.executable, str(script)])
+    plain = busy("busy-plain")
+    try:
+        time.sleep(1.2)
+        end = disturbances.cpu_use(own={os.getpid()})
+    finally:
+        for proc in (job, plain):
+            proc.kill()
+            proc.wait()
+    assert end["procs"][job.pid][1] == "snakemake job collect.py" and end["procs"][plain.pid][1] == "busy-plain"
+    assert disturbances.foreign_cpu(start, end)["snakemake job collect.py"] > 0.1
+
+
 def rep(results: Path, cell: str, warnings, **settings) -> Path:
     rep_dir = results / "runs" / cell / "rep~1"
     rep_dir.mkdir(parents=True)

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections import Counter
 from pathlib import Path
@@ -46,6 +47,8 @@ STEAL = 0.01  # share of the CPUs' time over a window above which steal is a war
 FOREIGN = 0.05  # share of the CPUs' time over a window used by other processes, above which it is a warning
 KTHREADD = 2  # the kernel threads' parent
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
+# How Snakemake runs a rule's `script:`: python3 .snakemake/scripts/tmp<random>.<the script's name>.py
+JOB_SCRIPT = re.compile(r"\.snakemake/scripts/tmp[^/.]+\.(?P<script>[^/]+\.py)$")
 BALLOON, REPORTING = 0x0005, 5  # virtio device id of a memory balloon; its feature bit VIRTIO_BALLOON_F_REPORTING
 KINDS = {  # warning kind: how the summary page names it
     "cpu": "other processes using the CPUs",
@@ -139,9 +142,21 @@ def cpu_use(own: set[int]) -> dict:
         if proc.pid in own or KTHREADD in (proc.pid, info["ppid"]) or info["cpu_times"] is None:
             continue
         used = info["cpu_times"]
-        procs[proc.pid] = (info["create_time"], info["name"],
+        procs[proc.pid] = (info["create_time"], _named(proc, info["name"]),
                            used.user + used.system + used.children_user + used.children_system)
     return {"time": time.time(), "ticks": cpu_ticks(), "procs": procs}
+
+
+def _named(proc: psutil.Process, name: str) -> str:
+    """A process's name as the warning gives it: a Snakemake job's Python as the script it runs ("snakemake
+    job collect.py": a study's own job of another repetition, beside this one's window), else its own."""
+    if not name.startswith("python"):
+        return name
+    try:
+        found = next(filter(None, map(JOB_SCRIPT.search, proc.cmdline()[1:3])), None)
+    except psutil.Error:
+        return name
+    return f"snakemake job {found['script']}" if found else name
 
 
 def foreign_cpu(start: dict, end: dict) -> dict[str, float]:
@@ -167,17 +182,18 @@ def after_window(found: dict, start: dict, end: dict) -> list[str]:
     steal = spent[7] / total if total > 0 else 0.0
     others = foreign_cpu(start, end)
     foreign = sum(others.values()) / (total * TICK_S) if total > 0 else 0.0
-    found["settings"] |= {"steal_pct": round(100 * steal, 2), "foreign_cpu_pct": round(100 * foreign, 2),
-                          "foreign_cpu_s": dict(list(others.items())[:5])}
-    said = []
+    settings = found["settings"]
+    settings |= {"steal_pct": round(100 * steal, 2), "foreign_cpu_pct": round(100 * foreign, 2),
+                 "foreign_cpu_s": dict(list(others.items())[:5])}
+    said = []  # the warnings give the recorded figures, rounded once more
     if steal > STEAL:
-        found["warnings"]["steal"] = (f"the hypervisor took {100 * steal:.1f}% of the CPUs' time in the window "
-                                      "(steal): the VM's CPUs ran slower than they seem")
+        found["warnings"]["steal"] = (f"the hypervisor took {settings['steal_pct']:.1f}% of the CPUs' time in the "
+                                      "window (steal): the VM's CPUs ran slower than they seem")
         said.append(found["warnings"]["steal"])
     if foreign > FOREIGN:
         names = ", ".join(f"{name} {seconds:.1f} s" for name, seconds in list(others.items())[:3])
-        found["warnings"]["cpu"] = (f"other processes used {100 * foreign:.1f}% of the CPUs' time in the window "
-                                    f"({names}): something else runs")
+        found["warnings"]["cpu"] = (f"other processes used {settings['foreign_cpu_pct']:.1f}% of the CPUs' time in "
+                                    f"the window ({names}): something else runs")
         said.append(found["warnings"]["cpu"])
     return said
 
