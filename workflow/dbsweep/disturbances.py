@@ -34,6 +34,7 @@ import os
 import re
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
@@ -72,15 +73,18 @@ def selected(path: Path) -> str | None:
     return text
 
 
-def look(own: set[int]) -> dict:
-    """The host's state now; own: the pids of this repetition (its cgroup's), whose processes are not
-    foreign. Returns {"settings": …, "warnings": {kind: text}}."""
+def look(own: Callable[[], set[int]]) -> dict:
+    """The host's state now; own(): the pids of this repetition now (its cgroup's), whose processes are not
+    foreign, read after the host's processes are: a server forks into the repetition at any time (a
+    PostgreSQL backend for the counter sampler, an autovacuum worker), and one forked between the two
+    readings would otherwise look foreign. Returns {"settings": …, "warnings": {kind: text}}."""
     settings = {"thp": selected(THP), "governor": selected(GOVERNOR), "load_1m": round(os.getloadavg()[0], 2),
                 "swap_used_mb": round(psutil.swap_memory().used / 2**20, 1),
                 "virtual_machine": virtual_machine(), "free_page_reporting": free_page_reporting(),
                 "page_reporting_order": reporting_order()}
-    foreign = sorted({p.info["name"] for p in psutil.process_iter(["name"])
-                      if p.info["name"] in OTHERS and p.pid not in own})
+    seen = {p.pid: p.info["name"] for p in psutil.process_iter(["name"]) if p.info["name"] in OTHERS}
+    mine = own()
+    foreign = sorted({name for pid, name in seen.items() if pid not in mine and psutil.pid_exists(pid)})
     settings["foreign_processes"] = foreign
     warnings = {}
     if settings["swap_used_mb"] > 0:
@@ -132,19 +136,21 @@ def cpu_ticks(stat: Path = Path("/proc/stat")) -> list[int]:
         return [int(x) for x in f.readline().split()[1:9]]
 
 
-def cpu_use(own: set[int]) -> dict:
+def cpu_use(own: Callable[[], set[int]]) -> dict:
     """A reading for after_window(), at one edge of a window: the host's CPU ticks (cpu_ticks) and, for
-    each process that is not the repetition's (own: its cgroup's pids) nor a kernel thread, its name, its
-    start and the CPU seconds it and the children it has reaped have used so far."""
+    each process that is not the repetition's (own(): its cgroup's pids, read after the scan, as look()
+    does) nor a kernel thread, its name, its start and the CPU seconds it and the children it has reaped
+    have used so far."""
     procs = {}
     for proc in psutil.process_iter(["ppid", "name", "create_time", "cpu_times"]):
         info = proc.info
-        if proc.pid in own or KTHREADD in (proc.pid, info["ppid"]) or info["cpu_times"] is None:
+        if KTHREADD in (proc.pid, info["ppid"]) or info["cpu_times"] is None:
             continue
         used = info["cpu_times"]
         procs[proc.pid] = (info["create_time"], _named(proc, info["name"]),
                            used.user + used.system + used.children_user + used.children_system)
-    return {"time": time.time(), "ticks": cpu_ticks(), "procs": procs}
+    mine = own()
+    return {"time": time.time(), "ticks": cpu_ticks(), "procs": {pid: p for pid, p in procs.items() if pid not in mine}}
 
 
 def _named(proc: psutil.Process, name: str) -> str:

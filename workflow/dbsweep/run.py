@@ -229,10 +229,10 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
             record["monitors"] = mon.commands
             pinning.monitors(mon.pids)
             _look_around(record, log)
-            before = disturbances.cpu_use(_own())
+            before = disturbances.cpu_use(_own)
             record["measure_start"] = time.time()
             yield pinning
-            for warning in disturbances.after_window(record["disturbances"], before, disturbances.cpu_use(_own())):
+            for warning in disturbances.after_window(record["disturbances"], before, disturbances.cpu_use(_own)):
                 log.write(f"warning: {warning}\n")
     finally:
         pinning.restore()
@@ -241,7 +241,7 @@ def _window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sa
 def _look_around(record: dict, log) -> None:
     """What on the host may disturb the window about to start (disturbances.py), into run.json and, as
     warnings, into the log."""
-    record["disturbances"] = disturbances.look(_own())
+    record["disturbances"] = disturbances.look(_own)
     for warning in record["disturbances"]["warnings"].values():
         log.write(f"warning: {warning}\n")
     log.flush()
