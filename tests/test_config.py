@@ -282,6 +282,14 @@ def test_interleaved_repetitions_by_default():
         load(with_change("interleave", "no"))
 
 
+def test_repeat_until_orders_every_round_it_may_add():
+    study = load(with_change("repetitions", 2) | {"repeat_until": {"detectable_pct": 5, "max_repetitions": 4}})
+    assert study.repeat_until == {"detectable_pct": 5, "max_repetitions": 4}
+    assert study.repetitions == 2 and study.most_repetitions == 4
+    # repetition 3 and 4, which rounds may add, still come after every cell's repetition 2
+    assert [study.priority(rep) for rep in (0, 1, 2, 3, 4)] == [5, 4, 3, 2, 1]
+
+
 def test_a_host_axis_comes_first_and_makes_cells_per_node():
     config = with_change("axes.host", ["db1", "db2"])
     config["cluster"] = {"partition": "bench"}

@@ -195,3 +195,30 @@ test_that("the shared statistics leave out the cells with an analysis of their o
   only <- per_second_cells(summary[tool == "sysbench"], samples[workload == "oltp"], "workload")
   expect_equal(nrow(only$samples), 2L)
 })
+
+test_that("a round's smallest detectable difference is the half-width of the comparisons' CIs", {
+  sweep <- make_sweep(list(filesystem = c("ext4", "xfs"), threads = c(1L, 4L), workload = "rndrd"),
+                      reps = 3L, duration = 10L)
+  # each repetition's level moves by a few percent, as on a noisy host
+  shift <- sweep$summary[, .(filesystem, threads, rep, f = runif(.N, 0.9, 1.1))]
+  sweep$samples[shift, iops := iops * i.f, on = c("filesystem", "threads", "rep")]
+  r <- round_noise(copy(sweep$summary), copy(sweep$samples), sweep$axes, 3L)
+  expect_equal(r$metric, "iops")
+  expect_equal(r$cells, 4L)
+  expect_equal(r$df, 8L)  # 4 cells x (3 - 1)
+  s <- study_statistics(copy(sweep$summary), copy(sweep$samples), sweep$axes)
+  iops <- s$comparisons[metric == "iops"]
+  halves <- 100 * (sqrt(iops$ratio_high / iops$ratio_low) - 1)
+  expect_true(nrow(iops) > 0)
+  expect_equal(halves, rep(r$detectable_pct, length(halves)), tolerance = 1e-9)
+  expect_equal(r$noise_pct, as.numeric(sub(".*noise ([0-9.]+)%.*", "\\1", iops$test[1])), tolerance = 0.01)
+})
+
+test_that("a round without a cell of two repetitions has no detectable difference", {
+  sweep <- make_sweep(list(filesystem = c("ext4", "xfs"), threads = 1L, workload = "rndrd"), reps = 1L)
+  r <- round_noise(copy(sweep$summary), copy(sweep$samples), sweep$axes, 1L)
+  expect_equal(r$df, 0L)
+  expect_true(is.na(r$detectable_pct))
+  own <- copy(sweep$summary)[, per_second := 0L]  # a workload without per-second throughput
+  expect_equal(nrow(round_noise(own, copy(sweep$samples), sweep$axes, 1L)), 0L)
+})

@@ -392,6 +392,14 @@ pooled_noise <- function(rep_values) {
 # ---------------------------------------------------------------------------
 # Comparisons
 
+# Half the width, on the log scale, of the CI of a ratio of two cells with n
+# and n_baseline repetitions at the pooled run-to-run noise (pooled_noise()):
+# t(df) x s x sqrt(1/n + 1/n_baseline). exp(it) - 1 is the smallest difference
+# such a comparison tells from noise.
+ratio_half_width <- function(noise, n, n_baseline, level = STATS_DEFAULTS$level) {
+  stats::qt((1 + level) / 2, noise$df) * noise$s * sqrt(1 / n + 1 / n_baseline)
+}
+
 # "higher", "lower" or "within noise" from a ratio's CI; NA without one.
 noise_verdict_ci <- function(low, high) {
   fifelse(is.na(low) | is.na(high), NA_character_,
@@ -428,8 +436,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
   pairs <- pairs[!is.na(.base_row)]
   pairs[, ratio := baseline_ratio(median, median_baseline)]
   if (!is.null(noise) && noise$df > 0) {
-    half <- stats::qt((1 + level) / 2, noise$df) * noise$s *
-      sqrt(1 / pairs$reps + 1 / pairs$reps_baseline)
+    half <- ratio_half_width(noise, pairs$reps, pairs$reps_baseline, level)
     pairs[, `:=`(ratio_low = ratio * exp(-half), ratio_high = ratio * exp(half),
                  test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
                                 format_number(100 * noise$s), noise$df))]

@@ -238,6 +238,46 @@ study_statistics <- function(summary, samples, axes, baseline = list(),
   list(windows = windows, cells = cells, comparisons = comparisons)
 }
 
+# After a round of repetitions (the study's repeat_until), per throughput metric: the run-to-run noise
+# pooled over the study and the smallest difference a comparison of two cells with `reps` repetitions
+# each tells from noise, exp(ratio_half_width()) - 1: the half-width of the statistics rule's CIs. One
+# row per metric: metric, cells, reps, noise_pct, df, detectable_pct (NA without a cell of 2
+# repetitions or more).
+round_noise <- function(summary, samples, axes, reps, settings = STATS_DEFAULTS) {
+  kept <- per_second_cells(summary, samples, axes)
+  out <- data.table(metric = character(), cells = integer(), reps = integer(), noise_pct = numeric(),
+                    df = integer(), detectable_pct = numeric())
+  if (!nrow(kept$samples)) return(out)
+  compact <- cell_series(kept$samples, kept$summary, axes)
+  windows <- steady_windows(compact$series, c(".cell", "rep"), "throughput", settings)
+  parts <- attr(all_cell_stats(compact$series, windows, compact$cells, axes, settings), "parts")
+  rows <- lapply(intersect(names(parts), THROUGHPUT_METRICS), function(m) {
+    noise <- attr(parts[[m]], "noise")
+    half <- if (noise$df > 0) ratio_half_width(noise, reps, reps, settings$level) else NA_real_
+    data.table(metric = m, cells = nrow(parts[[m]]), reps = as.integer(reps), noise_pct = 100 * noise$s,
+               df = noise$df, detectable_pct = 100 * (exp(half) - 1))
+  })
+  rbindlist(c(list(out), rows))
+}
+
+read_statistics_samples <- function(path, axes) {
+  read_table(path, axes, required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"), select = "tps")
+}
+
+# Checkpoint round_noise: round_noise() of the repetitions so far (the round's tables, input tables).
+rule_round_noise <- function(input, output, params, log = snakemake_log()) {
+  con <- open_log(log)
+  on.exit(close_log(con), add = TRUE)
+  axes <- axes_param(params)
+  summary <- read_summary(file.path(input[["tables"]], "summary.csv.gz"), axes)
+  samples <- read_statistics_samples(file.path(input[["tables"]], "samples.csv.gz"), axes)
+  out <- round_noise(summary, samples, axes, as.integer(params[["round"]]), stats_settings(params[["analysis"]]))
+  log_line("round %s: %s", params[["round"]],
+           paste(sprintf("%s noise %.2f%%, detectable %.2f%%", out$metric, out$noise_pct, out$detectable_pct),
+                 collapse = "; "))
+  write_csv(out, output[[1]])
+}
+
 rule_statistics <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
@@ -245,9 +285,7 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   axes <- axes_param(params)
   settings <- stats_settings(params[["analysis"]])
   summary <- read_summary(input[["summary"]], axes)
-  samples <- read_table(input[["samples"]], axes,
-                        required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"),
-                        select = "tps")
+  samples <- read_statistics_samples(input[["samples"]], axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
   log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),

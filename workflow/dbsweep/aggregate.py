@@ -68,6 +68,14 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
             to_parquet(out[kind], out[f"{kind}_parquet"], axes)
 
 
+def tables_in(folder: Path) -> dict[str, Path]:
+    """Every table aggregate() writes, as files of one folder (a round's tables: rule round_tables)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    names = ["summary", "samples", "system", "counters", "percentiles", "events", "recovery", *workloads.tables()]
+    return ({name: folder / f"{name}.csv.gz" for name in names}
+            | {"provenance": folder / "provenance.json", "not_applicable": folder / "not_applicable.csv"})
+
+
 TABLES = ("summary", "samples", "system", "counters", "percentiles")
 TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host", "node", "action", "target",
                 "outcome", "error"}

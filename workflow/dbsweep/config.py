@@ -72,6 +72,7 @@ class Study:
     warnings: list[str] = field(default_factory=list)  # printed when the workflow starts (e.g. allowed oversize memory)
     noise_control: noise.NoiseControl | None = None  # what each repetition sets on the host; None: nothing
     canary_every: int | None = None  # noise_control.canary.every: repetitions between two canary runs
+    repeat_until: dict | None = None  # {detectable_pct, max_repetitions}: more rounds while the noise needs them
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
     @functools.cached_property
@@ -139,11 +140,16 @@ class Study:
         runs wait for, ask as repetition 0: before all runs. With a canary every run has a place of
         its own (position), even numbers, and the canaries the odd ones between (canary_priority)."""
         if self.canary_every is None:
-            return self.repetitions + 1 - rep if self.interleave else 0
+            return self.most_repetitions + 1 - rep if self.interleave else 0
         total = len(self.cells) * self.repetitions
         if rep == 0:
             return 2 * total + 2
         return 2 * (total - self.position(cell, rep))
+
+    @property
+    def most_repetitions(self) -> int:
+        """Repetitions per cell at most: `repetitions`, or repeat_until's max_repetitions."""
+        return self.repeat_until["max_repetitions"] if self.repeat_until else self.repetitions
 
     def position(self, cell: Cell, rep: int) -> int:
         """A run's place (from 0) in the order a canary study measures in: interleaved (repetition k of every
@@ -294,9 +300,11 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     if len(longest.encode()) > matrix.MAX_CELL_PATH:
         raise ConfigError(f"axes: the cell path {shown(longest)} is {len(longest.encode())} bytes long; at most "
                           f"{matrix.MAX_CELL_PATH}: shorten the axis names or values")
-    repetitions = config.get("repetitions", 1)
+    repeat_until = _repeat_until(config)
+    repetitions = repeat_until["max_repetitions"] if repeat_until else config.get("repetitions", 1)
     if len(cells) * repetitions > matrix.MAX_RUNS:
-        raise ConfigError(f"repetitions: {repetitions} x {len(cells):,} cells is {len(cells) * repetitions:,} "
+        key = "repeat_until.max_repetitions" if repeat_until else "repetitions"
+        raise ConfigError(f"{key}: {repetitions} x {len(cells):,} cells is {len(cells) * repetitions:,} "
                           f"runs; a study has at most {matrix.MAX_RUNS:,}")
     order = axis_order(axes)
     used_fs = {}
@@ -335,6 +343,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         warnings=warnings,
         noise_control=control,
         canary_every=config.get("noise_control", {}).get("canary", {}).get("every"),
+        repeat_until=repeat_until,
     )
     for cell in cells:
         study.recipe(cell)  # built once here (planning reads them again): what a recipe refuses stops the load
@@ -843,6 +852,24 @@ def _check_memory(cells: list[Cell], allow: bool) -> list[str]:
                 raise ConfigError(message + "; set allow_oversize_memory: true to run it anyway")
             warnings.append(message)
     return warnings
+
+
+def _repeat_until(config: dict) -> dict | None:
+    """repeat_until (the schema checked its values) against the keys it goes with: the noise it reads needs
+    2 repetitions per cell or more to start from, and a canary's places are fixed before the study runs."""
+    spec = config.get("repeat_until")
+    if spec is None:
+        return None
+    repetitions = config.get("repetitions", 1)
+    if repetitions < 2:
+        raise ConfigError(f"repetitions: {repetitions}; repeat_until needs 2 or more to measure the noise from")
+    if spec["max_repetitions"] < repetitions:
+        raise ConfigError(f"repeat_until.max_repetitions: {spec['max_repetitions']} is fewer than repetitions "
+                          f"({repetitions})")
+    if "canary" in config.get("noise_control", {}):
+        raise ConfigError("repeat_until: not with noise_control.canary (its places in the order are fixed "
+                          "before the study runs)")
+    return dict(spec)
 
 
 def _noise_control(spec: dict) -> noise.NoiseControl | None:

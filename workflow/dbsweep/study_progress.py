@@ -45,10 +45,13 @@ class StudyProgress:
     """rep_dirs: every repetition of the study; expected: seconds estimated for each missing one."""
 
     def __init__(self, rep_dirs: list[Path], expected: dict[Path, float], stream, every: float = EVERY_S,
-                 again: set[Path] = frozenset()):
+                 again: set[Path] = frozenset(), rounds=None):
         """again: the repetitions this run measures anew (a changed recipe): their run.json is the old one
-        until this run replaces it, so they count as done only once it is newer than this run's start."""
+        until this run replaces it, so they count as done only once it is newer than this run's start.
+        rounds: with the study's repeat_until, a function giving every repetition known so far (a round
+        the study adds while it runs joins the line)."""
         self.rep_dirs, self.expected, self.stream, self.every = rep_dirs, expected, stream, every
+        self.rounds = rounds
         self.tty = bool(getattr(stream, "isatty", lambda: False)())
         self.start = time.time()
         self.again = set(again)
@@ -116,6 +119,9 @@ class StudyProgress:
 
     def status(self) -> Status:
         elapsed = time.time() - self.start
+        if self.rounds is not None:
+            known = set(self.rep_dirs)
+            self.rep_dirs = self.rep_dirs + [d for d in self.rounds() if d not in known]
         for rep_dir in self.rep_dirs:
             if rep_dir not in self.done and self._written(rep_dir):
                 self.done.add(rep_dir)

@@ -43,6 +43,7 @@ class Study:
     not_applicable: list[tuple[str, str]] = field(default_factory=list)
     headline: list[str] = field(default_factory=list)  # analysis.headline: plot names; empty: the default
     images: dict[str, str] = field(default_factory=dict)  # cell -> its prepared image (logs/prepare/<image>.log)
+    rounds: str = ""  # with repeat_until: each round's smallest detectable difference (rounds.text)
 
 
 @dataclass
@@ -119,8 +120,9 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "comparisons": compared,
         "recovery": answer.recovery(tables_dir / "recovery.csv", axes) if complete else [],
-        "noise": answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"))
-                 if compared else "",
+        "noise": " ".join(filter(None, [
+            answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"))
+            if compared else "", study.rounds if complete else ""])),
         "headline": [next(p for p in plots if p.stem == name) for name in shown],
         "headline_missing": missing,
         "tables": [(p, markdown.tidy(blocks, axes, set(method))) for p, blocks in parsed.items()],

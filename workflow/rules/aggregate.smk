@@ -5,13 +5,7 @@ TABLES = "results/tables"
 rule aggregate:
     localrule: True  # reads every repetition's files: where snakemake runs
     input:
-        expand(
-            "{rep_dir}/{name}",
-            rep_dir=rep_dirs(),
-            name=["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv",
-                  "events.csv", "recovery.csv"]
-            + [f"{name}.csv" for name in workloads.tables()],
-        ),
+        aggregate_input,
     output:
         summary=f"{TABLES}/summary.csv.gz",
         samples=f"{TABLES}/samples.csv.gz",
@@ -33,7 +27,6 @@ rule aggregate:
         axis_values=STUDY.axis_values,
         study=STUDY.name,
         not_applicable=STUDY.not_applicable,
-        rep_dirs=rep_dirs(),
     log:
         "results/logs/aggregate.log",
     script:
@@ -54,3 +47,38 @@ rule canary_table:
         "results/logs/canary_table.log",
     script:
         "../scripts/canary.py"
+
+
+# round_tables, round_noise: with repeat_until (dbsweep/rounds.py), the long tables of rounds 1..k and their
+# run-to-run noise; the checkpoint's verdict decides whether round k + 1 runs.
+rule round_tables:
+    localrule: True
+    input:
+        round_input,
+    output:
+        temp(directory(f"{rounds.ROOT}/tables~{{round}}")),
+    params:
+        axes=STUDY.axes,
+        study=STUDY.name,
+    log:
+        f"results/logs/round_tables/round~{{round}}.log",
+    script:
+        "../scripts/aggregate.py"
+
+
+checkpoint round_noise:
+    localrule: True
+    input:
+        tables=rules.round_tables.output[0],
+        library=R_LIBRARY,
+    output:
+        f"{rounds.ROOT}/round~{{round}}.csv",
+    params:
+        axes=STUDY.axes,
+        axis_values=STUDY.axis_values,
+        analysis=ANALYSIS,
+        round=lambda wildcards: int(wildcards.round),
+    log:
+        "results/logs/round_noise/round~{round}.log",
+    script:
+        "../scripts/analysis.R"

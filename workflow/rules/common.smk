@@ -10,7 +10,7 @@ from pathlib import Path
 from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import canary, engines, estimate, lock, slurm, study_progress, summary, workloads
+from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -49,8 +49,10 @@ for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
 for _warning in STUDY.warnings if workflow.is_main_process else []:
     print(f"dbsweep: warning: {_warning}", file=sys.stderr)
-REPS = range(1, STUDY.repetitions + 1)
 RUNS = "results/runs"
+# What collect makes of each repetition: the inputs of rule aggregate (and of a round's tables).
+REPETITION_FILES = (["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv",
+                     "events.csv", "recovery.csv"] + [f"{name}.csv" for name in workloads.tables()])
 # The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
 R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
@@ -76,10 +78,13 @@ def print_estimate(dag):
     todo = [STUDY.recipe(CELLS[job.wildcards.cell]) for job in runs]
     RERUN.update(Path(job.output[0]).parent for job in runs if Path(job.output[0]).exists())
     again = len(RERUN)
-    done = [run for cell in STUDY.cells for rep in REPS
-            if (run := Path(RUNS, cell.path, f"rep~{rep}", "run.json")).exists()]
+    done = [run for rep_dir in rep_dirs(repetitions(known_only=True))
+            if (run := Path(rep_dir, "run.json")).exists()]
     images = sum(job.rule.name == "prepare" for job in jobs)
     print(estimate.describe(estimate.estimate(todo, done), images, again), file=sys.stderr)
+    if STUDY.repeat_until and (more := STUDY.most_repetitions - repetitions(known_only=True)) > 0:
+        print(f"dbsweep: repeat_until: up to {more} more round{'s' if more > 1 else ''} of {len(STUDY.cells)} "
+              f"repetition{'s' if len(STUDY.cells) > 1 else ''} while the noise needs them", file=sys.stderr)
 
 
 def estimate_after_dag():
@@ -105,16 +110,18 @@ RERUN = set()  # the repetitions this snakemake measures again (their run.json i
 def start_progress():
     """onstart: a line with the repetitions done, the time left and the one running, on stderr."""
     missing, recipes = [], []
+    reps = repetitions(known_only=True)
     for cell in STUDY.cells:
-        for rep in REPS:
+        for rep in range(1, STUDY.most_repetitions + 1):  # the rounds repeat_until may add too
             rep_dir = Path(RUNS, cell.path, f"rep~{rep}")
             if rep_dir in RERUN or not (rep_dir / "run.json").exists():
                 missing.append(rep_dir)
                 recipes.append(STUDY.recipe(cell))
-    done = [d / "run.json" for d in map(Path, rep_dirs()) if (d / "run.json").exists()]
+    done = [d / "run.json" for d in map(Path, rep_dirs(reps)) if (d / "run.json").exists()]
     expected = dict(zip(missing, estimate.per_repetition(recipes, estimate.estimate(recipes, done))))
-    PROGRESS.append(study_progress.StudyProgress([Path(d) for d in rep_dirs()], expected, sys.stderr,
-                                                 again=RERUN).__enter__())
+    known = (lambda: list(map(Path, rep_dirs(repetitions(known_only=True))))) if STUDY.repeat_until else None
+    PROGRESS.append(study_progress.StudyProgress([Path(d) for d in rep_dirs(reps)], expected, sys.stderr,
+                                                 again=RERUN, rounds=known).__enter__())
 
 
 def stop_progress():
@@ -127,6 +134,7 @@ wildcard_constraints:
     host=r"[^/]+",
     calibration=r"[^/]+",
     rep=r"\d+",
+    round=r"\d+",
     family="|".join(engines.FAMILIES),
 
 
@@ -138,8 +146,41 @@ def per_job(func):
     return func
 
 
-def rep_dirs():
-    return [f"{RUNS}/{path}/rep~{rep}" for path in CELLS for rep in REPS]
+def rep_dirs(reps: int) -> list[str]:
+    """The folders of repetitions 1..reps of every cell."""
+    return [f"{RUNS}/{path}/rep~{rep}" for path in CELLS for rep in range(1, reps + 1)]
+
+
+def repetitions(known_only: bool = False) -> int:
+    """Repetitions per cell: the study's `repetitions`, or with repeat_until one more round for each
+    round whose noise left the study short of its target (dbsweep/rounds.py), from checkpoint round_noise:
+    called from an input function, Snakemake runs the checkpoint first. known_only: from the verdicts on
+    disk, for the progress line, the estimate and a page written after an error."""
+    def verdict(n):
+        if known_only:
+            return path if (path := rounds.verdict_path(n)).exists() else None
+        return checkpoints.round_noise.get(round=n).output[0]
+
+    return rounds.repetitions(STUDY.repetitions, STUDY.repeat_until, verdict)
+
+
+def repetition_files(reps: int) -> list[str]:
+    return [f"{rep_dir}/{name}" for rep_dir in rep_dirs(reps) for name in REPETITION_FILES]
+
+
+def aggregate_input(wildcards):
+    return repetition_files(repetitions())
+
+
+def round_input(wildcards):
+    return repetition_files(int(wildcards.round))
+
+
+def round_verdicts(wildcards):
+    """The verdicts of every round the study ran with repeat_until (the last one's too), for its page."""
+    if not STUDY.repeat_until:
+        return []
+    return [str(rounds.verdict_path(n)) for n in range(STUDY.repetitions, repetitions() + 1)]
 
 
 @per_job
@@ -259,7 +300,8 @@ def repetition_group(wildcards):
 
 # A function where jobs differ, the value itself where they do not: Snakemake calls a function for
 # every job (BENCHMARKS.md, planning).
-RUN_PRIORITY = (run_priority if len({STUDY.priority(rep, cell) for rep in REPS for cell in STUDY.cells[:2]}) > 1
+RUN_PRIORITY = (run_priority if len({STUDY.priority(rep, cell) for rep in range(1, STUDY.most_repetitions + 1)
+                                      for cell in STUDY.cells[:2]}) > 1
                 else STUDY.priority(1, STUDY.cells[0]))
 SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cell names a host
 # The canary (noise_control.canary, dbsweep/canary.py): the study's first cell, run again between the
@@ -270,13 +312,11 @@ CANARY_RUNS = [f"{canary.ROOT}/{CANARY}/rep~{j}/run.json"
                ] if CANARY else []
 
 
-def final_targets():
+def final_targets(wildcards):
     """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
     remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
-    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run.
-    The repetitions' files as plain paths: given as rule aggregate's input objects, Snakemake compares
-    each with aggregate's outputs (rules.py _set_inoutput_item; 85,000 comparisons for 1,000 cells)."""
-    return [*map(str, rules.aggregate.input), *analysis_targets(), *user_targets(), *canary_table(),
+    so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
+    return [*aggregate_input(wildcards), *analysis_targets(), *user_targets(), *canary_table(),
             *rules.summary.output]
 
 
@@ -329,14 +369,21 @@ def user_script_input(wildcards):
     return {"script": USER_SCRIPTS[wildcards.stem], **tables}
 
 
-def summary_study():
-    """What the summary page states about the study: its question, matrix and repetitions."""
+def summary_params(wildcards, input):
+    """Rule summary's study, once the rounds of repeat_until (its input `rounds`) are known."""
+    return summary_study(repetitions(), input.rounds)
+
+
+def summary_study(reps: int, verdicts: list[str] = ()):
+    """What the summary page states about the study: its question, matrix and repetitions (reps per cell;
+    verdicts: the rounds' of repeat_until)."""
     matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
               for axis in STUDY.axes}
     images = {path: STUDY.image(cell).removeprefix("resources/images/").removesuffix(".img")
               for path, cell in CELLS.items() if STUDY.image(cell)}
-    return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), STUDY.repetitions,
-                         [Path(d) for d in rep_dirs()], STUDY.not_applicable, STUDY.headline, images)
+    return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), reps,
+                         [Path(d) for d in rep_dirs(reps)], STUDY.not_applicable, STUDY.headline, images,
+                         rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "")
 
 
 def summary_after_error(log):
@@ -346,7 +393,8 @@ def summary_after_error(log):
     stop_progress()
     try:
         logs = [os.path.relpath(path) for path in (log if isinstance(log, list) else [log]) if path]
-        written = summary.write(summary_study(), Path("results"), [], complete=False, log=", ".join(logs))
+        written = summary.write(summary_study(repetitions(known_only=True)), Path("results"), [], complete=False,
+                                log=", ".join(logs))
         for path in written.values():
             os.utime(path, (0, 0))
         print(f"dbsweep: incomplete study; cells without results are listed in {written['html']}", file=sys.stderr)

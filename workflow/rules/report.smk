@@ -28,13 +28,14 @@ rule summary:
         user=user_targets(),  # results/user/<stem>/outputs.json lists what each script wrote
         provenance=rules.aggregate.output.provenance,
         not_applicable=rules.aggregate.output.not_applicable,
+        rounds=round_verdicts,  # with repeat_until: each round's noise (dbsweep/rounds.py)
     output:
         html="results/index.html",
         md="results/summary.md",
         caption="results/report/provenance.rst",
         front="results/report/study.rst",
     params:
-        study=summary_study(),
+        study=summary_params,
     log:
         "results/logs/summary.log",
     script:

@@ -8,7 +8,7 @@
 data_bytes <- sum(file.size(unlist(snakemake@input[names(snakemake@input) != "library"])), na.rm = TRUE)
 invisible(compiler::enableJIT(if (data_bytes > 2e6) 3L else 0L))
 # The rules that write only tables go without ggplot2 (library.R).
-options(dbsweep.plots = !snakemake@rule %in% c("statistics", "tables", "db_tables", "tpcc_table"))
+options(dbsweep.plots = !snakemake@rule %in% c("statistics", "round_noise", "tables", "db_tables", "tpcc_table"))
 source(file.path(snakemake@scriptdir, "..", "R", "library.R"), chdir = TRUE)
 declare_axis_order(snakemake@params$axis_values)
 get(paste0("rule_", snakemake@rule))(snakemake@input, snakemake@output, snakemake@params)

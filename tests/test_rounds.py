@@ -1,0 +1,81 @@
+"""repeat_until: a round of every cell more while the study cannot yet tell its difference from noise."""
+import json
+import re
+
+import pytest
+
+from conftest import table_rows
+from dbsweep import rounds
+
+HEADER = "metric,cells,reps,noise_pct,df,detectable_pct\n"  # what checkpoint round_noise writes
+
+
+def verdicts(tmp_path, figures: dict[int, str]):
+    """round -> its detectable_pct as the R rule writes it ("NA" when it has none); verdict(n) as the
+    Snakefile's: the file's path, or None when that round is not judged yet."""
+    for n, figure in figures.items():
+        (tmp_path / f"round~{n}.csv").write_text(HEADER + f"iops,4,{n},8.1,{4 * (n - 1)},{figure}\n"
+                                                 + f"tps,2,{n},3.0,{2 * (n - 1)},4.5\n")
+    return lambda n: tmp_path / f"round~{n}.csv" if n in figures else None
+
+
+def test_a_round_more_while_any_metric_is_above_the_target(tmp_path):
+    spec = {"detectable_pct": 5, "max_repetitions": 6}
+    # iops: 12% after 2, 7% after 3, 4.9% after 4; tps 4.5% throughout
+    verdict = verdicts(tmp_path, {2: "12.0", 3: "7.0", 4: "4.9"})
+    assert rounds.repetitions(2, spec, verdict) == 4
+    assert rounds.repetitions(2, spec | {"detectable_pct": 4.4}, verdict) == 5  # round 5 is not judged yet
+    assert rounds.repetitions(2, spec | {"max_repetitions": 3}, verdict) == 3
+    assert rounds.repetitions(2, None, verdict) == 2
+    assert "met." in rounds.text([tmp_path / f"round~{n}.csv" for n in (2, 3, 4)], spec)
+    assert rounds.text([tmp_path / f"round~{n}.csv" for n in (2, 3)], spec | {"max_repetitions": 3}) == (
+        "Repetitions until a difference of 5% could be told from noise (at most 3 per cell): ±12% after 2, "
+        "±7.0% after 3; not met: stopped at 3 repetitions.")
+
+
+def test_a_round_without_a_figure_ends_the_study(tmp_path):
+    (tmp_path / "round~2.csv").write_text(HEADER)  # no cell with a per-second throughput
+    spec = {"detectable_pct": 5, "max_repetitions": 6}
+    assert rounds.repetitions(2, spec, lambda n: tmp_path / f"round~{n}.csv") == 2
+    assert rounds.text([tmp_path / "round~2.csv"], spec).endswith(
+        "not measurable after 2; no per-second throughput to judge by, so no more rounds.")
+
+
+@pytest.mark.workflow
+def test_rounds_run_until_the_target_or_the_most_repetitions(study_factory):
+    config = {
+        "study": "rounds", "repetitions": 2,
+        "repeat_until": {"detectable_pct": 0.01, "max_repetitions": 3},  # never met on a real host
+        "axes": {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr"]},
+        "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "16k", "size": "16M",
+                                                            "ioengine": "psync", "runtime": 2}}},
+    }
+    study = study_factory(config)
+    err = study.run().stderr
+    assert "dbsweep: repeat_until: up to 1 more round of 2 repetitions while the noise needs them" in err
+    assert "dbsweep: 6/6 repetitions done" in err, err[-3000:]  # the progress line counts the round it added
+    reps = sorted(p.parent.name for p in study.path("results/runs").glob("*/*/*/rep~*/run.json"))
+    assert reps == ["rep~1", "rep~1", "rep~2", "rep~2", "rep~3", "rep~3"]
+    # round 3 came after both cells' round 2
+    started = {}
+    for path in study.path("results/runs").glob("*/*/*/rep~*/run.json"):
+        record = json.loads(path.read_text())
+        started.setdefault(record["rep"], []).append(record["started"])
+    assert max(started[2]) < min(started[3])
+    assert sorted(p.name for p in study.path("results/rounds").iterdir()) == ["round~2.csv", "round~3.csv"]
+    page = study.path("results/summary.md").read_text()
+    match = re.search(r"Repetitions until a difference of 0\.01% could be told from noise \(at most 3 per cell\): "
+                      r"±([\d.]+)% after 2, ±([\d.]+)% after 3; not met: stopped at 3 repetitions\.", page)
+    assert match, page
+    # every repetition is in the tables, and the last round's figure is the half-width of the comparisons' CIs
+    assert {row["reps"] for row in table_rows(study.path("results/tables/cell_stats.csv"))} == {"3"}
+    (iops,) = [row for row in table_rows(study.path("results/tables/comparisons.csv")) if row["metric"] == "iops"]
+    half = 100 * ((float(iops["ratio_high"]) / float(iops["ratio_low"])) ** 0.5 - 1)
+    assert half == pytest.approx(float(match[2]), abs=0.5)
+    assert half == pytest.approx(rounds.detectable(study.path("results/rounds/round~3.csv")), rel=1e-4)
+
+    # A target the first rounds meet: the study is its 2 rounds again, nothing measured anew.
+    config["repeat_until"]["detectable_pct"] = 1000
+    study.write(config)
+    counts = study.job_counts()
+    assert "run" not in counts and counts.get("aggregate") == 1, counts
