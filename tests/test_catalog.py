@@ -162,7 +162,8 @@ def r_ratios(groups: dict[str, tuple[list[float], list[float]]]) -> dict[str, tu
         source("workflow/R/library.R", chdir = TRUE)
         groups <- list({", ".join(lines)})
         cells <- rbindlist(lapply(groups, function(g) data.table(cell = g$cell, side = g$side,
-                                                                  median = median(g$v), reps = length(g$v))))
+                                                                  median = median(g$v), rep_gmean = geometric_mean(g$v),
+                                                                  reps = length(g$v))))
         setattr(cells, "noise", pooled_noise(lapply(groups, `[[`, "v")))
         r <- ratio_to_baseline(cells, c("cell", "side"), "side", "B")
         fwrite(r[, .(cell, ratio, ratio_low, ratio_high, verdict)], "")

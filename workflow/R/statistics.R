@@ -27,13 +27,15 @@
 #   per-repetition medians. 95% CI of that median: percentile bootstrap over
 #   the per-repetition medians (2 repetitions or more), or over the medians of
 #   10-second blocks of the window (one repetition; at least 5 blocks).
-# - Comparisons: ratio = median / median of the cell with the axis's baseline
-#   value and the same other axes. Its 95% CI: a t interval on the log scale
-#   with the run-to-run noise pooled over all cells of the study (2
-#   repetitions per cell give a range-overlap bootstrap a false alarm rate of
-#   one in three on identical cells; pooling gives the test its degrees of
-#   freedom back); with one repetition everywhere, the ratio of the two
-#   cells' block-bootstrap medians. Within noise when the CI contains 1.
+# - Comparisons: ratio = rep_gmean / rep_gmean of the cell with the axis's
+#   baseline value and the same other axes (the geometric means of the
+#   per-repetition medians: what the t interval is about). Its 95% CI: a t
+#   interval on the log scale with the run-to-run noise pooled over all cells
+#   of the study (2 repetitions per cell give a range-overlap bootstrap a
+#   false alarm rate of one in three on identical cells; pooling gives the
+#   test its degrees of freedom back); with one repetition everywhere, median
+#   / median and the ratio of the two cells' block-bootstrap medians. Within
+#   noise when the CI contains 1.
 
 STATS_DEFAULTS <- list(
   trim_s = 0,          # seconds dropped at the start of every repetition
@@ -49,7 +51,7 @@ STATS_DEFAULTS <- list(
 
 # What analysis.statistics may name: columns of cell_stats.csv.
 CELL_STATISTICS <- c("median", "mean", "sd", "p5", "p25", "p75", "p95", "min",
-                     "max", "rep_sd", "rep_spread_pct")
+                     "max", "rep_sd", "rep_spread_pct", "rep_gmean")
 
 MSER_BATCH <- 5L
 MSER_MIN_BATCHES <- 20L
@@ -85,20 +87,22 @@ stats_method <- function(settings = STATS_DEFAULTS) {
                   "throughput (count and longest run)."), format(100 * s$stall_share)),
     paste("Per cell: mean, sd, p5, p25, p75, p95, min and max of the per-second values of all windows;",
           "median: median of the per-repetition medians; rep_sd and rep_spread_pct:",
-          "sd and (max - min) / median of the per-repetition medians."),
+          "sd and (max - min) / median of the per-repetition medians; rep_gmean: their geometric mean."),
     sprintf(paste("%d%% CI of the median: percentile bootstrap (%d draws) over the",
                   "per-repetition medians, or over the medians of %d-second blocks",
                   "(at least %d) when a cell has one repetition (column ci_method)."),
             as.integer(round(100 * s$level)), as.integer(s$draws),
             as.integer(s$block_s), MIN_BLOCKS),
-    sprintf(paste("Ratios: median / the baseline cell's median. Its %d%% CI is a t interval",
-                  "on the log scale, ratio x exp(+-t x s x sqrt(1/n + 1/n_baseline)), where s",
-                  "is the run-to-run noise (sd of the log per-repetition medians around",
+    sprintf(paste("Ratios: rep_gmean / the baseline cell's rep_gmean (the geometric means of",
+                  "the per-repetition medians, the quantity the t interval is about). Its %d%% CI",
+                  "is a t interval on the log scale, ratio x exp(+-t x s x sqrt(1/n + 1/n_baseline)),",
+                  "where s is the run-to-run noise (sd of the log per-repetition medians around",
                   "their cell's mean) pooled over every cell of the study with 2",
                   "repetitions or more, and n the cells' repetitions; when every cell has",
-                  "one repetition, the CI comes from the two cells' block bootstrap",
-                  "medians (within-run noise only). A difference is within noise when the",
-                  "CI contains 1 (column test)."), as.integer(round(100 * s$level))))
+                  "one repetition, the ratio is median / the baseline's median and its CI comes",
+                  "from the two cells' block bootstrap medians (within-run noise only). A",
+                  "difference is within noise when the CI contains 1 (column test)."),
+            as.integer(round(100 * s$level))))
 }
 
 # ---------------------------------------------------------------------------
@@ -325,6 +329,7 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
                       rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
                       rep_spread_pct = if (.N > 1L) 100 * (max(m) - min(m)) / stats::median(m)
                                        else NA_real_,
+                      rep_gmean = geometric_mean(m),
                       rep_values = list(m)), by = .cg]
   single <- win[.cg %in% reps[reps == 1L, .cg], .(.cg, second, .x)]
   setkey(single, .cg, second)
@@ -366,7 +371,7 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
   out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
   setcolorder(out, c(axes, "reps", "seconds", "median", "ci_low", "ci_high",
                      "mean", "sd", "p5", "p25", "p75", "p95", "min", "max", "rep_sd",
-                     "rep_spread_pct", "ci_method"))
+                     "rep_spread_pct", "rep_gmean", "ci_method"))
   setattr(out, "draws", draws)
   setattr(out, "noise", pooled_noise(cv$rep_values))
   out[]
@@ -400,6 +405,11 @@ ratio_half_width <- function(noise, n, n_baseline, level = STATS_DEFAULTS$level)
   stats::qt((1 + level) / 2, noise$df) * noise$s * sqrt(1 / n + 1 / n_baseline)
 }
 
+# The geometric mean of positive values (a cell's per-repetition medians); NA when any is not.
+geometric_mean <- function(x) {
+  if (length(x) && all(!is.na(x) & x > 0)) exp(mean(log(x))) else NA_real_
+}
+
 # "higher", "lower" or "within noise" from a ratio's CI; NA without one.
 noise_verdict_ci <- function(low, high) {
   fifelse(is.na(low) | is.na(high), NA_character_,
@@ -407,11 +417,14 @@ noise_verdict_ci <- function(low, high) {
                   fifelse(low > 1, "higher", "lower")))
 }
 
-# Each cell of `cells` (from cell_stats(): columns reps and median, attrs
-# draws and noise) against the cell with the baseline value of `axis` and the
-# same other axes. The ratio's CI: when the study has run-to-run noise (attr
-# noise, df > 0), ratio x exp(+-t(df) x s x sqrt(1/reps + 1/reps_baseline)), a
-# t interval on the log scale with the noise pooled over all cells; else (one
+# Each cell of `cells` (from cell_stats(): columns reps, median and rep_gmean,
+# attrs draws and noise) against the cell with the baseline value of `axis` and the
+# same other axes. When the study has run-to-run noise (attr noise, df > 0), the
+# ratio is of the cells' rep_gmean and its CI ratio x exp(+-t(df) x s x
+# sqrt(1/reps + 1/reps_baseline)), a t interval on the log scale with the noise
+# pooled over all cells: the t interval is about the mean of the log medians, and
+# a ratio of medians tested with it calls identical cells different 7-10% of the
+# time at 3-10 repetitions instead of 5% (bench/repeat_until.py); else (one
 # repetition everywhere) the ratio of the two cells' independent bootstrap
 # medians (blocks of one run: within-run noise only). Returns one row per
 # compared cell: axis, baseline, the axes, median, median_baseline, ratio,
@@ -420,22 +433,24 @@ noise_verdict_ci <- function(low, high) {
 ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$level) {
   draws <- attr(cells, "draws")
   noise <- attr(cells, "noise")
-  dt <- cells[, c(axes, "median", "reps"), with = FALSE]
+  dt <- cells[, c(axes, "median", "rep_gmean", "reps"), with = FALSE]
   dt[, .row := .I]
   others <- setdiff(axes, axis)
   base_rows <- dt[dt[[axis]] %in% base]
   pairs <- dt[!is.na(dt[[axis]]) & !dt[[axis]] %in% base]
-  pairs[, `:=`(.base_row = NA_integer_, median_baseline = NA_real_, reps_baseline = NA_integer_)]
+  pairs[, `:=`(.base_row = NA_integer_, median_baseline = NA_real_, gmean_baseline = NA_real_,
+               reps_baseline = NA_integer_)]
   if (length(others)) {
-    pairs[base_rows, `:=`(.base_row = i..row, median_baseline = i.median,
+    pairs[base_rows, `:=`(.base_row = i..row, median_baseline = i.median, gmean_baseline = i.rep_gmean,
                           reps_baseline = i.reps), on = others]
   } else if (nrow(base_rows)) {
     pairs[, `:=`(.base_row = base_rows$.row[1], median_baseline = base_rows$median[1],
-                 reps_baseline = base_rows$reps[1])]
+                 gmean_baseline = base_rows$rep_gmean[1], reps_baseline = base_rows$reps[1])]
   }
   pairs <- pairs[!is.na(.base_row)]
   pairs[, ratio := baseline_ratio(median, median_baseline)]
   if (!is.null(noise) && noise$df > 0) {
+    pairs[, ratio := baseline_ratio(rep_gmean, gmean_baseline)]
     half <- ratio_half_width(noise, pairs$reps, pairs$reps_baseline, level)
     pairs[, `:=`(ratio_low = ratio * exp(-half), ratio_high = ratio * exp(half),
                  test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
@@ -449,7 +464,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
   }
   pairs[, `:=`(axis = axis, baseline = dt[[axis]][.base_row])]  # base may name several (one per group)
   pairs[, verdict := noise_verdict_ci(ratio_low, ratio_high)]
-  pairs[, c(".row", ".base_row", "reps", "reps_baseline") := NULL]
+  pairs[, c(".row", ".base_row", "reps", "reps_baseline", "rep_gmean", "gmean_baseline") := NULL]
   setcolorder(pairs, c("axis", "baseline", axes, "median", "median_baseline",
                        "ratio", "ratio_low", "ratio_high", "verdict", "test"))
   pairs[]
@@ -463,7 +478,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
 # cell's own values (`unit`: what they are), when it has MIN_BLOCKS of them or more; else there is none.
 values_to_baseline <- function(values, keys, axis, base, settings = STATS_DEFAULTS, unit = "values") {
   per_rep <- values[!is.na(value), .(m = stats::median(value), own = list(value)), by = c(keys, "rep")]
-  cells <- per_rep[, .(median = stats::median(m), reps = .N, rep_values = list(m),
+  cells <- per_rep[, .(median = stats::median(m), rep_gmean = geometric_mean(m), reps = .N, rep_values = list(m),
                        own = list(if (.N == 1L && length(own[[1L]]) >= MIN_BLOCKS) own[[1L]] else numeric())),
                    by = keys]
   basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$own)
@@ -479,7 +494,8 @@ values_to_baseline <- function(values, keys, axis, base, settings = STATS_DEFAUL
 # cells (relative_to_baseline's: one row per configuration and `by`, value the median of the
 # repetitions' medians) with each ratio's CI, verdict and test from values_to_baseline over `values`
 # (one row per value: the axes, rep, `by`, value), the noise pooled within each `by` (one figure, as
-# the statistics rule pools per metric); NA at the baseline.
+# the statistics rule pools per metric); NA at the baseline. `relative` becomes values_to_baseline's
+# ratio, the one its CI is about (of the repetitions' geometric means where a t interval is used).
 with_ratio_ci <- function(cells, values, vary, baseline, by, settings = STATS_DEFAULTS, unit = "values") {
   groups <- setdiff(vary, baseline_axes(vary, baseline))
   keys <- c(groups, by, "configuration")
@@ -490,18 +506,18 @@ with_ratio_ci <- function(cells, values, vary, baseline, by, settings = STATS_DE
                              settings = settings, unit = unit))
   cells[, `:=`(ratio_low = NA_real_, ratio_high = NA_real_, verdict = NA_character_, test = NA_character_)]
   if (nrow(ratios)) {
-    cells[ratios, `:=`(ratio_low = i.ratio_low, ratio_high = i.ratio_high, verdict = i.verdict, test = i.test),
-          on = keys]
+    cells[ratios, `:=`(relative = i.ratio, ratio_low = i.ratio_low, ratio_high = i.ratio_high,
+                       verdict = i.verdict, test = i.test), on = keys]
   }
   cells[]
 }
 
 # Two cells' per-repetition medians against each other by the rule of the
 # tables (the noise pooled over these two cells): the verdict on a / b
-# ("higher", "lower", "within noise"), the ratio of medians and its CI.
+# ("higher", "lower", "within noise"), the ratio and its CI.
 compare_values <- function(a, b, settings = STATS_DEFAULTS) {
   cells <- data.table(cell = c("a", "b"), median = c(stats::median(a), stats::median(b)),
-                      reps = c(length(a), length(b)))
+                      rep_gmean = c(geometric_mean(a), geometric_mean(b)), reps = c(length(a), length(b)))
   setattr(cells, "draws", bootstrap_medians(list(a, b), settings$draws, settings$seed))
   setattr(cells, "noise", pooled_noise(list(a, b)))
   r <- ratio_to_baseline(cells, "cell", "cell", "b", settings$level)

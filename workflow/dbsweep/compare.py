@@ -1,8 +1,10 @@
-"""Two sets of runs of a catalog side by side: per common cell the ratio of medians, its CI and a verdict.
+"""Two sets of runs of a catalog side by side: per common cell the ratio, its CI and a verdict.
 
 The method is the study's own comparison (workflow/R/statistics.R, ratio_to_baseline), written once more here
 for the catalog, and tested against the R function on the same data (tests/test_catalog.py): a cell's value is
-the median of its per-repetition medians (each over the repetition's steady-state window); ratio = A / B. Its
+the median of its per-repetition medians (each over the repetition's steady-state window); the ratio A / B is
+of the geometric means of those medians (the quantity the t interval is about) when the sides have run-to-run
+noise, else of the medians. Its
 95% CI is a t interval on the log scale, ratio x exp(+-t(df) x s x sqrt(1/n_A + 1/n_B)), where s is the
 run-to-run noise (sd of the log per-repetition medians around their cell's mean) pooled over every cell of
 both sides with 2 repetitions or more, df the pooled degrees of freedom, n the repetitions. When no cell has
@@ -57,6 +59,13 @@ def pooled_noise(groups: list[list[float]]) -> tuple[float, int]:
             ss += sum((x - mean) ** 2 for x in logs)
             df += len(values) - 1
     return (math.sqrt(ss / df), df) if df else (math.nan, 0)
+
+
+def geometric_mean(values: list[float]) -> float:
+    """As statistics.R's geometric_mean: nan unless every value is positive."""
+    if not values or any(not v > 0 for v in values):
+        return math.nan
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def t_quantile(p: float, df: int) -> float:
@@ -115,6 +124,8 @@ def ratios(a: dict[str, list[float]], b: dict[str, list[float]], metric: dict[st
         ma, mb = statistics.median(a[cell]), statistics.median(b[cell])
         ratio = ma / mb if mb > 0 else math.nan
         if df:
+            ga, gb = geometric_mean(a[cell]), geometric_mean(b[cell])
+            ratio = ga / gb if gb > 0 else math.nan
             half = t_quantile((1 + level) / 2, df) * s * math.sqrt(1 / len(a[cell]) + 1 / len(b[cell]))
             low, high = ratio * math.exp(-half), ratio * math.exp(half)
             test = f"t on log medians, run-to-run noise {100 * s:.3g}% pooled over both sides (df {df})"
