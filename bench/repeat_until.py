@@ -12,7 +12,8 @@ on this host, and what stopping on a quiet round does to the comparisons' false 
    ratio_to_baseline() (workflow/R/statistics.R). Each study once with repeat_until (from 2 rounds, target
    --target, at most --most) and with fixed repetitions; reported: the share of comparisons whose 95% CI
    excludes 1 (false alarms: identical cells called different; nominal 5%), the mean repetitions, and
-   how often the target was met.
+   how often the target was met; and, at --most repetitions, the false alarms of a ratio of medians tested
+   with the same interval (the method before d393cf4).
 
     .venv/bin/python bench/repeat_until.py [--cells 4] [--seconds 3] [--target 10] [--most 8] [--trials 2000]
     .venv/bin/python bench/repeat_until.py --smoke     # 2 cells of 2 s, at most 3 rounds; 50 trials
@@ -37,10 +38,13 @@ source(file.path(args[[1]], "R", "library.R"), chdir = TRUE)
 trials <- as.integer(args[[2]]); cells <- as.integer(args[[3]]); most <- as.integer(args[[4]])
 target <- as.numeric(args[[5]]); noises <- as.numeric(strsplit(args[[6]], ",")[[1]])
 set.seed(20261127)
-# the share of a study's comparisons (every cell against the first) whose CI excludes 1, at n repetitions
-alarms <- function(x, n) {
+# the share of a study's comparisons (every cell against the first) whose CI excludes 1, at n repetitions;
+# of_medians: the ratio of the cells' medians tested the same way (the method before d393cf4)
+alarms <- function(x, n, of_medians = FALSE) {
   values <- lapply(seq_len(cells), function(i) x[i, seq_len(n)])
-  dt <- data.table(cell = sprintf("c%02d", seq_len(cells)), median = vapply(values, stats::median, 0), reps = n)
+  medians <- vapply(values, stats::median, 0)
+  dt <- data.table(cell = sprintf("c%02d", seq_len(cells)), median = medians,
+                   rep_gmean = if (of_medians) medians else vapply(values, geometric_mean, 0), reps = n)
   setattr(dt, "noise", pooled_noise(values))
   mean(ratio_to_baseline(dt, "cell", "cell", "c01")$verdict != VERDICT_NOISE)
 }
@@ -55,14 +59,15 @@ for (noise in noises) {
       n <- n + 1L
     }
     c(n = n, met = detectable <= target, adaptive = alarms(x, n), first = alarms(x, 2L),
-      most = alarms(x, most))
+      most = alarms(x, most), most_medians = alarms(x, most, TRUE))
   })
   # a fixed study of the same size as this study's rounds: fresh repetitions, no stopping rule
   fixed_same <- mean(vapply(out["n", ], function(n) {
     alarms(matrix(exp(rnorm(cells * most, 0, noise)), nrow = cells), n)
   }, 0))
-  cat(sprintf("%s,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f\n", noise, mean(out["n", ]), mean(out["met", ]),
-              mean(out["adaptive", ]), fixed_same, mean(out["first", ]), mean(out["most", ])))
+  cat(sprintf("%s,%.3f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n", noise, mean(out["n", ]), mean(out["met", ]),
+              mean(out["adaptive", ]), fixed_same, mean(out["first", ]), mean(out["most", ]),
+              mean(out["most_medians", ])))
 }
 """
 
@@ -106,9 +111,8 @@ def simulate(workflow: Path, trials: int, cells: int, most: int, target: float, 
                            ",".join(map(str, noises))], capture_output=True, text=True, check=True)
     rows = []
     for line in done.stdout.split():
-        noise, n, met, adaptive, fixed, first, most_ = map(float, line.split(","))
-        rows.append([f"{100 * noise:g}%", n, f"{100 * met:.0f}%", f"{100 * adaptive:.1f}%", f"{100 * fixed:.1f}%",
-                     f"{100 * first:.1f}%", f"{100 * most_:.1f}%"])
+        noise, n, met, *shares = map(float, line.split(","))
+        rows.append([f"{100 * noise:g}%", n, f"{100 * met:.0f}%", *(f"{100 * share:.1f}%" for share in shares)])
     return rows
 
 
@@ -118,7 +122,7 @@ def main() -> None:
     ap.add_argument("--seconds", type=int, default=3)
     ap.add_argument("--target", type=float, default=10.0)
     ap.add_argument("--most", type=int, default=8)
-    ap.add_argument("--trials", type=int, default=2000)
+    ap.add_argument("--trials", type=int, default=2000, help="simulated studies per noise; 0: the real part only")
     ap.add_argument("--sim-cells", type=int, default=8)
     ap.add_argument("--noise", default="0.03,0.05,0.1", help="the simulated run-to-run noise(s), comma-separated")
     ap.add_argument("--keep", action="store_true")
@@ -148,11 +152,14 @@ def main() -> None:
               f"({', '.join(f'{g:.2f}' for g in boundary)}); elsewhere: median {statistics.median(within):.2f} s "
               f"over {len(within)}; a round's check costs about {cost:.2f} s")
 
+    if not args.trials:
+        return
     noises = [float(x) for x in args.noise.split(",")]
     print(f"\nsimulated: {args.trials} studies of {args.sim_cells} identical cells per noise, from 2 repetitions, "
           f"target ±{args.target:g}%, at most {args.most}; false alarms: comparisons whose 95% CI excludes 1\n")
     print(table(["noise (sd per repetition)", "mean repetitions", "target met", "false alarms, repeat_until",
-                 "false alarms, fixed at the same repetitions", "fixed at 2", f"fixed at {args.most}"],
+                 "false alarms, fixed at the same repetitions", "fixed at 2", f"fixed at {args.most}",
+                 f"fixed at {args.most}, ratio of medians"],
                 simulate(workflow, args.trials, args.sim_cells, args.most, args.target, noises)))
 
 
