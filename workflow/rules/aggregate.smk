@@ -5,7 +5,7 @@ TABLES = "results/tables"
 rule aggregate:
     localrule: True  # reads every repetition's files: where snakemake runs
     input:
-        aggregate_input,
+        known_now(aggregate_input),
     output:
         summary=f"{TABLES}/summary.csv.gz",
         samples=f"{TABLES}/samples.csv.gz",
