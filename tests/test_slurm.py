@@ -181,3 +181,17 @@ def test_every_analysis_rule_runs_where_snakemake_was_started():
     assert len(rules) >= 10
     for name, body in rules.items():
         assert re.search(r"^    localrule: True", body, re.M), name
+
+
+def test_rounds_of_repeat_until_run_as_slurm_jobs(slurm, tmp_path):
+    """The checkpoint runs where Snakemake runs; the round it adds goes to Slurm like the first ones."""
+    config = study_config()
+    config["axes"]["workload"] = ["fio-rr"]
+    config |= {"repetitions": 2, "repeat_until": {"detectable_pct": 0.01, "max_repetitions": 3}}  # never met
+    study = Study(tmp_path, config)
+    run(study, slurm, *SLURM_ARGS)
+    runs = [json.loads(p.read_text()) for p in study.path("results/runs").glob("*/*/*/rep~*/run.json")]
+    assert sorted(r["rep"] for r in runs) == [1, 1, 2, 2, 3, 3]
+    assert all(r["host"]["slurm_job_id"] for r in runs), [r["host"] for r in runs]
+    assert sorted(p.name for p in study.path("results/rounds").iterdir()) == ["round~2.csv", "round~3.csv"]
+    assert "not met: stopped at 3 repetitions" in study.path("results/summary.md").read_text()
