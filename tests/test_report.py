@@ -213,7 +213,10 @@ def test_run_to_run_noise_from_cells_with_repetitions(tmp_path):
     noise = answer.noise(tmp_path / "comparisons.csv", tmp_path / "cell_stats.csv")
     assert noise.run_to_run_pct == 3.0 and noise.cells_with_reps == 2 and round(noise.detectable_pct) == 11
     # 2 (1.96 x 0.03 / ln 1.05)^2 = 2.9; for 10% 0.76, but never fewer than 2
-    assert "5% from noise would take about 3 repetitions per cell, 10% about 2." in answer.noise_text(noise)
+    assert ("5% from noise would take about 3 repetitions per cell, 10% about 2 (a study's repeat_until runs rounds "
+            "of every cell until then).") in answer.noise_text(noise)
+    # a study with repeat_until says how its rounds went in a line of its own
+    assert "10% about 2." in answer.noise_text(noise, rounds=True)
     assert answer.repetitions_needed(8.8, 5) == 25 and answer.repetitions_needed(8.8, 10) == 7
 
 

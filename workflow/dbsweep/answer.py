@@ -119,12 +119,15 @@ def repetitions_needed(noise_pct: float, difference_pct: float) -> int:
     return max(2, math.ceil(2 * (1.96 * s / d) ** 2))
 
 
-def noise_text(n: Noise) -> str:
+def noise_text(n: Noise, rounds: bool = False) -> str:
+    """rounds: the study has repeat_until (its own line says how its rounds went); otherwise the text names
+    the key that runs repetitions until a difference can be told."""
     if n.run_to_run_pct is not None:
         text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {n.cells_with_reps} cells of the "
                 "sd of their repetitions' medians, relative to the median). To tell a difference of 5% from "
                 f"noise would take about {repetitions_needed(n.run_to_run_pct, 5)} repetitions per cell, "
-                f"10% about {repetitions_needed(n.run_to_run_pct, 10)}.")
+                f"10% about {repetitions_needed(n.run_to_run_pct, 10)}"
+                + ("." if rounds else " (a study's repeat_until runs rounds of every cell until then)."))
     else:
         text = ("Each cell ran once: run-to-run noise was not measured, and the intervals come from the "
                 "variation within a run only, which understates it.")

@@ -121,8 +121,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "comparisons": compared,
         "recovery": answer.recovery(tables_dir / "recovery.csv", axes) if complete else [],
         "noise": " ".join(filter(None, [
-            answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"))
-            if compared else "", study.rounds if complete else ""])),
+            answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"),
+                              rounds=bool(study.rounds)) if compared else "", study.rounds if complete else ""])),
         "headline": [next(p for p in plots if p.stem == name) for name in shown],
         "headline_missing": missing,
         "tables": [(p, markdown.tidy(blocks, axes, set(method))) for p, blocks in parsed.items()],
