@@ -30,8 +30,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-import psycopg
-
 from dbsweep.engines import (
     ENV, LOADS_LIBRARY, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, Conn, Handle, Launch, as_user, binary,
     check_identifier, check_reachable, check_socket_path, config_port, line_break, prepare_rundir, program_env,
@@ -426,7 +424,10 @@ def create_user(handle: Handle, user: str, password: str, database: str) -> None
 
 
 def connect(conn: Conn):
-    """A psycopg connection over TCP (over the socket when conn.host is None), autocommit."""
+    """A psycopg connection over TCP (over the socket when conn.host is None), autocommit. psycopg is imported
+    here, not with the module: its 80 ms would be every Snakemake start's and every job's, PostgreSQL or not."""
+    import psycopg
+
     host = conn.host if conn.host is not None else str(Path(conn.socket).parent)
     return psycopg.connect(host=host, port=conn.port, user=conn.user, password=conn.password,
                            dbname=conn.database, autocommit=True, connect_timeout=10)
@@ -454,10 +455,12 @@ def sysbench_args(engine: str) -> list[str]:
 
 # One cached session per server, user and thread (a sampler thread has its own), so sampling counters
 # every second costs a query, not a login.
-_sessions: dict[tuple, psycopg.Connection] = {}
+_sessions: dict[tuple, "psycopg.Connection"] = {}
 
 
 def _query(conn: Conn, sql: str) -> list[tuple]:
+    import psycopg
+
     key = (conn.host, conn.port, str(conn.socket), conn.user, conn.database, threading.get_ident())
     for attempt in (1, 2):
         session = _sessions.get(key)
