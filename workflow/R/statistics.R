@@ -448,7 +448,6 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
                  gmean_baseline = base_rows$rep_gmean[1], reps_baseline = base_rows$reps[1])]
   }
   pairs <- pairs[!is.na(.base_row)]
-  pairs[, ratio := baseline_ratio(median, median_baseline)]
   if (!is.null(noise) && noise$df > 0) {
     pairs[, ratio := baseline_ratio(rep_gmean, gmean_baseline)]
     half <- ratio_half_width(noise, pairs$reps, pairs$reps_baseline, level)
@@ -459,7 +458,7 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
     ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
     ratio_draws[!is.finite(ratio_draws)] <- NA_real_
     ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
-    pairs[, `:=`(ratio_low = ci$low, ratio_high = ci$high,
+    pairs[, `:=`(ratio = baseline_ratio(median, median_baseline), ratio_low = ci$low, ratio_high = ci$high,
                  test = "bootstrap of block medians (one repetition: within-run noise only)")]
   }
   pairs[, `:=`(axis = axis, baseline = dt[[axis]][.base_row])]  # base may name several (one per group)

@@ -20,11 +20,13 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
     one <name>.csv per table a workload declares (workloads.tables(): the insert benchmark's phases, the query
     workload's executions), each gathered into out[<name>]; not_applicable lists the cells that were not run,
     and why. The summary table says each repetition's kind (storage, database) and whether it has a
-    per-second series (per_second 1/0), from its workload's declaration."""
-    with open(out["not_applicable"], "w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["cell", "reason"])
-        writer.writerows(not_applicable)
+    per-second series (per_second 1/0), from its workload's declaration. Only the tables out names are written
+    (a round's check needs the summary and the samples); the summary always."""
+    if "not_applicable" in out:
+        with open(out["not_applicable"], "w", newline="") as f:
+            writer = csv.writer(f)
+            writer.writerow(["cell", "reason"])
+            writer.writerows(not_applicable)
     # Where each repetition ran: a column of every table (an axis of its own when the study names hosts).
     keys = axes + ["rep"] + ([] if "host" in axes else ["host"])
     summary_cols = (keys + ["tool", "kind", "per_second", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
@@ -34,7 +36,8 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         | {name: list(cols) for name, cols in workloads.tables().items()}
     with ExitStack() as stack:
         summary = stack.enter_context(_gz(out["summary"], summary_cols))
-        writers = {name: stack.enter_context(_gz(out[name], keys + columns)) for name, columns in per_rep.items()}
+        writers = {name: stack.enter_context(_gz(out[name], keys + columns)) for name, columns in per_rep.items()
+                   if name in out}
         tools, hosts, servers = {}, {}, {}
         for rep_dir in rep_dirs:
             record = json.loads((rep_dir / "run.json").read_text())
@@ -62,18 +65,20 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
         "sysctl": host.get("sysctl"), "tools": tools, "hosts": list(hosts.values()),
         "servers": {family: sorted(versions) for family, versions in sorted(servers.items())},  # every version run
     }
-    out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
+    if "provenance" in out:
+        out["provenance"].write_text(json.dumps(provenance, indent=2) + "\n")
     for kind in TABLES:
         if f"{kind}_parquet" in out:
             to_parquet(out[kind], out[f"{kind}_parquet"], axes)
 
 
+ROUND_TABLES = ("summary", "samples")  # what a round's check reads (rule round_noise)
+
+
 def tables_in(folder: Path) -> dict[str, Path]:
-    """Every table aggregate() writes, as files of one folder (a round's tables: rule round_tables)."""
+    """The tables a round's check reads, as files of one folder (rule round_tables)."""
     folder.mkdir(parents=True, exist_ok=True)
-    names = ["summary", "samples", "system", "counters", "percentiles", "events", "recovery", *workloads.tables()]
-    return ({name: folder / f"{name}.csv.gz" for name in names}
-            | {"provenance": folder / "provenance.json", "not_applicable": folder / "not_applicable.csv"})
+    return {name: folder / f"{name}.csv.gz" for name in ROUND_TABLES}
 
 
 TABLES = ("summary", "samples", "system", "counters", "percentiles")

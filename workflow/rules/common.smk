@@ -180,7 +180,9 @@ def known_now(function):
 
 
 def round_input(wildcards):
-    return repetition_files(int(wildcards.round))
+    """What a round's tables are made of: each repetition's run.json, summary and samples."""
+    return [f"{rep_dir}/{name}" for rep_dir in rep_dirs(int(wildcards.round))
+            for name in ("run.json", "summary.json", "samples.csv")]
 
 
 def round_verdicts(wildcards):
