@@ -133,3 +133,36 @@ def test_cpu_and_kb_per_transaction_from_the_window_readings(server):
     assert server_per_txn(None, sampled, samples) == {
         "server_cpu_us_per_txn": pytest.approx(2.0 * 1e6 / 400), "server_kb_read_per_txn": None,
         "server_kb_written_per_txn": None}
+
+
+# A stand-in for PostgreSQL's postmaster: for a few seconds, one backend after another, each spinning a
+# few ms, ending and reaped at once.
+CHURN = textwrap.dedent("""
+    import os, time
+    end = time.time() + float(os.environ["SECONDS_"])
+    while time.time() < end:
+        pid = os.fork()
+        if pid == 0:
+            t = time.process_time()
+            while time.process_time() - t < 0.02:
+                pass
+            os._exit(0)
+        os.waitpid(pid, 0)
+""")
+
+
+def test_a_reading_never_loses_a_child_reaped_while_it_reads():
+    """Backends ending at a phase's end are reaped while the reading runs: each one is counted either as
+    itself or in its parent's totals, never in neither (a phase of PostgreSQL's index builds read 0 CPU)."""
+    proc = subprocess.Popen([sys.executable, "-c", CHURN], env={"SECONDS_": "3"})
+    try:
+        last, drops = accounting.reading([proc.pid]), []
+        while proc.poll() is None:
+            now = accounting.reading([proc.pid])
+            if now["roots"] == last["roots"] and now["cpu_s"] < last["cpu_s"] - 1e-9:
+                drops.append((last["cpu_s"], now["cpu_s"]))
+            last = now
+    finally:
+        proc.kill()
+        proc.wait()
+    assert drops == []

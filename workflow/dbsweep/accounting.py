@@ -23,9 +23,27 @@ import psutil
 FIGURES = ("cpu_s", "read_bytes", "write_bytes")
 
 
-def reading(roots: list[int]) -> dict:
+def reading(roots: list[int], tries: int = 20) -> dict:
     """The running totals of the process trees under roots, summed: cpu_s, read_bytes, write_bytes,
-    with the time they were read and the roots (in order)."""
+    with the time they were read and the roots (in order).
+
+    A process that ends while the trees are read (a backend at a phase's end) may have been reaped after
+    its parent's totals were read and before its own: it would count nowhere. Such a reading is taken
+    again, up to tries times."""
+    for _ in range(tries):
+        got = _totals(roots)
+        if got is not None:
+            break
+    else:
+        got = _totals(roots, complete=False)
+    cpu, read, written = got
+    return {"time": time.time(), "roots": list(roots), "cpu_s": round(cpu, 3), "read_bytes": read,
+            "write_bytes": written}
+
+
+def _totals(roots: list[int], complete: bool = True) -> tuple[float, int, int] | None:
+    """cpu_s, read_bytes, write_bytes summed over the trees, each parent read before its children; None
+    when complete and a process of a tree ended meanwhile."""
     cpu, read, written = 0.0, 0, 0
     for root in roots:
         for proc in _tree(root):
@@ -33,13 +51,14 @@ def reading(roots: list[int]) -> dict:
                 with proc.oneshot():
                     times = proc.cpu_times()
                     io = proc.io_counters()
-            except psutil.NoSuchProcess:  # ended meanwhile: its parent's totals take it over when reaped
-                continue
+            except psutil.NoSuchProcess:
+                if complete and proc.pid != root:
+                    return None
+                continue  # the root ended: the server is gone
             cpu += times.user + times.system + times.children_user + times.children_system
             read += io.read_bytes
             written += io.write_bytes
-    return {"time": time.time(), "roots": list(roots), "cpu_s": round(cpu, 3), "read_bytes": read,
-            "write_bytes": written}
+    return cpu, read, written
 
 
 def _tree(root: int) -> list[psutil.Process]:

@@ -19,7 +19,7 @@ from typing import Callable
 
 import psutil
 
-from dbsweep import database
+from dbsweep import accounting, database
 from dbsweep.runtime import blkio
 from dbsweep.units import format_size
 
@@ -293,26 +293,17 @@ def _reap(proc: subprocess.Popen, tree: list[psutil.Process]) -> None:
 
 def sampler_reader(node: Node):
     """A Sampler's read() of a node: its counters and server_cpu_s (user + system CPU seconds of the
-    server's process tree, a running total); nothing while an event has it down or paused."""
+    server's process tree and of the children it has reaped, a running total: accounting.reading);
+    nothing while an event has it down or paused."""
     def read() -> dict:
         if node.down or node.paused or node.db is None:
             return {}
         try:
-            return node.db.family.counters(node.db.local) | {"server_cpu_s": _cpu_seconds(node.pids())}
+            cpu = accounting.reading([node.db.handle.pid])["cpu_s"]
+            return node.db.family.counters(node.db.local) | {"server_cpu_s": cpu}
         except Exception:
             if node.down or node.paused or not node.pids():
                 return {}
             raise
     return read
-
-
-def _cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        try:
-            times = psutil.Process(pid).cpu_times()
-            total += times.user + times.system
-        except psutil.NoSuchProcess:  # a backend that just ended
-            pass
-    return round(total, 3)
 
