@@ -10,7 +10,7 @@ from pathlib import Path
 from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
-from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, workloads
+from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, tool_answers, workloads
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -22,6 +22,7 @@ def study_folder():
     return Path(workflow.configfiles[0]).absolute().parent if workflow.configfiles else Path.cwd()
 
 
+tool_answers.FILE = Path("resources/tool-answers.json")  # fio's answers, for the jobs and the next run
 try:
     STUDY = load(config, study_folder())
 except ConfigError as error:

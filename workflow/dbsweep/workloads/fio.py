@@ -13,7 +13,7 @@ import subprocess
 from collections import defaultdict
 from pathlib import Path
 
-from dbsweep import units
+from dbsweep import tool_answers, units
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import CHANGES_OUTPUT, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, refuse
 from dbsweep.workloads.contract import STORAGE, Workload
@@ -130,11 +130,8 @@ def _engine_options(engine: str) -> frozenset[str]:
 
 def _fio(arg: str) -> str | None:
     """What `fio ARG` prints, or None without fio."""
-    try:
-        done = subprocess.run(["fio", arg], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return (done.stdout + done.stderr).strip()
+    said = tool_answers.answer(["fio", arg])
+    return (said[1] + said[2]).strip() if said else None
 
 
 def check_cell(options: dict, where: str) -> None:
@@ -171,18 +168,14 @@ def dataset_bytes(dataset: dict) -> int | None:
         return None
 
 
-@functools.cache
 def _refusal(args: tuple[str, ...]) -> str | None:
-    """fio's first line when it refuses args (--parse-only), else None; once per process for the same args."""
-    argv = ["fio", "--parse-only", "--name=check", f"--filename={DATAFILE}", *args]
-    try:
-        done = subprocess.run(argv, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
-    except (OSError, subprocess.TimeoutExpired):
-        return None  # no fio here (e.g. a login node): the job runs it
-    if done.returncode == 0:
+    """fio's first line when it refuses args (--parse-only), else None (also without fio here, e.g. on a login
+    node: the job runs it)."""
+    said = tool_answers.answer(["fio", "--parse-only", "--name=check", f"--filename={DATAFILE}", *args])
+    if said is None or said[0] == 0:
         return None
-    said = [line.strip() for line in (done.stderr + done.stdout).splitlines() if line.strip()]
-    return said[0] if said else f"exit {done.returncode}"
+    lines = [line.strip() for line in (said[2] + said[1]).splitlines() if line.strip()]
+    return lines[0] if lines else f"exit {said[0]}"
 
 
 def prepare(options: dict) -> list[list[str]]:
