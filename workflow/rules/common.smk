@@ -1,4 +1,5 @@
 # The study: config -> validated matrix -> paths, and the input/params functions of the rules.
+import gc
 import inspect
 import math
 import re
@@ -68,6 +69,9 @@ try:  # load() refuses what it can foresee; whatever planning still finds is one
             CALIBRATIONS.setdefault(_calibration[0], (_cell, _calibration[1]))
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
+# The study and what was imported live as long as this process: out of the garbage collector's way, it does
+# not scan them again at each full collection while Snakemake builds the DAG (BENCHMARKS.md, planning).
+gc.freeze()
 
 
 def print_estimate(dag):
