@@ -24,6 +24,7 @@ def counted_fio(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", f"{wrapper.parent}:{os.environ['PATH']}")
     monkeypatch.setattr(tool_answers, "FILE", tmp_path / "answers.json")
     monkeypatch.setattr(tool_answers, "_KNOWN", {})
+    monkeypatch.setattr(tool_answers, "_NEW", set())
 
     def count() -> int:
         return len(calls.read_text().splitlines()) if calls.exists() else 0
@@ -31,7 +32,9 @@ def counted_fio(tmp_path, monkeypatch):
 
 
 def new_process(monkeypatch):
-    """What another process starts with: nothing in memory, the file on disk."""
+    """This process saves its answers, as the workflow does once the study has loaded; another one starts
+    with nothing in memory and the file on disk."""
+    tool_answers.save()
     monkeypatch.setattr(tool_answers, "_KNOWN", {})
 
 
@@ -40,6 +43,7 @@ def test_a_check_asks_fio_once_and_a_new_process_reads_the_answer(counted_fio, m
     fio.parse_only(options, "workloads.w.options")
     asked = counted_fio.count()
     assert asked == 1
+    assert not tool_answers.FILE.exists()  # nothing on disk before the study has loaded
     new_process(monkeypatch)
     fio.parse_only(options, "workloads.w.options")
     assert counted_fio.count() == asked
@@ -66,7 +70,9 @@ def test_another_build_of_the_tool_is_asked_again(counted_fio, monkeypatch):
 def test_without_the_tool_or_a_file(tmp_path, monkeypatch):
     monkeypatch.setattr(tool_answers, "FILE", None)
     monkeypatch.setattr(tool_answers, "_KNOWN", {})
+    monkeypatch.setattr(tool_answers, "_NEW", set())
     assert tool_answers.answer(["no-such-tool-here", "--version"]) is None
     said = tool_answers.answer(["fio", "--version"])
     assert said[0] == 0 and said[1].startswith("fio-")
+    tool_answers.save()
     assert list(tmp_path.iterdir()) == []  # nothing written without a file named

@@ -3,7 +3,8 @@ check of a study's options (`fio --parse-only`), its list of options (`fio --cmd
 
 Every Snakemake process loads the study, the main one and each job, and fio spends about 0.15 s of CPU
 calibrating its clock before it answers anything (BENCHMARKS.md, planning). So the answers are kept, in
-this process and, where the workflow names a file (FILE), on disk for the next process. An answer is
+this process and, where the workflow names a file (FILE) and saves them once the study has loaded, on disk
+for the next process. An answer is
 keyed by the tool's installed file (path, size, modification time) and the arguments, so another build
 of the tool asks again.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 FILE: Path | None = None  # set by the workflow (rules/common.smk): resources/tool-answers.json
 _KNOWN: dict[str, list] = {}
+_NEW: set[str] = set()  # asked in this process, not yet in FILE
 
 
 def answer(argv: list[str], timeout: float = 60) -> tuple[int, str, str] | None:
@@ -37,7 +39,7 @@ def answer(argv: list[str], timeout: float = 60) -> tuple[int, str, str] | None:
     except (OSError, subprocess.TimeoutExpired):
         return None
     _KNOWN[key] = [done.returncode, done.stdout, done.stderr]
-    _store(key)
+    _NEW.add(key)
     return tuple(_KNOWN[key])
 
 
@@ -56,12 +58,13 @@ def _stored() -> dict:
         return {}
 
 
-def _store(key: str) -> None:
-    """Adds key's answer to FILE (written whole, then renamed: a job reading it meanwhile sees the old or the
-    new file, and two writers at once lose at most an answer, asked again later)."""
-    if FILE is None:
+def save() -> None:
+    """Adds this process's new answers to FILE, once the study has loaded (a refused study writes nothing).
+    Written whole, then renamed: a job reading it meanwhile sees the old or the new file, and two writers at
+    once lose at most an answer, asked again later."""
+    if FILE is None or not _NEW:
         return
-    kept = _stored() | {key: _KNOWN[key]}
+    kept = _stored() | {key: _KNOWN[key] for key in _NEW}
     try:
         FILE.parent.mkdir(parents=True, exist_ok=True)
         fd, temp = tempfile.mkstemp(dir=FILE.parent, prefix=f".{FILE.name}.")
@@ -71,5 +74,6 @@ def _store(key: str) -> None:
         with os.fdopen(fd, "w") as out:
             json.dump(kept, out)
         os.replace(temp, FILE)
+        _NEW.clear()
     except OSError:
         Path(temp).unlink(missing_ok=True)

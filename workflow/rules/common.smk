@@ -28,6 +28,7 @@ try:
     STUDY = load(config, study_folder())
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
+tool_answers.save()
 
 # One snakemake at a time runs (or submits) into this results directory: results/.lock names the one
 # that does. Snakemake's own lock (.snakemake/locks) refuses the second run; this says who holds it.
