@@ -1,11 +1,15 @@
 """repeat_until: a round of every cell more while the study cannot yet tell its difference from noise."""
 import json
 import re
+import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import table_rows
+from conftest import leftovers, table_rows
 from dbsweep import rounds
+from dbsweep.runtime import lock
 
 HEADER = "metric,cells,reps,noise_pct,df,detectable_pct\n"  # what checkpoint round_noise writes
 
@@ -79,3 +83,50 @@ def test_rounds_run_until_the_target_or_the_most_repetitions(study_factory):
     study.write(config)
     counts = study.job_counts()
     assert "run" not in counts and counts.get("aggregate") == 1, counts
+
+
+@pytest.mark.workflow
+def test_a_study_stopped_in_a_round_it_added_looks_incomplete_and_a_rerun_ends_it(study_factory):
+    """SIGTERM to Snakemake while the first cell of round 3 measures. Snakemake lets a running job end: its
+    repetition is measured in full, or fails; the other cell's round 3 is not run. The page counts round 3
+    from the verdict on disk and says Incomplete; nothing is left; a rerun measures what is missing."""
+    config = {
+        "study": "stopped", "repetitions": 2,
+        "repeat_until": {"detectable_pct": 0.01, "max_repetitions": 3},  # never met on a real host
+        "axes": {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr"]},
+        "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "16k", "size": "16M",
+                                                            "ioengine": "psync", "runtime": 4}}},
+    }
+    study = study_factory(config)
+    with open(study.path("snakemake.out"), "w") as out:
+        snakemake = subprocess.Popen(study.argv(), cwd=study.root, stdout=out, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+    try:
+        deadline = time.monotonic() + 180
+        while not re.search(rf" in {re.escape(str(study.root))}: run \S+/rep~3 ", lock.holder() or ""):
+            assert snakemake.poll() is None and time.monotonic() < deadline, \
+                study.path("snakemake.out").read_text()[-3000:]
+            time.sleep(0.2)
+        time.sleep(1.5)  # in its window
+        snakemake.send_signal(signal.SIGTERM)
+        assert snakemake.wait(timeout=120) != 0
+    finally:
+        if snakemake.poll() is None:
+            snakemake.kill()
+    deadline = time.monotonic() + 60  # a killed job's guardian releases the lock once its run is cleaned up
+    while f" in {study.root}: " in (lock.holder() or "") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert leftovers(study.root) == []
+    third = [json.loads(p.read_text()) for p in study.path("results/runs").glob("*/*/*/rep~3/run.json")]
+    assert len(third) <= 1 and all(r["status"] == "ok" and r["measure_end"] - r["measure_start"] >= 3.5
+                                   for r in third), third
+    page = study.path("results/summary.md").read_text()
+    stopped = "1 not collected" if third else "1 failed"
+    assert "**Incomplete**" in page and stopped in page and "1 not run" in page, page
+
+    ran = study.run().stderr
+    assert len(re.findall(r"^(?:local)?rule run:$", ran, re.M)) == 2 - len(third), ran[-3000:]
+    assert sorted(p.parent.name for p in study.path("results/runs").glob("*/*/*/rep~*/run.json")) == \
+        ["rep~1", "rep~1", "rep~2", "rep~2", "rep~3", "rep~3"]
+    page = study.path("results/summary.md").read_text()
+    assert "**Incomplete**" not in page and "stopped at 3 repetitions" in page, page
