@@ -16,7 +16,7 @@ An operation is a row for load and index, a query for qr and qp. Goal: the serve
 the page cache) has no spread: "0".
 
     .venv/bin/python bench/phase_efficiency.py [--reps 3] [--table-size 100000] [--time 3]
-                                               [--engines innodb myrocks]
+                                               [--engines innodb myrocks postgresql]
     .venv/bin/python bench/phase_efficiency.py --smoke     # InnoDB, 2 reps of a tiny table: checks it still runs
 """
 from __future__ import annotations
