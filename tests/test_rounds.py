@@ -45,15 +45,20 @@ def test_a_round_without_a_figure_ends_the_study(tmp_path):
         "not measurable after 2; no per-second throughput to judge by, so no more rounds.")
 
 
-@pytest.mark.workflow
-def test_rounds_run_until_the_target_or_the_most_repetitions(study_factory):
-    config = {
+def adaptive_study(runtime: int) -> dict:
+    """2 tmpfs fio cells, 2 rounds and up to a third, whose target no real host meets."""
+    return {
         "study": "rounds", "repetitions": 2,
-        "repeat_until": {"detectable_pct": 0.01, "max_repetitions": 3},  # never met on a real host
+        "repeat_until": {"detectable_pct": 0.01, "max_repetitions": 3},
         "axes": {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr"]},
         "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "16k", "size": "16M",
-                                                            "ioengine": "psync", "runtime": 2}}},
+                                                            "ioengine": "psync", "runtime": runtime}}},
     }
+
+
+@pytest.mark.workflow
+def test_rounds_run_until_the_target_or_the_most_repetitions(study_factory):
+    config = adaptive_study(runtime=2)
     study = study_factory(config)
     err = study.run().stderr
     assert "dbsweep: repeat_until: up to 1 more round of 2 repetitions while the noise needs them" in err
@@ -90,13 +95,7 @@ def test_a_study_stopped_in_a_round_it_added_looks_incomplete_and_a_rerun_ends_i
     """SIGTERM to Snakemake while the first cell of round 3 measures. Snakemake lets a running job end: its
     repetition is measured in full, or fails; the other cell's round 3 is not run. The page counts round 3
     from the verdict on disk and says Incomplete; nothing is left; a rerun measures what is missing."""
-    config = {
-        "study": "stopped", "repetitions": 2,
-        "repeat_until": {"detectable_pct": 0.01, "max_repetitions": 3},  # never met on a real host
-        "axes": {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr"]},
-        "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "16k", "size": "16M",
-                                                            "ioengine": "psync", "runtime": 4}}},
-    }
+    config = adaptive_study(runtime=4)
     study = study_factory(config)
     with open(study.path("snakemake.out"), "w") as out:
         snakemake = subprocess.Popen(study.argv(), cwd=study.root, stdout=out, stderr=subprocess.STDOUT,
