@@ -2,11 +2,10 @@
 check of a study's options (`fio --parse-only`), its list of options (`fio --cmdhelp=all`).
 
 Every Snakemake process loads the study, the main one and each job, and fio spends about 0.15 s of CPU
-calibrating its clock before it answers anything (BENCHMARKS.md, planning). So the answers are kept, in
-this process and, where the workflow names a file (FILE) and saves them once the study has loaded, on disk
-for the next process. An answer is
-keyed by the tool's installed file (path, size, modification time) and the arguments, so another build
-of the tool asks again.
+calibrating its clock before it answers anything (BENCHMARKS.md, planning). So the answers are kept: in
+this process, and on disk for the next one where the workflow names a file (FILE) and saves them once the
+study has loaded. An answer is keyed by the tool's installed file (path, size, modification time) and the
+arguments, so another build of the tool is asked again.
 """
 from __future__ import annotations
 
