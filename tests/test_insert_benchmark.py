@@ -2,6 +2,7 @@
 import csv
 import gzip
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -70,6 +71,15 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
         assert start["roots"] == end["roots"] and len(start["roots"]) == 1
         assert start["time"] <= phase["start"] and phase["end"] <= end["time"] < phase["end"] + 1
         assert end["cpu_s"] > start["cpu_s"] and end["write_bytes"] >= start["write_bytes"]
+    # InnoDB's status text between phases too: its log sequence number grows through every phase
+    run = next(study.path("results/runs").glob("engine~innodb/**/rep~1/run.json"))
+    record = json.loads(run.read_text())
+    moments = ["start", "after-load", "after-index", "after-qr", "end"]
+    assert list(record["engine_status"]) == moments
+    raw = run.parent / record["attempt"] / "raw"
+    lsn = [int(re.search(r"^Log sequence number\s+(\d+)", (raw / f"engine_status.{m}.txt").read_text(), re.M)[1])
+           for m in moments]
+    assert lsn == sorted(set(lsn)), lsn
     samples = rows(study.path("results/tables/samples.csv.gz"))
     assert {r["phase"] for r in samples if r["engine"] == "innodb"} >= {"qr", "qp"}  # load: under a second
     with open(study.path("results/tables/insert_benchmark.csv"), newline="") as f:

@@ -363,11 +363,12 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     timed = _timed(recipe, nodes, topology, raw, log)
     servers = [node.db.handle.pid for node in nodes]
     account = _accounting(nodes)
-    with _engine_status_around(lambda: [(node.name, None if node.down else node.db) for node in nodes], raw, record,
-                               log):
+    up = lambda: [(node.name, None if node.down else node.db) for node in nodes]  # noqa: E731
+    with _engine_status_around(up, raw, record, log):
         if tool.phases is not None:
             _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
-                            scratch, record, log, sampler, client, timed, servers, account)
+                            scratch, record, log, sampler, client, timed, servers, account,
+                            between=lambda phase: _engine_status(up(), raw, f"after-{phase}", record, log))
         else:
             argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
             with client(db, argv) as (argv, env):
@@ -403,8 +404,9 @@ def _engine_status_around(nodes, raw: Path, record: dict, log):
 def _engine_status(nodes: list[tuple[str, database.Database | None]], raw: Path, moment: str, record: dict,
                    log) -> None:
     """Each node's engine status text (its family's engine_status: SHOW ENGINE INNODB STATUS, SHOW ENGINE
-    ROCKSDB STATUS; nothing for a family that has none), outside the measured window: `moment` is "start"
-    (right before the window) or "end" (right after it). Written as the server gave it to
+    ROCKSDB STATUS; nothing for a family that has none), outside what is measured: `moment` is "start"
+    (right before the window), "end" (right after it) or "after-<phase>" (between two phases of a phased
+    workload, e.g. the insert benchmark's after-load, after-index, after-qr). Written as the server gave it to
     raw/engine_status.<moment>.txt (the first node's: a topology's primary) and
     raw/engine_status-<node>.<moment>.txt (every other node's); run.json's engine_status[moment][node] names
     the file, or the error that left it out. A node down has none: one an event stopped or killed, and one
@@ -419,7 +421,8 @@ def _engine_status(nodes: list[tuple[str, database.Database | None]], raw: Path,
             text = db.family.engine_status(db.handle, db.engine)
         except Exception as error:  # noqa: BLE001 - whatever it was, the measurement stands
             said = " ".join(str(error).split()) or type(error).__name__
-            log.write(f"warning: engine status at the window's {moment}, node {name}: not taken: {said}\n")
+            when = f"at the window's {moment}" if moment in ("start", "end") else moment.replace("-", " phase ")
+            log.write(f"warning: engine status {when}, node {name}: not taken: {said}\n")
             log.flush()
             record.setdefault("engine_status", {}).setdefault(moment, {})[name] = {"error": said}
             continue
@@ -494,11 +497,12 @@ def _untimed(start: float):
 
 def _measure_phases(recipe: Recipe, tool, phases: list[tuple[str, list[str]]], db, fs, raw: Path, scratch: Path,
                     record: dict, log, sampler, client, timed=None, servers: list[int] | None = None,
-                    account=None) -> None:
+                    account=None, between=None) -> None:
     """Several sysbench runs in one measured window (one clock for all monitors), each phase's output in
     raw/<phase>/, and raw/phases.json (its start, end, the datadir size at its end and, with account,
     the servers' own CPU and IO totals read at its start and end: `server`) rewritten after each phase,
-    so a failed phase keeps what the earlier ones measured."""
+    so a failed phase keeps what the earlier ones measured. between(phase) runs after each phase but the
+    last, outside the phases' own times (the engine status texts: the window's end has the last one's)."""
     done = []
     with _window(recipe, raw, fs.devices, record, log, sampler, servers) as pinning:
         with (timed or _untimed)(record["measure_start"]) as schedule:
@@ -523,6 +527,8 @@ def _measure_phases(recipe: Recipe, tool, phases: list[tuple[str, list[str]]], d
                     record["exit_status"] = status
                     raise RuntimeError(f"phase {name}: sysbench exited with {status}: "
                                        f"{_tail(raw / name, 'stderr.txt', 'stdout.txt')}")
+                if between is not None and name != phases[-1][0]:
+                    between(name)
             record["exit_status"] = 0
             record["measure_end"] = time.time()
     if schedule is not None and schedule.errors:
