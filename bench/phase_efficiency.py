@@ -15,7 +15,7 @@ An operation is a row for load and index, a query for qr and qp. Goal: the serve
 (max/min - 1) for phases of a second or more. A figure whose values are all 0 (KB read with the data in
 the page cache) has no spread: "0".
 
-    .venv/bin/python bench/phase_efficiency.py [--reps 3] [--table-size 100000] [--time 3]
+    .venv/bin/python bench/phase_efficiency.py [--reps 3] [--table-size 100000] [--time 3] [--threads 2]
                                                [--engines innodb myrocks postgresql]
     .venv/bin/python bench/phase_efficiency.py --smoke     # InnoDB, 2 reps of a tiny table: checks it still runs
 """
@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import json
 import os
 import shutil
 import statistics
@@ -43,12 +44,12 @@ FIGURES = [("CPU µs/op", "cpu_us_per_op", "server_cpu_us_per_op"),
            ("KB written/op", "kb_written_per_op", "server_kb_written_per_op")]
 
 
-def study(engines: list[str], reps: int, table_size: int, seconds: int) -> dict:
+def study(engines: list[str], reps: int, table_size: int, seconds: int, threads: int = 2) -> dict:
     """config/studies/insert-benchmark.yaml's workload at rate 100, on smaller tables and shorter phases."""
     return {
         "study": "phase-efficiency",
         "repetitions": reps,
-        "axes": {"engine": engines, "memory": ["256M"], "filesystem": ["ext4"], "threads": [2], "workload": ["ib"]},
+        "axes": {"engine": engines, "memory": ["256M"], "filesystem": ["ext4"], "threads": [threads], "workload": ["ib"]},
         "filesystems": {"ext4": {"type": "ext4", "size": "2G", "mount_options": ["noatime"]}},
         "workloads": {"ib": {"tool": "insert", "options": {
             "tables": 2, "table_size": table_size, "load_batch": 100, "insert_batch": 10, "insert_rate": 100,
@@ -117,11 +118,22 @@ def per_rep(phases: list[dict], engines: list[str]) -> list[list]:
     return out
 
 
+def gaps(runs: Path) -> list[float]:
+    """The seconds between one phase's end and the next one's start, in every repetition's phases.json:
+    what runs between two phases (the engine status texts, the next client's start)."""
+    out = []
+    for path in runs.glob("**/raw/phases.json"):
+        done = json.loads(path.read_text())
+        out += [b["start"] - a["end"] for a, b in zip(done, done[1:])]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--reps", type=int, default=3, help="identical cells (repetitions) per engine")
     ap.add_argument("--table-size", type=int, default=100000, help="rows per table (2 tables)")
     ap.add_argument("--time", type=int, default=3, help="seconds of each rate-limited phase (qr, qp)")
+    ap.add_argument("--threads", type=int, default=2, help="clients of load and index (qr, qp: twice as many)")
     ap.add_argument("--engines", nargs="+", default=["innodb", "myrocks"], choices=ENGINES)
     ap.add_argument("--keep", action="store_true", help="keep the temp dir")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
@@ -136,7 +148,7 @@ def main() -> None:
     work = tmp / "study"
     work.mkdir()
     work.chmod(0o755)
-    write_yaml(work / "study.yaml", study(args.engines, args.reps, args.table_size, args.time))
+    write_yaml(work / "study.yaml", study(args.engines, args.reps, args.table_size, args.time, args.threads))
     load_before = os.getloadavg()
     started = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     try:
@@ -148,7 +160,7 @@ def main() -> None:
             print(f"WARNING: left behind: {leftovers(tmp)}", file=sys.stderr)
     phases = rows_of(work / "results" / "tables" / "phases.csv.gz")
     rows, met = report(phases, args.engines)
-    print(f"{started}; {args.reps} identical cells per engine; 2 tables x {args.table_size} rows, threads 2, "
+    print(f"{started}; {args.reps} identical cells per engine; 2 tables x {args.table_size} rows, threads {args.threads}, "
           f"qr/qp {args.time} s at 100 inserts/s per client; workflow {elapsed:.0f} s; load average "
           f"before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after "
           + " ".join(f"{v:.2f}" for v in os.getloadavg()) + "\n")
@@ -157,6 +169,10 @@ def main() -> None:
     print()
     print(table(["engine", "phase", "rep", "seconds", "host CPU µs/op", "server CPU µs/op", "server KB written/op"],
                 per_rep(phases, args.engines)))
+    between = gaps(work / "results" / "runs")
+    if between:
+        print(f"\nbetween two phases: median {median(between):.3f} s, {min(between):.3f}-{max(between):.3f} s "
+              f"({len(between)} gaps)")
     print(f"\ngoal (server's own figures within {100 * GOAL:.0f}% for phases of 1 s or more): "
           + ("met" if met else "NOT met"))
     if not args.keep:
