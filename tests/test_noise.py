@@ -305,6 +305,21 @@ def test_canary_runs_between_the_repetitions_in_priority_order():
     assert study.priority(0) > max(p for p, _ in jobs)  # preparing first
 
 
+def test_with_repeat_until_a_canary_ends_every_round_it_may_add():
+    config = copy.deepcopy(DEMO) | {"repetitions": 2, "repeat_until": {"detectable_pct": 5, "max_repetitions": 4},
+                                    "noise_control": {"canary": {"every": 7}}}
+    study = load(config)
+    cells = len(study.cells)
+    assert cells == 14
+    jobs = [(study.priority(rep, cell), f"run {rep}") for cell in study.cells for rep in range(1, 5)]
+    jobs += [(study.canary_priority(j), f"canary {j}") for j in range(1, canary.count(cells * 4, 7) + 1)]
+    order = [name for _, name in sorted(jobs, reverse=True)]
+    assert len({p for p, _ in jobs}) == len(jobs)  # one place each
+    # each round's 14 runs, a canary halfway and one at its end: places that stay when a round is added
+    assert order == ["canary 1"] + [name for k in range(1, 5) for name in
+                                    [f"run {k}"] * 7 + [f"canary {2 * k}"] + [f"run {k}"] * 7 + [f"canary {2 * k + 1}"]]
+
+
 @pytest.mark.workflow
 def test_canary_runs_the_first_cell_between_the_repetitions_and_its_table(study_factory):
     config = {

@@ -138,10 +138,11 @@ class Study:
         among the runs ready to start (one at a time: they share the `measure` resource) every
         cell's repetition k comes before any repetition k+1. Preparing and fetching, which
         runs wait for, ask as repetition 0: before all runs. With a canary every run has a place of
-        its own (position), even numbers, and the canaries the odd ones between (canary_priority)."""
+        its own (position), even numbers, and the canaries the odd ones between (canary_priority), among
+        every run the study may make (repeat_until's rounds too)."""
         if self.canary_every is None:
             return self.most_repetitions + 1 - rep if self.interleave else 0
-        total = len(self.cells) * self.repetitions
+        total = len(self.cells) * self.most_repetitions
         if rep == 0:
             return 2 * total + 2
         return 2 * (total - self.position(cell, rep))
@@ -160,7 +161,7 @@ class Study:
     def canary_priority(self, j: int) -> int:
         """Canary run j comes after canary.after(j) runs of the study, (j - 1) x every but at most all: between
         the runs at positions after - 1 and after."""
-        total = len(self.cells) * self.repetitions
+        total = len(self.cells) * self.most_repetitions
         return 2 * (total - canary.after(j, self.canary_every, total)) + 1
 
     @functools.cached_property
@@ -300,7 +301,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     if len(longest.encode()) > matrix.MAX_CELL_PATH:
         raise ConfigError(f"axes: the cell path {shown(longest)} is {len(longest.encode())} bytes long; at most "
                           f"{matrix.MAX_CELL_PATH}: shorten the axis names or values")
-    repeat_until = _repeat_until(config)
+    repeat_until = _repeat_until(config, len(cells))
     repetitions = repeat_until["max_repetitions"] if repeat_until else config.get("repetitions", 1)
     if len(cells) * repetitions > matrix.MAX_RUNS:
         key = "repeat_until.max_repetitions" if repeat_until else "repetitions"
@@ -854,9 +855,10 @@ def _check_memory(cells: list[Cell], allow: bool) -> list[str]:
     return warnings
 
 
-def _repeat_until(config: dict) -> dict | None:
+def _repeat_until(config: dict, cells: int) -> dict | None:
     """repeat_until (the schema checked its values) against the keys it goes with: the noise it reads needs
-    2 repetitions per cell or more to start from, and a canary's places are fixed before the study runs."""
+    2 repetitions per cell or more to start from, and a canary ends every round (its places must not move
+    when a round is added): the rounds interleaved, and canary.every dividing the study's cells."""
     spec = config.get("repeat_until")
     if spec is None:
         return None
@@ -866,9 +868,13 @@ def _repeat_until(config: dict) -> dict | None:
     if spec["max_repetitions"] < repetitions:
         raise ConfigError(f"repeat_until.max_repetitions: {spec['max_repetitions']} is fewer than repetitions "
                           f"({repetitions})")
-    if "canary" in config.get("noise_control", {}):
-        raise ConfigError("repeat_until: not with noise_control.canary (its places in the order are fixed "
-                          "before the study runs)")
+    every = config.get("noise_control", {}).get("canary", {}).get("every")
+    if every is not None and not config.get("interleave", True):
+        raise ConfigError("interleave: false; repeat_until with noise_control.canary needs the rounds "
+                          "interleaved (a canary ends every round)")
+    if every is not None and cells % every:
+        raise ConfigError(f"noise_control.canary.every: {every}; with repeat_until it must divide the study's "
+                          f"{cells} cells, so that a canary ends every round")
     return dict(spec)
 
 

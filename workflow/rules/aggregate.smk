@@ -37,12 +37,12 @@ rule aggregate:
 rule canary_table:
     localrule: True
     input:
-        CANARY_RUNS,
+        known_now(canary_input),
     output:
         f"{TABLES}/canary.csv",
     params:
         every=STUDY.canary_every,
-        total=len(STUDY.cells) * STUDY.repetitions,
+        total=canary_total,
     log:
         "results/logs/canary_table.log",
     script:
@@ -71,6 +71,7 @@ checkpoint round_noise:
     input:
         tables=rules.round_tables.output[0],
         library=R_LIBRARY,
+        canaries=round_canaries,  # waited for, not read: the canary after the round comes before the next
     output:
         f"{rounds.ROOT}/round~{{round}}.csv",
     params:

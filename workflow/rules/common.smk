@@ -322,9 +322,33 @@ SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cel
 # The canary (noise_control.canary, dbsweep/canary.py): the study's first cell, run again between the
 # repetitions into results/canary/<cell>/rep~j.
 CANARY = STUDY.cells[0].path if STUDY.canary_every else None
-CANARY_RUNS = [f"{canary.ROOT}/{CANARY}/rep~{j}/run.json"
-               for j in range(1, canary.count(len(STUDY.cells) * STUDY.repetitions, STUDY.canary_every) + 1)
-               ] if CANARY else []
+
+
+def canary_runs(reps: int) -> list[str]:
+    """The canary's runs among `reps` repetitions of every cell: one before them, one after every
+    canary.every runs and one after the last."""
+    if not CANARY:
+        return []
+    return [f"{canary.ROOT}/{CANARY}/rep~{j}/run.json"
+            for j in range(1, canary.count(len(STUDY.cells) * reps, STUDY.canary_every) + 1)]
+
+
+def canary_input(wildcards):
+    """Rule canary_table's: the canary's runs among every repetition the study makes (repeat_until's rounds
+    too: with them every round ends with a canary, config._repeat_until)."""
+    return canary_runs(repetitions())
+
+
+def round_canaries(wildcards):
+    """The canary's runs up to round k's end, which its check waits for: the canary after a round runs
+    before the next round's runs, not after every round at the study's end."""
+    return canary_runs(int(wildcards.round))
+
+
+def canary_total(wildcards, input) -> int:
+    """The study's runs the canaries of canary_table's input were placed among: with repeat_until's rounds,
+    canary.every x (canaries - 1), every round ending with one; otherwise every cell's repetitions."""
+    return min(len(STUDY.cells) * STUDY.most_repetitions, (len(input) - 1) * STUDY.canary_every)
 
 
 def final_targets(wildcards):
