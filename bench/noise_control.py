@@ -3,7 +3,7 @@
 Study (--cell database): InnoDB, sysbench oltp_read_only on 4 tables x 20,000 rows in a 256M buffer pool,
 ext4 on a loop image, threads 1 and 2, a 5 s warm-up and a --seconds window; (--cell storage) fio
 randread 4k psync on a 4M file in tmpfs, one thread, a --seconds window. It runs as `off` (no noise_control) and as
-`on` (noise_control: drop_caches, thp never, cpu_pinning; pinning needs 3 CPUs for a database cell and
+`on` (noise_control, by default drop_caches, thp never, cpu_pinning, or --on's; pinning needs 3 CPUs for a database cell and
 is recorded "not applied" on this 2-CPU host; a storage cell's fio gets a CPU of its own, the monitors
 the other), each in a folder of its own, from one copy of workflow/. The
 repetitions are interleaved: for k = 1..--reps, each study runs again with `repetitions: k` (Snakemake
@@ -14,13 +14,14 @@ Reported per variant, from its summary page's own figure (dbsweep.answer.noise o
 run-to-run noise, the median over cells of the sd of their repetitions' medians relative to the median,
 and the smallest difference it could detect; then per cell. Goal (issue 18): noise control halves it.
 
-    .venv/bin/python bench/noise_control.py [--cell database|storage] [--reps 4] [--seconds 15]
+    .venv/bin/python bench/noise_control.py [--cell database|storage] [--reps 4] [--seconds 15] [--on JSON]
     .venv/bin/python bench/noise_control.py --smoke     # --cell storage, 2 repetitions of 2 s
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import sys
 from pathlib import Path
 
@@ -31,7 +32,7 @@ CONTROL = {"drop_caches": True, "thp": "never", "cpu_pinning": True}
 TABLES = ["results/tables/comparisons.csv", "results/tables/cell_stats.csv"]
 
 
-def study(variant: str, reps: int, seconds: int, cell: str) -> dict:
+def study(variant: str, reps: int, seconds: int, cell: str, control: dict = CONTROL) -> dict:
     if cell == "storage":
         config = {"axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr"]},
                   "filesystems": {"tmpfs": {"type": "tmpfs", "size": "64M"}},
@@ -45,7 +46,7 @@ def study(variant: str, reps: int, seconds: int, cell: str) -> dict:
                       "script": "oltp_read_only", "tables": 4, "table_size": 20000, "time": seconds}}}}
     config |= {"study": f"noise-{variant}", "repetitions": reps}
     if variant == "on":
-        config["noise_control"] = CONTROL
+        config["noise_control"] = control
     return config
 
 
@@ -67,6 +68,8 @@ def main() -> None:
     ap.add_argument("--cell", choices=("database", "storage"), default="database")
     ap.add_argument("--reps", type=int, default=4)
     ap.add_argument("--seconds", type=int, default=15)
+    ap.add_argument("--on", type=json.loads, default=CONTROL, metavar="JSON",
+                    help=f"the `on` variant's noise_control (default {json.dumps(CONTROL)})")
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="2 repetitions of a 2 s fio cell: does it still run")
     args = ap.parse_args()
@@ -85,7 +88,7 @@ def main() -> None:
         for variant in (("off", "on") if k % 2 else ("on", "off")):
             work = tmp / variant
             work.mkdir(exist_ok=True)
-            write_yaml(work / "study.yaml", study(variant, k, args.seconds, args.cell))
+            write_yaml(work / "study.yaml", study(variant, k, args.seconds, args.cell, args.on))
             # the two tables the noise is read from (answer.noise), not the plots, the page and the report
             seconds, _ = run(snakemake_argv(work, "-c2", *TABLES, snakefile=workflow / "Snakefile"), work, environ,
                              log=work / f"log-{k}")
@@ -99,7 +102,7 @@ def main() -> None:
         assert leftovers(tmp / variant) == [], leftovers(tmp / variant)
     off, on = noise["off"].run_to_run_pct, noise["on"].run_to_run_pct
     print(f"\n{args.cell} cells, {args.seconds} s windows, {args.reps} interleaved repetitions per variant; "
-          f"noise control on: {CONTROL}\n")
+          f"noise control on: {json.dumps(args.on)}\n")
     print(table(["variant", "run-to-run noise", "smallest detectable difference", "cells"],
                 [[v, f"{n.run_to_run_pct:.2f}%" if n.run_to_run_pct is not None else "n/a",
                   f"±{n.detectable_pct:.1f}%" if n.detectable_pct is not None else "n/a", n.cells_with_reps]

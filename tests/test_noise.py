@@ -1,4 +1,5 @@
-"""Noise control (dbsweep/noise.py): the CPU split, the recipe's part, THP and the governor set and restored."""
+"""Noise control (dbsweep/noise.py): the CPU split, the recipe's part, THP, the governor and halt polling set and
+restored."""
 import copy
 import csv
 import html
@@ -144,6 +145,28 @@ def test_host_settings_set_thp_restore_it_and_record_before_set_after(monkeypatc
     assert "warning: noise_control.governor: not available" in log.getvalue()
 
 
+def test_host_settings_set_halt_polling_restore_it_and_say_not_available_without_it(monkeypatch, tmp_path):
+    poll = tmp_path / "guest_halt_poll_ns"  # a stand-in for the haltpoll driver's parameter
+    poll.write_text("0\n")
+    monkeypatch.setattr(noise, "HALT_POLL", poll)
+    record, log = {}, io.StringIO()
+    with pytest.raises(RuntimeError):
+        with noise.host_settings(noise.NoiseControl(halt_poll_ns=200000), record, log):
+            assert poll.read_text() == "200000\n"
+            raise RuntimeError("the body failed")
+    assert poll.read_text() == "0\n"
+    assert record["noise_control"]["halt_poll_ns"] == {"before": 0, "set": 200000, "after": 0}
+    monkeypatch.setattr(noise, "HALT_POLL", tmp_path / "none")  # bare metal, or another cpuidle driver
+    record = {}
+    with noise.host_settings(noise.NoiseControl(halt_poll_ns=200000), record, log):
+        pass
+    assert record["noise_control"]["halt_poll_ns"].startswith("not available: no ")
+    assert "warning: noise_control.halt_poll_ns: not available" in log.getvalue()
+    # a recipe without it is what it was before it existed; with it, it says so
+    assert "halt_poll_ns" not in noise.NoiseControl(thp="never").as_dict()
+    assert noise.NoiseControl(halt_poll_ns=0).as_dict()["halt_poll_ns"] == 0
+
+
 def test_host_settings_restore_thp_when_the_body_fails_and_say_not_available_without_it(monkeypatch, tmp_path):
     monkeypatch.setattr(noise, "THP", tmp_path / "missing" / "enabled")
     record = {}
@@ -216,6 +239,7 @@ def _watch(folder: Path, seen: dict, stop: threading.Event) -> None:
                 except OSError:
                     pass
         seen.setdefault("thp", set()).add(noise.selected(noise.THP))
+        seen.setdefault("halt_poll_ns", set()).add(noise.selected(noise.HALT_POLL))
         time.sleep(0.2)
 
 
@@ -223,11 +247,13 @@ def _watch(folder: Path, seen: dict, stop: threading.Event) -> None:
 def test_a_real_cell_with_noise_control_records_what_it_applied_and_restores_thp(study_factory, workdir):
     before = noise.selected(noise.THP)
     other = "never" if before != "never" else "madvise"
+    polling = disturbances.halt_poll_ns()  # None: not a VM with the haltpoll cpuidle driver
     config = {
         "study": "noise", "axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr"]},
         "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "16M",
                                                              "runtime": 2}}},
-        "noise_control": {"drop_caches": True, "cpu_pinning": True, "thp": other, "governor": "performance"},
+        "noise_control": {"drop_caches": True, "cpu_pinning": True, "thp": other, "governor": "performance",
+                          "halt_poll_ns": 123456 if polling != 123456 else 654321},
     }
     study = study_factory(config)
     seen, stop = {}, threading.Event()
@@ -250,6 +276,13 @@ def test_a_real_cell_with_noise_control_records_what_it_applied_and_restores_thp
     else:
         assert facts["governor"] == "not available: no cpufreq scaling_governor"
     assert facts["drop_caches"]["at"] <= record["measure_start"]
+    wanted = config["noise_control"]["halt_poll_ns"]
+    if polling is None:
+        assert facts["halt_poll_ns"].startswith("not available: no "), facts
+    else:
+        assert facts["halt_poll_ns"] == {"before": polling, "set": wanted, "after": polling}
+        assert str(wanted) in seen["halt_poll_ns"] and disturbances.halt_poll_ns() == polling
+        assert record["disturbances"]["settings"]["halt_poll_ns"] == wanted  # looked at inside the repetition
     host = record["disturbances"]  # looked at before the window, its steal read at both edges
     assert host["settings"]["steal_pct"] >= 0 and isinstance(host["warnings"], dict)
     assert host["settings"]["virtual_machine"] == disturbances.virtual_machine()

@@ -23,7 +23,10 @@ was built on, which does, the same fio read of freshly written tmpfs files ran a
 (standard deviation) from one file to the next (BENCHMARKS.md, "fidelity"). With it, from which size of
 free block on (`page_reporting_order`, a power of two of 4 KiB pages: 9 is 2 MiB; above the kernel's
 largest order, 10, nothing is handed back; a VM's own start-up may set it whatever its command line
-says). Nothing here changes a setting.
+says). The cpuidle driver, and with the haltpoll driver of a guest its poll window
+(`halt_poll_ns`, noise_control can set it): with 0 an idle vCPU halts at once and the hypervisor must wake
+it, which a single client's round trips pay for every time (1-thread oltp_read_only ran 2.5x faster here
+at 200000). Nothing here changes a setting.
 
 The summary page counts the repetitions measured with each warning (line()).
 """
@@ -43,6 +46,8 @@ THP = Path("/sys/kernel/mm/transparent_hugepage/enabled")
 GOVERNOR = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 VIRTIO = Path("/sys/bus/virtio/devices")
 REPORTING_ORDER = Path("/sys/module/page_reporting/parameters/page_reporting_order")
+CPUIDLE = Path("/sys/devices/system/cpu/cpuidle/current_driver")
+HALT_POLL = Path("/sys/module/haltpoll/parameters/guest_halt_poll_ns")  # the haltpoll driver's poll window
 OTHERS = ("mariadbd", "mysqld", "postgres", "sysbench", "fio", "pgbench", "haproxy", "proxysql", "stress-ng")
 STEAL = 0.01  # share of the CPUs' time over a window above which steal is a warning
 FOREIGN = 0.05  # share of the CPUs' time over a window used by other processes, above which it is a warning
@@ -81,7 +86,8 @@ def look(own: Callable[[], set[int]]) -> dict:
     settings = {"thp": selected(THP), "governor": selected(GOVERNOR), "load_1m": round(os.getloadavg()[0], 2),
                 "swap_used_mb": round(psutil.swap_memory().used / 2**20, 1),
                 "virtual_machine": virtual_machine(), "free_page_reporting": free_page_reporting(),
-                "page_reporting_order": reporting_order()}
+                "page_reporting_order": reporting_order(), "cpuidle": selected(CPUIDLE),
+                "halt_poll_ns": halt_poll_ns()}
     seen = {p.pid: p.info["name"] for p in psutil.process_iter(["name"]) if p.info["name"] in OTHERS}
     mine = own()
     foreign = sorted({name for pid, name in seen.items() if pid not in mine and psutil.pid_exists(pid)})
@@ -123,6 +129,15 @@ def free_page_reporting(devices: Path = VIRTIO) -> bool:
 def reporting_order(path: Path = REPORTING_ORDER) -> int | None:
     """The order of the smallest free block the kernel hands back to the hypervisor, or None where the
     kernel has no free page reporting."""
+    try:
+        return int(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def halt_poll_ns(path: Path = HALT_POLL) -> int | None:
+    """How long an idle vCPU polls before it halts, in a guest with the haltpoll cpuidle driver (None
+    elsewhere): 0 halts at once, and waking a halted vCPU goes through the hypervisor."""
     try:
         return int(path.read_text())
     except (OSError, ValueError):

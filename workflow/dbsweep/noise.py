@@ -11,6 +11,10 @@ run.json (`noise_control`) what it asked for and what it could apply:
                  a CPU for each; otherwise "not applied: N CPUs"
     thp          /sys/kernel/mm/transparent_hugepage/enabled set for the repetition, restored after
     governor     every CPU's cpufreq scaling_governor set for the repetition, restored after
+    halt_poll_ns in a virtual machine with the haltpoll cpuidle driver, how long an idle vCPU polls before
+                 it halts (guest_halt_poll_ns), set for the repetition, restored after: with 0 every idle
+                 ends in a halt the hypervisor must wake, and a single client's round trips pay for it
+                 (BENCHMARKS.md, noise_control: 1-thread oltp_read_only 2.5x faster at 200000 here)
 
 A setting the host does not have or does not let us write is recorded as "not available", never a
 failure: the repetition measures what the host gives, and says so.
@@ -26,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from dbsweep import storage
-from dbsweep.disturbances import THP, selected
+from dbsweep.disturbances import HALT_POLL, THP, selected
 
 CPUFREQ = Path("/sys/devices/system/cpu")
 THP_MODES = ("never", "madvise", "always")
@@ -40,6 +44,7 @@ class NoiseControl:
     cpu_pinning: bool = False
     thp: str | None = None  # one of THP_MODES; None: leave as it is
     governor: str | None = None  # e.g. performance; None: leave as it is
+    halt_poll_ns: int | None = None  # the haltpoll driver's guest_halt_poll_ns; None: leave as it is
 
     def __post_init__(self):
         if self.thp is not None and self.thp not in THP_MODES:
@@ -50,7 +55,11 @@ class NoiseControl:
         return self != NoiseControl()
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        """The recipe's part; halt_poll_ns only when set, so that a recipe from before it stays equal."""
+        out = asdict(self)
+        if out["halt_poll_ns"] is None:
+            del out["halt_poll_ns"]
+        return out
 
 
 def split(cpus: list[int], server: bool) -> dict[str, list[int]] | None:
@@ -122,7 +131,7 @@ def _write(path: Path, value: str) -> str | None:
 
 @contextmanager
 def host_settings(control: NoiseControl, record: dict, log, active: Path | None = None):
-    """THP and the CPU governor as the study asks, for the body (the whole repetition: a server's
+    """THP, the CPU governor and halt polling as the study asks, for the body (the whole repetition: a server's
     memory is mapped at its start), restored on exit, also when the body raised. record["noise_control"]
     gets each one's before, set and after, or "not available: why". With active (the repetition's
     results/.active), each value is recorded there before it is changed, so that a job killed outright
@@ -159,6 +168,15 @@ def host_settings(control: NoiseControl, record: dict, log, active: Path | None 
                     _warn(log, f"noise_control.governor: {facts['governor']}")
                 else:
                     facts["governor"] = {"before": before, "set": control.governor}
+        if control.halt_poll_ns is not None:
+            before = selected(HALT_POLL)
+            why = (f"no {HALT_POLL} (not a virtual machine with the haltpoll cpuidle driver)" if before is None
+                   else change(HALT_POLL, str(control.halt_poll_ns), before))
+            if why is None:
+                facts["halt_poll_ns"] = {"before": int(before), "set": int(selected(HALT_POLL))}
+            else:
+                facts["halt_poll_ns"] = f"not available: {why}"
+                _warn(log, f"noise_control.halt_poll_ns: {facts['halt_poll_ns']}")
         yield
     finally:
         for path, value, entry in reversed(undo):
@@ -170,6 +188,8 @@ def host_settings(control: NoiseControl, record: dict, log, active: Path | None 
             facts["thp"]["after"] = selected(THP)
         if isinstance(facts.get("governor"), dict):
             facts["governor"]["after"] = {p.parts[-3]: selected(p) for p in governors()}
+        if isinstance(facts.get("halt_poll_ns"), dict):
+            facts["halt_poll_ns"]["after"] = int(selected(HALT_POLL))
 
 
 def drop_caches(control: NoiseControl, record: dict, log) -> None:
