@@ -186,4 +186,13 @@ def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_
                                                                                       "time, the hypervisor at most "
                                                                                       "0.1% (steal).")
     assert disturbances.line(reps[3:4]).endswith("(disturbances).")  # an older run.json: no figures to give
+    # vCPUs that halt at once when idle: said, as a fact of the host, not counted as a warning
+    halting = [rep(results, "threads~32", {}, foreign_cpu_pct=0.4, steal_pct=0.1, halt_poll_ns=0),
+               rep(results, "threads~64", {}, foreign_cpu_pct=0.3, steal_pct=0.0, halt_poll_ns=200000)]
+    said = disturbances.line(halting)
+    assert said.startswith("Host warnings: none in 2 repetition(s)")
+    assert said.endswith(" 1 of 2 ran on idle vCPUs that halt at once (the haltpoll driver's guest_halt_poll_ns 0): "
+                         "each wake-up goes through the hypervisor, which a single client pays on every round trip "
+                         "(noise_control.halt_poll_ns sets it).")
+    assert "halt" not in disturbances.line(halting[1:])
     assert disturbances.line(reps[4:]) == ""

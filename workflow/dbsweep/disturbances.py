@@ -232,8 +232,9 @@ def recorded(rep_dir: Path) -> dict | None:
 
 
 def line(rep_dirs: list[Path]) -> str:
-    """The summary page's sentence on the host: how many repetitions measured with each warning, and the
-    most CPU other processes and the hypervisor took in any one window."""
+    """The summary page's sentence on the host: how many repetitions measured with each warning, the
+    most CPU other processes and the hypervisor took in any one window, and how many ran on vCPUs that
+    halt at once when idle (not a warning: the host's way, but it is in every round trip of one client)."""
     found = [r for r in map(recorded, rep_dirs) if r is not None]
     if not found:
         return ""
@@ -253,4 +254,9 @@ def line(rep_dirs: list[Path]) -> str:
         said += (f" In any one window, other processes used at most {most['foreign_cpu_pct']:.1f}% of the CPUs' time"
                  + (f", the hypervisor at most {most['steal_pct']:.1f}% (steal)." if most["steal_pct"] is not None
                     else "."))
+    halting = sum(1 for r in found if r["settings"].get("halt_poll_ns") == 0)
+    if halting:
+        said += (f" {halting} of {len(found)} ran on idle vCPUs that halt at once (the haltpoll driver's "
+                 "guest_halt_poll_ns 0): each wake-up goes through the hypervisor, which a single client pays on "
+                 "every round trip (noise_control.halt_poll_ns sets it).")
     return said
