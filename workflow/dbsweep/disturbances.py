@@ -25,8 +25,8 @@ free block on (`page_reporting_order`, a power of two of 4 KiB pages: 9 is 2 MiB
 largest order, 10, nothing is handed back; a VM's own start-up may set it whatever its command line
 says). The cpuidle driver, and with the haltpoll driver of a guest its poll window
 (`halt_poll_ns`, noise_control can set it): with 0 an idle vCPU halts at once and the hypervisor must wake
-it, which a single client's round trips pay for every time (1-thread oltp_read_only ran 2.5x faster here
-at 200000). Nothing here changes a setting.
+it, which a single client's round trips pay for every time (1-thread oltp_read_only ran 2.7-2.9x faster
+here at 200000). Nothing here changes a setting.
 
 The summary page counts the repetitions measured with each warning (line()).
 """

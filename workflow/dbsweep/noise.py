@@ -14,7 +14,7 @@ run.json (`noise_control`) what it asked for and what it could apply:
     halt_poll_ns in a virtual machine with the haltpoll cpuidle driver, how long an idle vCPU polls before
                  it halts (guest_halt_poll_ns), set for the repetition, restored after: with 0 every idle
                  ends in a halt the hypervisor must wake, and a single client's round trips pay for it
-                 (BENCHMARKS.md, noise_control: 1-thread oltp_read_only 2.5x faster at 200000 here)
+                 (BENCHMARKS.md, noise_control: 1-thread oltp_read_only 2.7-2.9x faster at 200000 here)
 
 A setting the host does not have or does not let us write is recorded as "not available", never a
 failure: the repetition measures what the host gives, and says so.
