@@ -126,22 +126,24 @@ def free_page_reporting(devices: Path = VIRTIO) -> bool:
     return False
 
 
-def reporting_order(path: Path = REPORTING_ORDER) -> int | None:
-    """The order of the smallest free block the kernel hands back to the hypervisor, or None where the
-    kernel has no free page reporting."""
+def number(path: Path) -> int | None:
+    """A numeric sysfs setting, or None where the kernel has no such file."""
     try:
         return int(path.read_text())
     except (OSError, ValueError):
         return None
+
+
+def reporting_order(path: Path = REPORTING_ORDER) -> int | None:
+    """The order of the smallest free block the kernel hands back to the hypervisor, or None where the
+    kernel has no free page reporting."""
+    return number(path)
 
 
 def halt_poll_ns(path: Path = HALT_POLL) -> int | None:
     """How long an idle vCPU polls before it halts, in a guest with the haltpoll cpuidle driver (None
     elsewhere): 0 halts at once, and waking a halted vCPU goes through the hypervisor."""
-    try:
-        return int(path.read_text())
-    except (OSError, ValueError):
-        return None
+    return number(path)
 
 
 def cpu_ticks(stat: Path = Path("/proc/stat")) -> list[int]:
