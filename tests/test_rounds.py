@@ -34,7 +34,7 @@ def test_a_round_more_while_any_metric_is_above_the_target(tmp_path):
     assert rounds.repetitions(2, None, verdict) == 2
     assert rounds.text([tmp_path / f"round~{n}.csv" for n in (2, 3, 4)], spec).endswith(
         "±4.9% after 4; met (stopping once a round meets it calls identical cells different a little more often "
-        "than 5%: 6.7% at 5% noise in simulation; fixed repetitions keep 5%).")
+        "than 5%: 6.7% at 5% noise in simulation; fixed repetitions keep about 5%).")
     assert rounds.text([tmp_path / f"round~{n}.csv" for n in (2, 3)], spec | {"max_repetitions": 3}) == (
         "Repetitions until a difference of 5% could be told from noise (at most 3 per cell): ±12% after 2, "
         "±7.0% after 3; not met: stopped at 3 repetitions.")

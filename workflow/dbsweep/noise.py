@@ -131,8 +131,8 @@ def _write(path: Path, value: str) -> str | None:
 
 @contextmanager
 def host_settings(control: NoiseControl, record: dict, log, active: Path | None = None):
-    """THP, the CPU governor and halt polling as the study asks, for the body (the whole repetition: a server's
-    memory is mapped at its start), restored on exit, also when the body raised. record["noise_control"]
+    """THP, the CPU governor and halt polling as the study asks, for the body (the whole repetition: a
+    server's memory is mapped at its start), restored on exit, also when the body raised. record["noise_control"]
     gets each one's before, set and after, or "not available: why". With active (the repetition's
     results/.active), each value is recorded there before it is changed, so that a job killed outright
     (SIGKILL, the OOM killer) has it restored by its guardian or by the next repetition on the host

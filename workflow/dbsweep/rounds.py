@@ -67,7 +67,7 @@ def text(paths: list[Path], spec: dict) -> str:
         outcome = "no per-second throughput to judge by, so no more rounds"
     elif last <= target:
         outcome = ("met (stopping once a round meets it calls identical cells different a little more often "
-                   "than 5%: 6.7% at 5% noise in simulation; fixed repetitions keep 5%)")
+                   "than 5%: 6.7% at 5% noise in simulation; fixed repetitions keep about 5%)")
     else:
         outcome = f"not met: stopped at {most} repetitions"
     return f"{head}: {shown}; {outcome}."
