@@ -77,6 +77,7 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
         assert float(r["tps"]) > 5, engine
         assert 0 <= float(r["hit_ratio"]) <= 1, engine
         assert float(r["cpu_us_per_txn"]) > 0, engine
+        assert float(r["cs_per_txn"]) > 1, engine  # every statement's round trip wakes the server, then the client
         # the redo log's or WAL's KB per read-write transaction; a binary log only MariaDB has (here off: 0)
         assert 0.1 < float(r["log_kb_per_txn"]) < 100, engine
         assert r["binlog_kb_per_txn"] == ("" if engine == "postgresql" else "0.0"), engine

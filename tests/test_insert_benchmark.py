@@ -45,6 +45,7 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
         assert float(load_["inserts"]) == 2 * 30000, engine  # every row, in batches of 100
         assert float(load_["ops"]) == 60000 and load_["op"] == "row"
         assert float(load_["cpu_us_per_op"]) > 0, engine
+        assert 0 < float(load_["cs_per_op"]) < 50, engine  # an INSERT of 100 rows wakes a few threads, not 5,000
         # the server's own accounting, read at the phase's start and end: CPU and pages written for every
         # phase that does work (reads may be 0: the data is in the page cache)
         for phase in (load_, index, qr, qp):
@@ -147,11 +148,13 @@ def test_summary_refuses_a_run_cut_short(tmp_path):
 def test_per_op_takes_the_system_rows_within_the_phase():
     from dbsweep.workloads.insert_bench import per_op
     phase = {"start": 100.0, "end": 102.0, "ops": 1000}
-    system = [{"time": t, "us": 10, "sy": 10, "rkb_s": 100, "wkb_s": 200} for t in (100.0, 101.0, 102.0, 103.0)]
+    system = [{"time": t, "us": 10, "sy": 10, "rkb_s": 100, "wkb_s": 200, "cs": 3000 + t}
+              for t in (100.0, 101.0, 102.0, 103.0)]
     got = per_op(phase, system, cpus=2)
     assert got["system_seconds"] == 2  # the rows at 101 and 102 cover the phase's two seconds
     assert got["cpu_us_per_op"] == pytest.approx(2 * 0.2 * 2 * 1e6 / 1000)
     assert got["kb_read_per_op"] == pytest.approx(0.2) and got["kb_written_per_op"] == pytest.approx(0.4)
+    assert got["cs_per_op"] == pytest.approx((3101 + 3102) / 1000)
 
 
 def test_module_contracts():

@@ -32,18 +32,20 @@ test_that("insert figures are medians relative to the baseline engine", {
   expect_true(is.na(load$ratio_low) && is.na(load$verdict))
 })
 
-test_that("the server's own CPU and IO per operation are compared too, NA in older tables", {
+test_that("the server's own CPU and IO and the context switches per operation are compared too, NA in older tables", {
   phases <- rbind(phase_rows("innodb", 1:2, "load", 5000, 0),
                   phase_rows("postgresql", 1:2, "load", 10000, 0))
   old <- insert_table(phases, c("engine"), list(engine = "innodb"))
-  expect_true(all(is.na(old[metric == "server_cpu_us_per_op"]$value)))
+  expect_true(all(is.na(old[metric %in% c("server_cpu_us_per_op", "cs_per_op")]$value)))
+  expect_equal(nrow(old[metric == "cs_per_op"]), 2)
   phases[, `:=`(server_cpu_us_per_op = ifelse(engine == "innodb", 10, 30),
-                server_kb_read_per_op = 0, server_kb_written_per_op = 0.5)]
+                server_kb_read_per_op = 0, server_kb_written_per_op = 0.5, cs_per_op = ifelse(engine == "innodb", 4, 2))]
   t <- insert_table(phases, c("engine"), list(engine = "innodb"))
   cpu <- t[metric == "server_cpu_us_per_op"]
   expect_equal(cpu$value, c(10, 30))
   expect_equal(cpu[engine == "postgresql"]$relative, 3)
   expect_equal(t[metric == "server_kb_written_per_op"]$value, c(0.5, 0.5))
+  expect_equal(t[metric == "cs_per_op" & engine == "postgresql"]$relative, 0.5)
   expect_true(all(c("cpu_us_per_op", "server_cpu_us_per_op") %in% t$metric))
 })
 

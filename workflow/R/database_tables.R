@@ -20,7 +20,7 @@
 # The final figures of efficiency.csv, in this order.
 EFFICIENCY_COLUMNS <- c("tps", "lat_p95_ms", "hit_ratio", "kb_read_per_txn",
                         "kb_written_per_txn", "log_kb_per_txn", "binlog_kb_per_txn",
-                        "cpu_us_per_txn", "server_cpu_us_per_txn",
+                        "cpu_us_per_txn", "cs_per_txn", "server_cpu_us_per_txn",
                         "server_kb_read_per_txn", "server_kb_written_per_txn",
                         "datadir_mb_start", "datadir_mb_end", "memory_limit_mb")
 
@@ -110,7 +110,8 @@ EFFICIENCY_PREAMBLE <- paste(
   "KB the engine wrote to its own log per transaction (InnoDB's redo log,",
   "MyRocks' WAL, PostgreSQL's WAL; the server's counters); binlog_kb_per_txn:",
   "KB written to the binary log per transaction (MariaDB; 0 without one); cpu_us_per_txn:",
-  "CPU microseconds per transaction (vmstat us + sy: the whole host);",
+  "CPU microseconds per transaction (vmstat us + sy: the whole host); cs_per_txn:",
+  "context switches per transaction (vmstat cs: the whole host, the client's too);",
   "server_cpu_us_per_txn: CPU microseconds of the servers' own processes per",
   "transaction (every node's, in a topology; their /proc/<pid>/stat totals at",
   "the window's start and end, else the per-second sampler's); server_kb_read_per_txn,",

@@ -1,11 +1,12 @@
 # The insert benchmark (study 8): per phase (load, index, qr, qp) inserted rows
 # and queries per second against the target rate, CPU us and KB read and
-# written per operation (host-wide, from vmstat and iostat each second, and the
-# server's own, from its process tree's totals at the phase's start and end:
-# server_*), and the database size; every figure also relative to the baseline
-# configuration (= 1.0), as bars, with the ratio's 95% CI and verdict by the
-# study's one method (statistics.R values_to_baseline: the run-to-run noise
-# pooled over the cells; with one repetition everywhere there is none).
+# written per operation (host-wide, from vmstat and iostat each second, with
+# the context switches per operation, and the server's own, from its process
+# tree's totals at the phase's start and end: server_*), and the database size;
+# every figure also relative to the baseline configuration (= 1.0), as bars,
+# with the ratio's 95% CI and verdict by the study's one method (statistics.R
+# values_to_baseline: the run-to-run noise pooled over the cells; with one
+# repetition everywhere there is none).
 #
 # Snakemake: input phases (+ provenance); output table_csv, table_md, plot;
 # params axes, baseline (axis -> value, may be empty), analysis; log.
@@ -16,18 +17,18 @@
 # those at their baseline values and the other axes the same.
 
 INSERT_METRICS <- c("inserts_s", "queries_s", "cpu_us_per_op", "kb_read_per_op",
-                    "kb_written_per_op", "server_cpu_us_per_op",
+                    "kb_written_per_op", "cs_per_op", "server_cpu_us_per_op",
                     "server_kb_read_per_op", "server_kb_written_per_op", "db_mb")
-# The server's own figures: NA in phases tables from before they were read.
-SERVER_INSERT_METRICS <- c("server_cpu_us_per_op", "server_kb_read_per_op",
-                           "server_kb_written_per_op")
+# NA in phases tables from before they were recorded: the server's own figures, context switches.
+LATER_INSERT_METRICS <- c("cs_per_op", "server_cpu_us_per_op", "server_kb_read_per_op",
+                          "server_kb_written_per_op")
 PHASE_ORDER <- c("load", "index", "qr", "qp")
 # A phase whose inserts fall short of this share of the target is marked.
 RATE_TOLERANCE <- 0.95
 
 read_phases <- function(path, axes) {
   dt <- read_table(path, axes, required = c("rep", "phase", "target_inserts_s",
-                                            setdiff(INSERT_METRICS, SERVER_INSERT_METRICS)))
+                                            setdiff(INSERT_METRICS, LATER_INSERT_METRICS)))
   dt[, phase := as.character(phase)]
   dt
 }
@@ -35,7 +36,7 @@ read_phases <- function(path, axes) {
 insert_table <- function(phases, axes, baseline = list(), settings = STATS_DEFAULTS) {
   if (nrow(phases) == 0) stop("phases: no rows (no insert benchmark cells ran)")
   phases <- copy(phases)
-  for (col in setdiff(SERVER_INSERT_METRICS, names(phases))) set(phases, j = col, value = NA_real_)
+  for (col in setdiff(LATER_INSERT_METRICS, names(phases))) set(phases, j = col, value = NA_real_)
   vary <- varying_axes(phases, axes)
   by <- c(vary, "phase")
   cells <- phases[, c(lapply(.SD, median_or_na), list(reps = .N)), by = by,

@@ -33,7 +33,7 @@ SHORT_SHARE = 0.05
 POISSON_SIGMAS = 3
 QUEUE_SHARE = 0.1
 DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "log_kb_per_txn", "binlog_kb_per_txn",
-                 "cpu_us_per_txn", "server_cpu_us_per_txn",
+                 "cpu_us_per_txn", "cs_per_txn", "server_cpu_us_per_txn",
                  "server_kb_read_per_txn", "server_kb_written_per_txn",
                  "datadir_mb_start", "datadir_mb_end", "memory_limit_mb"]
 
@@ -104,8 +104,8 @@ def open_loop(target: int, final: dict, samples: list[dict]) -> dict:
 
 
 def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
-    """KB read and written (iostat) and CPU microseconds (vmstat us+sy) per transaction,
-    over the seconds of the measured window."""
+    """KB read and written (iostat), CPU microseconds (vmstat us+sy) and context switches (vmstat cs) per
+    transaction, over the seconds of the measured window."""
     window = {row["second"] for row in samples}
     txn = sum(row["tps"] or 0 for row in samples)
     rows = [row for row in system if row["second"] in window]
@@ -120,7 +120,7 @@ def per_transaction(samples: list[dict], system: list[dict], cpus: int) -> dict:
     cpu = total("us"), total("sy")
     cpu_us = None if None in cpu else (cpu[0] + cpu[1]) / 100 * cpus * 1e6
     return {"kb_read_per_txn": per_txn(total("rkb_s")), "kb_written_per_txn": per_txn(total("wkb_s")),
-            "cpu_us_per_txn": per_txn(cpu_us)}
+            "cpu_us_per_txn": per_txn(cpu_us), "cs_per_txn": per_txn(total("cs"))}
 
 
 def server_cpu_per_txn(counters: list[dict], samples: list[dict]) -> float | None:

@@ -8,8 +8,8 @@ raw/phases.json each phase's start, end and the datadir size at its end, and the
 totals read at its start and end (dbsweep.accounting).
 
 CPU and IO per operation come two ways, side by side: host-wide (cpu_us_per_op, kb_read_per_op,
-kb_written_per_op: vmstat and iostat's per-second samples within the phase, which a phase of a second or
-two cannot measure well) and the server's own (server_cpu_us_per_op, server_kb_read_per_op,
+kb_written_per_op, and context switches, cs_per_op: vmstat and iostat's per-second samples within the
+phase, which a phase of a second or two cannot measure well) and the server's own (server_cpu_us_per_op, server_kb_read_per_op,
 server_kb_written_per_op: its process tree's totals at the phase's exact start and end).
 """
 from __future__ import annotations
@@ -32,7 +32,7 @@ DEFAULTS = {"tables": 1, "table_size": 10000, "load_batch": 100, "insert_batch":
 MINIMUM = {"table_size": 0, "data_length": 0}  # the others start at 1
 DATASET = ("tables",)  # what prepare writes: empty tables
 PHASE_COLUMNS = ["phase", "seconds", "inserts", "queries", "inserts_s", "queries_s", "target_inserts_s",
-                 "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "server_cpu_us_per_op",
+                 "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "cs_per_op", "server_cpu_us_per_op",
                  "server_kb_read_per_op", "server_kb_written_per_op", "db_mb"]
 
 
@@ -161,8 +161,8 @@ def phase_rows(rawdir: Path, run: Run) -> list[dict]:
 
 
 def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
-    """CPU microseconds (vmstat us+sy) and KB read and written (iostat) per operation of one phase of
-    several in a measured window: over the seconds of the system rows sampled within the phase (each
+    """CPU microseconds (vmstat us+sy), KB read and written (iostat) and context switches (vmstat cs) per
+    operation of one phase of several in a measured window: over the seconds of the system rows sampled within the phase (each
     row covers the second before its time)."""
     rows = [row for row in system if phase["start"] < float(row["time"]) <= phase["end"] + 0.5]
     ops = phase.get("ops")
@@ -174,7 +174,8 @@ def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
     cpu = [row for row in rows if row.get("us") not in (None, "")]
     return {"cpu_us_per_op": None if not cpu or not ops else
             sum(row["us"] + row["sy"] for row in cpu) / 100 * cpus * 1e6 / ops,
-            "kb_read_per_op": per("rkb_s"), "kb_written_per_op": per("wkb_s"), "system_seconds": len(rows)}
+            "kb_read_per_op": per("rkb_s"), "kb_written_per_op": per("wkb_s"), "cs_per_op": per("cs"),
+            "system_seconds": len(rows)}
 
 
 def version() -> str:
