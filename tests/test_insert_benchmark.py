@@ -52,6 +52,13 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
             assert float(phase["server_cpu_us_per_op"]) > 0, (engine, phase["phase"])
             assert float(phase["server_kb_read_per_op"]) >= 0, (engine, phase["phase"])
         assert float(load_["server_kb_written_per_op"]) > 0, engine
+        # KB written per inserted row: the same as per operation where an operation is a row inserted (load),
+        # the per-query figure times queries / inserts in qr and qp, none where nothing is inserted (index)
+        assert float(load_["server_kb_written_per_insert"]) == pytest.approx(float(load_["server_kb_written_per_op"]))
+        assert index["server_kb_written_per_insert"] == index["kb_written_per_insert"] == "", engine
+        for phase in (qr, qp):
+            per_query, per_insert = float(phase["server_kb_written_per_op"]), float(phase["server_kb_written_per_insert"])
+            assert per_insert == pytest.approx(per_query * float(phase["ops"]) / float(phase["inserts"]), rel=1e-6)
         # the server is one of several processes: its CPU per row is less than the host's, within reason
         assert float(load_["server_cpu_us_per_op"]) < 3 * float(load_["cpu_us_per_op"]), engine
         assert float(index["db_mb"]) > float(load_["db_mb"]) * 0.99, engine
@@ -155,6 +162,17 @@ def test_per_op_takes_the_system_rows_within_the_phase():
     assert got["cpu_us_per_op"] == pytest.approx(2 * 0.2 * 2 * 1e6 / 1000)
     assert got["kb_read_per_op"] == pytest.approx(0.2) and got["kb_written_per_op"] == pytest.approx(0.4)
     assert got["cs_per_op"] == pytest.approx((3101 + 3102) / 1000)
+
+
+def test_kb_written_per_insert_divides_the_writes_by_the_rows_inserted():
+    from dbsweep.workloads.insert_bench import per_insert
+    figures = {"kb_written_per_op": 0.5, "server_kb_written_per_op": 0.25}
+    qr = {"ops": 20000, "inserts": 1000}  # 20 queries per inserted row
+    assert per_insert(qr, figures) == {"kb_written_per_insert": 10.0, "server_kb_written_per_insert": 5.0}
+    assert per_insert({"ops": 1000, "inserts": 1000}, figures) == {
+        "kb_written_per_insert": 0.5, "server_kb_written_per_insert": 0.25}  # load: an operation is a row inserted
+    assert set(per_insert({"ops": 1000, "inserts": 0}, figures).values()) == {None}  # index
+    assert per_insert(qr, figures | {"kb_written_per_op": None})["kb_written_per_insert"] is None
 
 
 def test_module_contracts():

@@ -46,6 +46,7 @@ test_that("the server's own CPU and IO and the context switches per operation ar
   expect_equal(cpu[engine == "postgresql"]$relative, 3)
   expect_equal(t[metric == "server_kb_written_per_op"]$value, c(0.5, 0.5))
   expect_equal(t[metric == "cs_per_op" & engine == "postgresql"]$relative, 0.5)
+  expect_true(all(c("kb_written_per_insert", "server_kb_written_per_insert") %in% t$metric))
   expect_true(all(c("cpu_us_per_op", "server_cpu_us_per_op") %in% t$metric))
 })
 

@@ -2,7 +2,9 @@
 # and queries per second against the target rate, CPU us and KB read and
 # written per operation (host-wide, from vmstat and iostat each second, with
 # the context switches per operation, and the server's own, from its process
-# tree's totals at the phase's start and end: server_*), and the database size;
+# tree's totals at the phase's start and end: server_*), KB written per inserted
+# row (*_per_insert: in qr and qp an operation is a query, but the writes come
+# from the inserts), and the database size;
 # every figure also relative to the baseline configuration (= 1.0), as bars,
 # with the ratio's 95% CI and verdict by the study's one method (statistics.R
 # values_to_baseline: the run-to-run noise pooled over the cells; with one
@@ -17,11 +19,14 @@
 # those at their baseline values and the other axes the same.
 
 INSERT_METRICS <- c("inserts_s", "queries_s", "cpu_us_per_op", "kb_read_per_op",
-                    "kb_written_per_op", "cs_per_op", "server_cpu_us_per_op",
-                    "server_kb_read_per_op", "server_kb_written_per_op", "db_mb")
-# NA in phases tables from before they were recorded: the server's own figures, context switches.
-LATER_INSERT_METRICS <- c("cs_per_op", "server_cpu_us_per_op", "server_kb_read_per_op",
-                          "server_kb_written_per_op")
+                    "kb_written_per_op", "kb_written_per_insert", "cs_per_op",
+                    "server_cpu_us_per_op", "server_kb_read_per_op",
+                    "server_kb_written_per_op", "server_kb_written_per_insert", "db_mb")
+# NA in phases tables from before they were recorded: the server's own figures, context switches, KB
+# written per inserted row.
+LATER_INSERT_METRICS <- c("kb_written_per_insert", "cs_per_op", "server_cpu_us_per_op",
+                          "server_kb_read_per_op", "server_kb_written_per_op",
+                          "server_kb_written_per_insert")
 PHASE_ORDER <- c("load", "index", "qr", "qp")
 # A phase whose inserts fall short of this share of the target is marked.
 RATE_TOLERANCE <- 0.95
@@ -92,6 +97,7 @@ rule_insert_benchmark <- function(input, output, params, log = snakemake_log()) 
   shown <- table[, .(phase, metric, configuration, value, relative, ratio_low, ratio_high, verdict,
                      short_of_target = ifelse(short_of_target, "SHORT", ""))]
   write_md_table(shown, output[["table_md"]], group_by = "phase")
-  save_plot(insert_plot(table, caption), output[["plot"]], width = 9, height = 12)  # 9 metric rows
+  save_plot(insert_plot(table, caption), output[["plot"]], width = 9,
+            height = 2 + 1.1 * length(INSERT_METRICS))  # a row of panels per metric
   invisible(table)
 }

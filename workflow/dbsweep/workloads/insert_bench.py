@@ -10,7 +10,9 @@ totals read at its start and end (dbsweep.accounting).
 CPU and IO per operation come two ways, side by side: host-wide (cpu_us_per_op, kb_read_per_op,
 kb_written_per_op, and context switches, cs_per_op: vmstat and iostat's per-second samples within the
 phase, which a phase of a second or two cannot measure well) and the server's own (server_cpu_us_per_op, server_kb_read_per_op,
-server_kb_written_per_op: its process tree's totals at the phase's exact start and end).
+server_kb_written_per_op: its process tree's totals at the phase's exact start and end). An operation
+is a row in load and index, a query in qr and qp; KB written also per inserted row (kb_written_per_insert,
+server_kb_written_per_insert), since in qr and qp the writes come from the inserts, not the queries.
 """
 from __future__ import annotations
 
@@ -33,7 +35,8 @@ MINIMUM = {"table_size": 0, "data_length": 0}  # the others start at 1
 DATASET = ("tables",)  # what prepare writes: empty tables
 PHASE_COLUMNS = ["phase", "seconds", "inserts", "queries", "inserts_s", "queries_s", "target_inserts_s",
                  "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "cs_per_op", "server_cpu_us_per_op",
-                 "server_kb_read_per_op", "server_kb_written_per_op", "db_mb"]
+                 "server_kb_read_per_op", "server_kb_written_per_op", "kb_written_per_insert",
+                 "server_kb_written_per_insert", "db_mb"]
 
 
 def check(options: dict, where: str) -> None:
@@ -155,9 +158,22 @@ def summary(rawdir: Path) -> dict:
 
 
 def phase_rows(rawdir: Path, run: Run) -> list[dict]:
-    """The phases table: each phase's figures, with CPU and IO per operation, host-wide and the server's own."""
-    return [phase | per_op(phase, run.system, run.cpus) | accounting.per_op(phase["server_used"], phase["ops"], "op")
-            for phase in summary(rawdir)["phases"]]
+    """The phases table: each phase's figures, with CPU and IO per operation, host-wide and the server's own,
+    and KB written per inserted row."""
+    rows = []
+    for phase in summary(rawdir)["phases"]:
+        figures = per_op(phase, run.system, run.cpus) | accounting.per_op(phase["server_used"], phase["ops"], "op")
+        rows.append(phase | figures | per_insert(phase, figures))
+    return rows
+
+
+def per_insert(phase: dict, figures: dict) -> dict:
+    """KB written per inserted row, host-wide and the server's own: the insert benchmark's own write figure
+    (wKB/i). In qr and qp an operation is a query, but what is written comes from the rows inserted beside
+    the queries at the target rate. None in the index phase, which inserts no rows."""
+    scale = phase["ops"] / phase["inserts"] if phase["inserts"] and phase["ops"] else None
+    return {name.replace("_per_op", "_per_insert"): None if scale is None or figures[name] is None
+            else figures[name] * scale for name in ("kb_written_per_op", "server_kb_written_per_op")}
 
 
 def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
