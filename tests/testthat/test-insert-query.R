@@ -104,3 +104,10 @@ test_that("a baseline naming one axis compares within the other axes", {
   expect_equal(t[engine == "postgresql" & plan == "nested"]$relative, 0.5)
   expect_equal(t[plan == "default"]$relative, c(1, 1))
 })
+
+test_that("the plot names each metric's row in lines that fit it", {
+  phases <- rbind(phase_rows("innodb", 1, "load", 5000, 0), phase_rows("postgresql", 1, "load", 10000, 0))
+  p <- insert_plot(insert_table(phases, c("engine"), list(engine = "innodb")))
+  strips <- p$facet$params$labeller(data.frame(metric = c("server_kb_written_per_insert", "db_mb")))
+  expect_equal(strips[[1]], c("server kb\nwritten per\ninsert", "db mb"))
+})

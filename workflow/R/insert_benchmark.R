@@ -72,7 +72,8 @@ insert_plot <- function(table, caption = NULL) {
   ggplot(dt, aes(x = configuration, y = relative, fill = configuration)) +
     geom_col() +
     geom_hline(yintercept = 1, linetype = "dashed", colour = "grey30") +
-    facet_grid(metric ~ phase, scales = "free_y") +
+    facet_grid(metric ~ phase, scales = "free_y",  # a metric's name in lines that fit its row's height
+               labeller = labeller(metric = function(m) wrap_text(gsub("_", " ", m), 14))) +
     scale_fill_dbsweep() +
     labs(title = "Insert benchmark: each phase relative to the baseline (= 1.0)",
          subtitle = plot_subtitle(sprintf("baseline: %s",
