@@ -4,13 +4,18 @@ import gzip
 import json
 import re
 import shutil
+import signal
+import subprocess
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import insert_bench
+from conftest import leftovers
 from test_database_workflow import db_study, servers_in, workdir  # noqa: F401 - the fixture
 
 RATE = 50  # rows/s per client
@@ -162,6 +167,31 @@ def test_per_op_takes_the_system_rows_within_the_phase():
     assert got["cpu_us_per_op"] == pytest.approx(2 * 0.2 * 2 * 1e6 / 1000)
     assert got["kb_read_per_op"] == pytest.approx(0.2) and got["kb_written_per_op"] == pytest.approx(0.4)
     assert got["cs_per_op"] == pytest.approx((3101 + 3102) / 1000)
+
+
+@pytest.mark.workflow
+def test_a_server_killed_in_a_phase_is_named_as_the_cause_and_the_earlier_phases_are_kept(study_factory,
+                                                                                          workdir):  # noqa: F811
+    study = study_factory(insert_study(engines=("innodb",), time=60))
+    proc = subprocess.Popen(study.argv(), cwd=workdir, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 180
+    while not any("--phase=qr" in " ".join(p.info["cmdline"] or []) for p in psutil.process_iter(["cmdline"])):
+        assert time.monotonic() < deadline, "the qr phase never started"
+        time.sleep(0.2)
+    (server,) = servers_in(workdir)
+    server.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=120) != 0
+    assert servers_in(workdir) == [] and leftovers(workdir) == []
+    rep = next(study.path("results/runs").glob("engine~innodb/*/*/*/*/rep~1"))
+    (attempt,) = rep.glob("attempt~*")
+    error = json.loads((attempt / "run.json").read_text())["error"]
+    # the cause first, then what the client saw of it
+    assert error.startswith(f"the server (pid {server.pid}) died while serving") and "phase qr: sysbench exited" in error
+    log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
+    assert log.read_text().splitlines()[-1].split(": ", 2)[2].startswith("the server (pid ")
+    # nothing measured is lost: the phases before it, with their figures
+    done = json.loads((attempt / "raw/phases.json").read_text())
+    assert [p["phase"] for p in done] == ["load", "index", "qr"] and done[0]["exit_status"] == 0
 
 
 def test_kb_written_per_insert_divides_the_writes_by_the_rows_inserted():
