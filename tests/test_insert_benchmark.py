@@ -59,11 +59,13 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
         assert float(load_["server_kb_written_per_op"]) > 0, engine
         # KB written per inserted row: the same as per operation where an operation is a row inserted (load),
         # the per-query figure times queries / inserts in qr and qp, none where nothing is inserted (index)
-        assert float(load_["server_kb_written_per_insert"]) == pytest.approx(float(load_["server_kb_written_per_op"]))
+        assert float(load_["server_kb_written_per_insert"]) == pytest.approx(
+            float(load_["server_kb_written_per_op"]))
         assert index["server_kb_written_per_insert"] == index["kb_written_per_insert"] == "", engine
         for phase in (qr, qp):
-            per_query, per_insert = float(phase["server_kb_written_per_op"]), float(phase["server_kb_written_per_insert"])
-            assert per_insert == pytest.approx(per_query * float(phase["ops"]) / float(phase["inserts"]), rel=1e-6)
+            per_query = float(phase["server_kb_written_per_op"])
+            assert float(phase["server_kb_written_per_insert"]) == pytest.approx(
+                per_query * float(phase["ops"]) / float(phase["inserts"]), rel=1e-6)
         # the server is one of several processes: its CPU per row is less than the host's, within reason
         assert float(load_["server_cpu_us_per_op"]) < 3 * float(load_["cpu_us_per_op"]), engine
         assert float(index["db_mb"]) > float(load_["db_mb"]) * 0.99, engine
@@ -186,7 +188,8 @@ def test_a_server_killed_in_a_phase_is_named_as_the_cause_and_the_earlier_phases
     (attempt,) = rep.glob("attempt~*")
     error = json.loads((attempt / "run.json").read_text())["error"]
     # the cause first, then what the client saw of it
-    assert error.startswith(f"the server (pid {server.pid}) died while serving") and "phase qr: sysbench exited" in error
+    assert error.startswith(f"the server (pid {server.pid}) died while serving")
+    assert "phase qr: sysbench exited" in error
     log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
     assert log.read_text().splitlines()[-1].split(": ", 2)[2].startswith("the server (pid ")
     # nothing measured is lost: the phases before it, with their figures

@@ -4,11 +4,10 @@
 # the context switches per operation, and the server's own, from its process
 # tree's totals at the phase's start and end: server_*), KB written per inserted
 # row (*_per_insert: in qr and qp an operation is a query, but the writes come
-# from the inserts), and the database size;
-# every figure also relative to the baseline configuration (= 1.0), as bars,
-# with the ratio's 95% CI and verdict by the study's one method (statistics.R
-# values_to_baseline: the run-to-run noise pooled over the cells; with one
-# repetition everywhere there is none).
+# from the inserts), and the database size; every figure also relative to the
+# baseline configuration (= 1.0), as bars, with the ratio's 95% CI and verdict
+# by the study's one method (statistics.R values_to_baseline: the run-to-run
+# noise pooled over the cells; with one repetition everywhere there is none).
 #
 # Snakemake: input phases (+ provenance); output table_csv, table_md, plot;
 # params axes, baseline (axis -> value, may be empty), analysis; log.

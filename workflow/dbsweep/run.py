@@ -526,7 +526,8 @@ def _measure_phases(recipe: Recipe, tool, phases: list[tuple[str, list[str]]], d
                 if status != 0:
                     record["exit_status"] = status
                     gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
-                    raise RuntimeError((f"{gone}\n" if gone else "") + f"phase {name}: sysbench exited with {status}: "
+                    raise RuntimeError((f"{gone}\n" if gone else "")
+                                       + f"phase {name}: sysbench exited with {status}: "
                                        f"{_tail(raw / name, 'stderr.txt', 'stdout.txt')}")
                 if between is not None and name != phases[-1][0]:
                     between(name)

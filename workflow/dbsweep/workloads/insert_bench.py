@@ -9,10 +9,11 @@ totals read at its start and end (dbsweep.accounting).
 
 CPU and IO per operation come two ways, side by side: host-wide (cpu_us_per_op, kb_read_per_op,
 kb_written_per_op, and context switches, cs_per_op: vmstat and iostat's per-second samples within the
-phase, which a phase of a second or two cannot measure well) and the server's own (server_cpu_us_per_op, server_kb_read_per_op,
-server_kb_written_per_op: its process tree's totals at the phase's exact start and end). An operation
-is a row in load and index, a query in qr and qp; KB written also per inserted row (kb_written_per_insert,
-server_kb_written_per_insert), since in qr and qp the writes come from the inserts, not the queries.
+phase, which a phase of a second or two cannot measure well) and the server's own (server_cpu_us_per_op,
+server_kb_read_per_op, server_kb_written_per_op: its process tree's totals at the phase's exact start
+and end). An operation is a row in load and index, a query in qr and qp; KB written also per inserted
+row (kb_written_per_insert, server_kb_written_per_insert), since in qr and qp the writes come from the
+inserts, not the queries.
 """
 from __future__ import annotations
 
@@ -34,8 +35,8 @@ DEFAULTS = {"tables": 1, "table_size": 10000, "load_batch": 100, "insert_batch":
 MINIMUM = {"table_size": 0, "data_length": 0}  # the others start at 1
 DATASET = ("tables",)  # what prepare writes: empty tables
 PHASE_COLUMNS = ["phase", "seconds", "inserts", "queries", "inserts_s", "queries_s", "target_inserts_s",
-                 "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "cs_per_op", "server_cpu_us_per_op",
-                 "server_kb_read_per_op", "server_kb_written_per_op", "kb_written_per_insert",
+                 "ops", "op", "cpu_us_per_op", "kb_read_per_op", "kb_written_per_op", "cs_per_op",
+                 "server_cpu_us_per_op", "server_kb_read_per_op", "server_kb_written_per_op", "kb_written_per_insert",
                  "server_kb_written_per_insert", "db_mb"]
 
 
@@ -178,8 +179,8 @@ def per_insert(phase: dict, figures: dict) -> dict:
 
 def per_op(phase: dict, system: list[dict], cpus: int) -> dict:
     """CPU microseconds (vmstat us+sy), KB read and written (iostat) and context switches (vmstat cs) per
-    operation of one phase of several in a measured window: over the seconds of the system rows sampled within the phase (each
-    row covers the second before its time)."""
+    operation of one phase of several in a measured window: over the seconds of the system rows sampled
+    within the phase (each row covers the second before its time)."""
     rows = [row for row in system if phase["start"] < float(row["time"]) <= phase["end"] + 0.5]
     ops = phase.get("ops")
 
