@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import table, tempdir, use_pipeline_code  # noqa: E402
 
 use_pipeline_code()
-from dbsweep import config, database, run, storage, workloads  # noqa: E402
+from dbsweep import accounting, config, database, run, storage, workloads  # noqa: E402
 from dbsweep.recipe import Recipe  # noqa: E402
 
 ENGINES = ("innodb", "myrocks")  # PROCESSLIST's TID: MariaDB's
@@ -65,13 +65,6 @@ def thread_cpu(pid: int) -> dict[int, float]:
         except FileNotFoundError:  # ended meanwhile
             pass
     return got
-
-
-def process_cpu(pid: int) -> float:
-    """The process's CPU seconds, its ended threads' included (utime + stime of /proc/<pid>/stat)."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 class Connections:
@@ -111,11 +104,11 @@ def load_phase(db, recipe: Recipe, scratch: Path) -> dict:
     assert name == "load", name
     pid = db.handle.pid
     with tool.client(db, argv) as (argv, env), Connections(db) as connections:
-        before, total = thread_cpu(pid), process_cpu(pid)
+        before, server = thread_cpu(pid), accounting.reading([pid])  # the process's, ended threads included
         start = time.perf_counter()
         subprocess.run(argv, cwd=scratch, env=env, check=True, capture_output=True)
         seconds = time.perf_counter() - start
-        after, total = thread_cpu(pid), process_cpu(pid) - total
+        after, total = thread_cpu(pid), accounting.delta(server, accounting.reading([pid]))["cpu_s"]
     used = {tid: after[tid] - before.get(tid, 0.0) for tid in after}
     own = sum(used[tid] for tid in connections.tids if tid in used)
     return {"seconds": seconds, "server": total, "connections": own, "other": sum(used.values()) - own,
