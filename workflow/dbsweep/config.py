@@ -47,7 +47,7 @@ PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "
 # Workload keys beside tool, options and warmup; a workload declares which it takes (Workload.settings).
 SETTINGS = ("dataset_options", "prepare_threads")
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
-                     "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
+                     "statistics": ["median", "mean", "sd", "p95", "max"], "include_deviated": False, "scripts": []}
 
 
 @dataclass(frozen=True)

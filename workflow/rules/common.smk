@@ -55,7 +55,7 @@ for _warning in STUDY.warnings if workflow.is_main_process else []:
 RUNS = "results/runs"
 # What collect makes of each repetition: the inputs of rule aggregate (and of a round's tables).
 REPETITION_FILES = (["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv",
-                     "events.csv", "recovery.csv"] + [f"{name}.csv" for name in workloads.tables()])
+                     "events.csv", "recovery.csv", "delivered.csv"] + [f"{name}.csv" for name in workloads.tables()])
 # The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
 R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
@@ -422,7 +422,8 @@ def summary_study(reps: int, verdicts: list[str] = ()):
               for path, cell in CELLS.items() if STUDY.image(cell)}
     return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), reps,
                          [Path(d) for d in rep_dirs(reps)], STUDY.not_applicable, STUDY.headline, images,
-                         rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "")
+                         rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "",
+                         STUDY.analysis["include_deviated"])
 
 
 def summary_after_error(log):

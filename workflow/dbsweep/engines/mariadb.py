@@ -790,7 +790,7 @@ def _forget(port: int, socket: Path) -> None:
             pass
 
 
-def variables(conn: Conn) -> list[tuple[str, str]]:
+def variables(conn: Conn) -> list[tuple[str, ...]]:
     return [(name, "" if value is None else str(value)) for name, value in _query(conn, "SHOW GLOBAL VARIABLES")]
 
 

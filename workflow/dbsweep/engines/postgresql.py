@@ -486,9 +486,10 @@ def _forget(port: int) -> None:
             session.close()
 
 
-def variables(conn: Conn) -> list[tuple[str, str]]:
-    return [(name, "" if value is None else str(value))
-            for name, value in _query(conn, "SELECT name, setting FROM pg_settings ORDER BY name")]
+def variables(conn: Conn) -> list[tuple[str, ...]]:
+    """pg_settings' name, setting and unit (8kB, ms, …: delivered.py compares sizes and times through it)."""
+    return [(name, "" if value is None else str(value), unit or "")
+            for name, value, unit in _query(conn, "SELECT name, setting, unit FROM pg_settings ORDER BY name")]
 
 
 def version(conn: Conn) -> str:
