@@ -215,6 +215,31 @@ def test_an_open_loop_short_of_its_rate_is_deviated():
     assert verdicts(delivered.rate({"rate": 100, "rate_achieved": None})) == {("rate", "rate"): NOT_READ}
 
 
+def proxy_rows(values: list[int]) -> list[dict]:
+    return [{"second": i + 1, "name": "dbsweep.sessions_current", "value": v, "node": "proxy"}
+            for i, v in enumerate(values)]
+
+
+def test_a_client_that_did_not_go_through_its_proxy_is_deviated():
+    through = recipe(threads=4, topology={"name": "pair"}, network={"client_latency_ms": 0, "node_latency_ms": 0},
+                     proxy={"name": "lb", "type": "haproxy"})
+    assert verdicts(delivered.proxy(through, proxy_rows([4, 4, 4]))) == {("proxy", "lb"): EQUAL}
+    assert verdicts(delivered.proxy(through, proxy_rows([0, 1, 1]))) == {("proxy", "lb"): DEVIATED}
+    assert verdicts(delivered.proxy(through, [])) == {("proxy", "lb"): NOT_READ}
+
+
+def test_a_host_setting_read_back_otherwise_is_deviated_and_one_the_host_lacks_not_read():
+    from dbsweep.noise import NoiseControl
+
+    control = NoiseControl(thp="never", governor="performance", halt_poll_ns=0)
+    facts = {"thp": {"before": "madvise", "set": "always"}, "governor": "not available: no cpufreq scaling_governor",
+             "halt_poll_ns": {"before": 200000, "set": 0}}
+    assert verdicts(delivered.host_settings(control, facts)) == {
+        ("host setting", "thp"): DEVIATED, ("host setting", "governor"): NOT_READ,
+        ("host setting", "halt_poll_ns"): EQUAL}
+    assert delivered.host_settings(None, facts) == []
+
+
 # --- the page's report ---------------------------------------------------------------------------------
 
 def test_the_report_names_each_deviation_with_its_cell_and_counts_what_was_verified(tmp_path):

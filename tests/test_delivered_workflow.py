@@ -47,8 +47,8 @@ def raise_cap_of(cell: str, stop: threading.Event, done: list) -> None:
         for proc in psutil.process_iter(["name", "cwd"]):
             if proc.info["name"] == "mariadbd" and cell in (proc.info["cwd"] or ""):
                 try:
-                    line = next(l for l in Path(f"/proc/{proc.pid}/cgroup").read_text().splitlines()
-                                if ":memory:" in l)
+                    line = next(row for row in Path(f"/proc/{proc.pid}/cgroup").read_text().splitlines()
+                                if ":memory:" in row)
                 except (OSError, StopIteration):
                     continue
                 limit = Path("/sys/fs/cgroup/memory" + line.split(":", 2)[2]) / "memory.limit_in_bytes"

@@ -53,6 +53,10 @@ KINDS = {
     "host": ("the hostname each node ran on", "exact"),
     "connections": ("the server's connected clients, largest per-second sample in the window "
                     "(Threads_connected, pg_stat_database.numbackends)", "at least the declared threads"),
+    "proxy": ("the proxy's own sessions (haproxy show stat, ProxySQL stats), largest per-second sample in "
+              "the window", "at least the declared threads: the client's connections went through it"),
+    "host setting": ("the host's setting as read after it was set (THP, CPU governor, halt polling: run.json "
+                     "noise_control)", "exact; a setting this host does not have is not read"),
     "rate": ("the tool's achieved arrival rate (open loop)", "short of the target by more than 5% and 3 "
              "Poisson standard deviations: deviated"),
 }
@@ -92,6 +96,7 @@ def _text(value) -> str:
 def checks(recipe: Recipe, record: dict, raw: Path) -> list[Check]:
     """Every check of one repetition, from its recipe, its run.json (record) and its raw folder."""
     out = filesystem(recipe.filesystem, record.get("filesystem") or {})
+    out += host_settings(recipe.noise_control, record.get("noise_control"))
     if recipe.database:
         out += server_settings(recipe, raw / "variables.tsv")
         out += version(recipe.version, (record.get("server") or {}).get("version"))
@@ -105,6 +110,8 @@ def extra(recipe: Recipe, summary: dict, counters: list[dict]) -> list[Check]:
     out = []
     if recipe.database and recipe.topology is None:
         out += connections(recipe, counters)
+    if recipe.proxy is not None:
+        out += proxy(recipe, counters)
     if summary.get("rate") is not None:
         out += rate(summary)
     return out
@@ -366,6 +373,42 @@ def connections(recipe: Recipe, counters: list[dict]) -> list[Check]:
     most = int(max(values))
     return [_check("connections", "threads", recipe.threads, most, EQUAL if most >= recipe.threads else DEVIATED,
                    f"{name}, largest per-second sample (dbsweep's sampler is one of them)")]
+
+
+def proxy(recipe: Recipe, counters: list[dict]) -> list[Check]:
+    """The client's path through the cell's proxy: the proxy's current sessions (its counters, node "proxy"),
+    largest per-second sample in the window, against the declared threads. Fewer: some of the client's
+    connections went elsewhere, or never came. Not read with fewer than MIN_SAMPLES samples."""
+    name = recipe.proxy.get("name") or recipe.proxy.get("type")
+    values = [float(r["value"]) for r in counters
+              if r.get("node") == "proxy" and str(r.get("name", "")).rsplit(".", 1)[-1] == "sessions_current"]
+    if len(values) < MIN_SAMPLES:
+        return [_check("proxy", name, f"{recipe.threads} client connections", None, NOT_READ,
+                       f"fewer than {MIN_SAMPLES} samples of the proxy's sessions")]
+    most = int(max(values))
+    return [_check("proxy", name, f"{recipe.threads} client connections", f"{most} sessions",
+                   EQUAL if most >= recipe.threads else DEVIATED)]
+
+
+def host_settings(control, facts: dict | None) -> list[Check]:
+    """noise_control's THP, governor and halt polling (noise.host_settings) against what was read after each
+    was set; one the host does not have ("not available: …") is not read."""
+    if control is None:
+        return []
+    out = []
+    for key in ("thp", "governor", "halt_poll_ns"):
+        want = getattr(control, key, None)
+        if want is None:
+            continue
+        got = (facts or {}).get(key)
+        if not isinstance(got, dict):
+            out.append(_check("host setting", key, want, None, NOT_READ, str(got or "no reading in run.json")))
+            continue
+        value = got.get("set")
+        values = set(value.values()) if isinstance(value, dict) else {value}
+        ok = {str(v) for v in values} == {str(want)}
+        out.append(_check("host setting", key, want, ",".join(sorted(map(str, values))), EQUAL if ok else DEVIATED))
+    return out
 
 
 def rate(summary: dict) -> list[Check]:
