@@ -181,6 +181,7 @@ ROWS = [
     ("analysis.plots", put("analysis.plots", ["pie"]), "analysis.plots[0]:", "'pie'"),
     ("analysis.headline", put("analysis.headline", ["pie"]), "analysis.headline[0]:", "'pie'"),
     ("analysis.statistics", put("analysis.statistics", ["mode"]), "analysis.statistics[0]:", "'mode'"),
+    ("analysis.include_deviated", put("analysis.include_deviated", "no"), "analysis.include_deviated:", "'no'"),
     ("analysis.scripts", put("analysis.scripts", ["nosuch/mine.R"]), "analysis.scripts[0]:", "'nosuch/mine.R'"),
     ("filesystems", lambda c: c["filesystems"].update({"../x": {"type": "ext4"}}), "filesystems:", "'../x'"),
     ("filesystems.*", put("filesystems.ext4", "big"), "filesystems.ext4:", "'big'"),
