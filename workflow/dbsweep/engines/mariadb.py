@@ -176,8 +176,18 @@ def option_names() -> frozenset[str] | None:
                               timeout=60)
     except (OSError, RuntimeError, subprocess.TimeoutExpired):
         return None
-    names = re.findall(r"^\s+--([A-Za-z0-9][A-Za-z0-9_-]*)", done.stdout, re.M)
-    return frozenset(_key(name) for name in names) if done.returncode == 0 and names else None
+    names = help_option_names(done.stdout)
+    return names if done.returncode == 0 and names else None
+
+
+# An option's line in `mariadbd --verbose --help`: `  --name[=…]`, or after its short alias,
+# `  -C, --character-set-server=name` (the alias may be a sign: `-#, --debug[=name]`).
+HELP_OPTION = re.compile(r"^\s+(?:-\S, )?--([A-Za-z0-9][A-Za-z0-9_-]*)", re.M)
+
+
+def help_option_names(text: str) -> frozenset[str]:
+    """The options `mariadbd --verbose --help` lists, as _key names: with or without a short alias."""
+    return frozenset(_key(name) for name in HELP_OPTION.findall(text))
 
 
 def _mariadbd() -> str:
