@@ -174,9 +174,11 @@ def facts_of_images(run, config: dict) -> dict[str, dict[str, str]]:
 @pytest.mark.workflow
 def test_a_charset_axis_loads_each_cells_tables_in_its_own_charset(study_factory, workdir):
     """Two cells, latin1 and utf8mb4 on a charset axis: two images in the plan (-n), each loaded by a server
-    with its character set, so each cell's table reads back in its own collation (information_schema)."""
+    with its character set, so each cell's table reads back in its own collation (information_schema). The
+    latin1 cell's datadir is also made with 8k pages and lower_case_table_names=1 (given to the bootstrap)."""
     config = study("mariadb", "charset", {"latin1": {"character-set-server": "latin1",
-                                                     "collation-server": "latin1_swedish_ci"},
+                                                     "collation-server": "latin1_swedish_ci",
+                                                     "innodb_page_size": "8k", "lower_case_table_names": 1},
                                           "utf8mb4": {"character-set-server": "utf8mb4",
                                                       "collation-server": "utf8mb4_general_ci"}})
     run = study_factory(config)
@@ -188,8 +190,11 @@ def test_a_charset_axis_loads_each_cells_tables_in_its_own_charset(study_factory
     assert by_charset["latin1"]["table.sbtest1.collation"] == "latin1_swedish_ci"
     assert by_charset["utf8mb4"]["schema.charset"] == "utf8mb4"
     assert by_charset["utf8mb4"]["table.sbtest1.collation"] == "utf8mb4_general_ci"
+    assert (by_charset["latin1"]["innodb_page_size"], by_charset["utf8mb4"]["innodb_page_size"]) == ("8192", "16384")
+    assert (by_charset["latin1"]["lower_case_table_names"], by_charset["utf8mb4"]["lower_case_table_names"]) == \
+        ("1", "0")
     for f in by_charset.values():
-        assert f["table.sbtest1.engine"] == "InnoDB" and f["innodb_page_size"] == "16384"
+        assert f["table.sbtest1.engine"] == "InnoDB"
         assert int(f["table.sbtest1.indexes"]) == 2  # the primary key and k_1
         assert 100 <= int(f["table.sbtest1.rows"]) <= 400  # InnoDB's estimate of 200
 
@@ -200,7 +205,7 @@ def test_postgresql_initdb_settings_make_their_own_images(study_factory, workdir
     initdb with its cell's settings, read back from the catalog."""
     config = study("postgresql", "checksums", {"on": {"data_checksums": "on", "wal_segment_size": "32MB",
                                                       "server_encoding": "LATIN1"},
-                                               "off": {"data_checksums": "off"}})
+                                               "off": {"data_checksums": "off", "lc_collate": "C.utf8"}})
     run = study_factory(config)
     assert run.job_counts()["prepare"] == 2
     measure(run, config)
@@ -209,6 +214,7 @@ def test_postgresql_initdb_settings_make_their_own_images(study_factory, workdir
     assert (by_value["on"]["data_checksums"], by_value["off"]["data_checksums"]) == ("on", "off")
     assert (by_value["on"]["wal_segment_size"], by_value["off"]["wal_segment_size"]) == ("32MB", "16MB")
     assert (by_value["on"]["database.encoding"], by_value["off"]["database.encoding"]) == ("LATIN1", "UTF8")
+    assert (by_value["on"]["database.collate"], by_value["off"]["database.collate"]) == ("C", "C.utf8")
     for f in by_value.values():
-        assert f["database.collate"] == "C" and f["database.ctype"] == "C"
+        assert f["database.ctype"] == "C"
         assert f["table.sbtest1.indexes"] == "2" and 100 <= int(f["table.sbtest1.rows"]) <= 400
