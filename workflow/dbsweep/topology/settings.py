@@ -52,6 +52,8 @@ def check(config: dict, axes: dict) -> None:
         for node, host in spec.get("hosts", {}).items():
             if node not in node_names(spec):
                 raise ConfigError(f"{where}.hosts.{node}: {host!r}: no such node ({', '.join(node_names(spec))})")
+            raise ConfigError(f"{where}.hosts.{node}: {host!r}: placement across hosts is not built yet (issue 34); "
+                              f"every node would run on the job's host; remove hosts")
     proxies = _proxies(config)
     for name, spec in proxies.items():
         proxy_kinds.check_settings(spec["type"], {k: v for k, v in spec.items() if k != "type"},
@@ -111,13 +113,12 @@ def recipe(config: dict, cell: dict) -> dict:
         return {}
     name = str(cell.get("topology", SINGLE))
     spec = None if name == SINGLE else config.get("topologies", {})[name]
-    settings = {k: v for k, v in (spec or {}).items() if k not in ("replication", "replicas", "nodes", "hosts")}
+    settings = {k: v for k, v in (spec or {}).items() if k not in ("replication", "replicas", "nodes")}
     links = config.get("networks", {})[cell["network"]] if "network" in cell else config.get("network", {})
     proxy = str(cell.get("proxy", NO_PROXY))
-    placed = {"hosts": dict(spec["hosts"])} if spec and spec.get("hosts") else {}
     return {
         "topology": {"name": name, "replication": spec["replication"] if spec else None,
-                     "nodes": node_names(spec), "settings": settings} | placed,
+                     "nodes": node_names(spec), "settings": settings},
         "network": LINK_DEFAULTS | links,
         "proxy": None if proxy == NO_PROXY else {"name": proxy} | _proxies(config)[proxy],
     }
