@@ -89,6 +89,10 @@ ROWS = [
                                            network={"client_latency_ms": -1}), "network.client_latency_ms:", "-1"),
     ("network.node_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
                                          network={"node_latency_ms": "1ms"}), "network.node_latency_ms:", "'1ms'"),
+    # issue 32: below the least this host's delay mechanism (the user-space delayer) adds; 0.001 ms is 1 µs
+    ("network.client_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
+                                           network={"client_latency_ms": 0.001}), "network.client_latency_ms:",
+     "0.001 is below what a link delay can deliver on this host"),
     ("network.jitter_ms", topology("r", {"replicas": 1, "replication": "async"}, network={"jitter_ms": -2}),
      "network.jitter_ms:", "-2"),
     ("networks", both(put("axes.topology", ["single"]), put("axes.network", ["../x"]),
