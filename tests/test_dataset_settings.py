@@ -7,7 +7,6 @@ the tables back from each cell's image with the family's dataset_facts.
 """
 import copy
 import io
-import json
 import shutil
 import tempfile
 from pathlib import Path
@@ -77,7 +76,8 @@ def test_either_spelling_of_a_mariadb_setting_shapes_the_dataset():
 
 
 @pytest.mark.parametrize("family, sets", [
-    ("mariadb", {"RR": {"transaction-isolation": "REPEATABLE-READ"}, "RC": {"transaction-isolation": "READ-COMMITTED"}}),
+    ("mariadb", {"RR": {"transaction-isolation": "REPEATABLE-READ"},
+                 "RC": {"transaction-isolation": "READ-COMMITTED"}}),
     ("mariadb", {"small": {"innodb_buffer_pool_size": "64M"}, "big": {"innodb_buffer_pool_size": "128M"}}),
     ("postgresql", {"a": {"random_page_cost": 4}, "b": {"random_page_cost": 1.1}}),
 ])

@@ -72,8 +72,8 @@ def _measure() -> Floor:
             net.set_latency("a", "b", SMALLEST_MS)
             delayed = _median(net, "a-b")
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
-        return Floor("delayer", DELAYER_FLOOR_MS, f"the constant of BENCHMARKS.md (could not measure here: "
-                                                  f"{str(error).splitlines()[0] if str(error) else type(error).__name__})")
+        said = str(error).splitlines()[0] if str(error) else type(error).__name__
+        return Floor("delayer", DELAYER_FLOOR_MS, f"the constant of BENCHMARKS.md (could not measure here: {said})")
     stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     return Floor("delayer", round(max(0.0, delayed - plain), 3),
                  f"measured on {socket.gethostname()} at {stamp}: {plain:.3f} ms plain, {delayed:.3f} ms through "
