@@ -354,6 +354,22 @@ def test_the_installed_server_knows_its_aliased_options_at_load():
         check_options("mariadb", {"character-set-servr": "latin1"}, "server.options.mariadb", installed=True)
 
 
+@pytest.mark.skipif(not list(Path("/usr/lib/postgresql").glob("*/bin/postgres")), reason="no postgres")
+def test_postgresql_knows_the_settings_initdb_fixes_at_load():
+    """`postgres --describe-config` leaves out read-only parameters, among them those initdb fixes
+    (data_checksums, wal_segment_size, server_encoding, lc_collate, lc_ctype): a study sets those as options
+    (initdb gets them), so the check at load knows them; another read-only one (block_size) is still refused."""
+    from dbsweep.engines import check_options, postgresql
+    described = subprocess.run([str(postgresql.bindir() / "postgres"), "--describe-config"], capture_output=True,
+                               text=True, cwd="/").stdout
+    listed = {line.split("\t", 1)[0] for line in described.splitlines()}
+    assert not listed & set(postgresql.INITDB)  # the gap: none of them is described
+    check_options("postgresql", {"data_checksums": "on", "wal_segment_size": "64MB", "server_encoding": "UTF8",
+                                 "lc_collate": "C", "lc_ctype": "C"}, "server.options.postgresql", installed=True)
+    with pytest.raises(ConfigError, match="has no option 'block_size'"):
+        check_options("postgresql", {"block_size": 16384}, "server.options.postgresql", installed=True)
+
+
 def test_option_sets_shape():
     sets = option_sets()
     assert set(sets) == {"binlog", "durability", "isolation"}
