@@ -12,6 +12,7 @@ from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, tool_answers, workloads
+from dbsweep.topology import link_floor
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -24,6 +25,7 @@ def study_folder():
 
 
 tool_answers.FILE = Path("resources/tool-answers.json")  # fio's answers, for the jobs and the next run
+link_floor.FILE = Path("resources/link-floor.json")  # this host's least link delay, measured once
 try:
     STUDY = load(config, study_folder())
 except ConfigError as error:
