@@ -98,6 +98,48 @@ def test_a_value_comparison_is_not_fooled_by_case_order_or_number_spelling():
     assert delivered.same("latin1", "utf8mb4") == DEVIATED
 
 
+def dataset_checks(tmp_path: Path, facts: dict, **kw) -> dict:
+    (tmp_path / "dataset.tsv").write_text("".join(f"{k}\t{v}\n" for k, v in facts.items()))
+    return verdicts(delivered.dataset(recipe(**kw), tmp_path / "dataset.tsv"))
+
+
+MARIADB_FACTS = {"schema.charset": "latin1", "schema.collation": "latin1_swedish_ci", "innodb_page_size": "8192",
+                 "lower_case_table_names": "0", "table.sbtest1.engine": "InnoDB",
+                 "table.sbtest1.collation": "latin1_swedish_ci", "table.sbtest1.rows": "1987",
+                 "table.sbtest1.indexes": "2", "table.sbtest2.engine": "InnoDB",
+                 "table.sbtest2.collation": "latin1_swedish_ci", "table.sbtest2.rows": "2000", "table.sbtest2.indexes": "2"}
+
+
+def test_the_dataset_s_tables_carry_the_declared_charset_page_size_engine_tables_and_rows(tmp_path):
+    got = dataset_checks(tmp_path, MARIADB_FACTS, dataset={"tables": 2, "table_size": 2000},
+                         server_options={"character-set-server": "latin1", "innodb_page_size": "8k"})
+    assert got == {("dataset", "engine"): EQUAL, ("dataset", "character_set_server"): EQUAL,
+                   ("dataset", "innodb_page_size"): EQUAL, ("dataset", "tables"): EQUAL,
+                   ("dataset", "sbtest1 rows"): WITHIN, ("dataset", "sbtest2 rows"): EQUAL}
+
+
+def test_a_latin1_cell_measuring_utf8mb4_tables_is_deviated(tmp_path):
+    """The issue's case: one image for both cells, so the latin1 cell's tables were utf8mb4."""
+    facts = {k: v.replace("latin1_swedish_ci", "utf8mb4_general_ci").replace("latin1", "utf8mb4")
+             for k, v in MARIADB_FACTS.items()}
+    got = dataset_checks(tmp_path, facts, engine="myrocks", dataset={"tables": 3, "table_size": 9000},
+                         server_options={"character_set_server": "latin1", "collation-server": "latin1_swedish_ci"})
+    assert got == {("dataset", "engine"): DEVIATED, ("dataset", "character_set_server"): DEVIATED,
+                   ("dataset", "collation_server"): DEVIATED, ("dataset", "tables"): DEVIATED,
+                   ("dataset", "sbtest1 rows"): DEVIATED, ("dataset", "sbtest2 rows"): DEVIATED}
+
+
+def test_postgresql_s_initdb_settings_against_its_database(tmp_path):
+    facts = {"database.encoding": "UTF8", "database.collate": "C", "database.ctype": "C",
+             "data_checksums": "off", "wal_segment_size": "16MB", "table.sbtest1.rows": "-1"}
+    got = dataset_checks(tmp_path, facts, engine="postgresql", dataset={"tables": 1, "table_size": 100},
+                         server_options={"server_encoding": "utf8", "lc_collate": "POSIX", "data_checksums": "on",
+                                         "wal_segment_size": 32})
+    assert got == {("dataset", "server_encoding"): EQUAL, ("dataset", "lc_collate"): EQUAL,
+                   ("dataset", "data_checksums"): DEVIATED, ("dataset", "wal_segment_size"): DEVIATED,
+                   ("dataset", "tables"): EQUAL, ("dataset", "sbtest1 rows"): NOT_READ}  # never analyzed: -1
+
+
 # --- version, memory cap ---------------------------------------------------------------------------------
 
 def test_the_server_version_is_a_prefix_match_on_whole_components():

@@ -80,7 +80,9 @@ def test_planted_mismatches_are_deviated_named_before_the_answer_and_kept_out_of
     for plant_value in ("none", "loose", "cap"):
         assert {(plant_value, "server option", "sync_binlog"), (plant_value, "memory", "innodb_buffer_pool_size"),
                 (plant_value, "mount option", "noatime"), (plant_value, "filesystem", "type"),
-                (plant_value, "connections", "threads")} <= verified
+                (plant_value, "connections", "threads"), (plant_value, "dataset", "engine"),
+                (plant_value, "dataset", "tables")} <= verified
+    assert {r["verdict"] for r in checks if r["key"] == "sbtest1 rows"} <= {"equal", "within tolerance"}
     assert {(p, "memory cap", "memory_limit (window end)") for p in ("none", "loose")} <= verified
     summary = {r["plant"]: r for r in rows(study.path("results/tables/summary.csv.gz"))}
     assert {p: int(summary[p]["deviations"]) for p in summary} == {"none": 0, "loose": 1, "cap": 2}

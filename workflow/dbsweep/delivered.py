@@ -40,6 +40,9 @@ KINDS = {
     "memory": ("the variable the memory axis sets (innodb_buffer_pool_size, rocksdb_block_cache_size, "
                "shared_buffers), as the server reports it", "exact, or rounded up by the server to its "
                "allocation unit (within tolerance; the delivered size is what counts)"),
+    "dataset": ("the benchmark database's catalog before the window (information_schema, pg_database, pg_class; "
+                "raw/dataset.tsv): the tables' engine, character set and collation, the page size, initdb's "
+                "settings, the tables and their rows", "exact; rows within 50% (the engine's estimate)"),
     "memory cap": ("the server's memory cgroup limit file, read at the window's start and end", "exact "
                    "(to the page)"),
     "server version": ("SELECT version()", "the declared version is a prefix of the delivered one"),
@@ -99,6 +102,7 @@ def checks(recipe: Recipe, record: dict, raw: Path) -> list[Check]:
     out += host_settings(recipe.noise_control, record.get("noise_control"))
     if recipe.database:
         out += server_settings(recipe, raw / "variables.tsv")
+        out += dataset(recipe, raw / "dataset.tsv")
         out += version(recipe.version, (record.get("server") or {}).get("version"))
         out += memory_cap(recipe.memory_limit, record.get("memory_cap"))
         out += topology(recipe, record.get("topology"), record.get("host") or {})
@@ -146,6 +150,31 @@ def server_settings(recipe: Recipe, variables: Path) -> list[Check]:
         if verdict == DEVIATED and kind == "memory" and _rounded_up(want, got.value):
             verdict = WITHIN
         out.append(_check(kind, name, value, got.shown, verdict))
+    return out
+
+
+def dataset(recipe: Recipe, path: Path) -> list[Check]:
+    """What the dataset was made with, from its catalog (raw/dataset.tsv: the family's dataset_facts), against
+    the engine and the dataset-shaping options the cell declares (its family's settings module), and the
+    tables and rows its workload declares (recipe.dataset's tables and table_size, where it has them);
+    nothing where the repetition has no dataset.tsv (it ran before dbsweep wrote one)."""
+    if not path.exists():
+        return []
+    facts = dict(line.split("\t", 1) for line in path.read_text(errors="replace").splitlines() if "\t" in line)
+    family = settings.family(recipe.engine)
+    out = [_check("dataset", key, want, got, NOT_READ if got is None else EQUAL if ok else DEVIATED)
+           for key, want, got, ok in family.dataset(recipe.engine, recipe.server_options or {}, facts)]
+    tables = sorted(key.split(".")[1] for key in facts if key.startswith("table.") and key.endswith(".rows"))
+    declared = recipe.dataset.get("tables")
+    if isinstance(declared, int):
+        out.append(_check("dataset", "tables", declared, len(tables), EQUAL if len(tables) == declared else DEVIATED))
+    size = recipe.dataset.get("table_size")
+    if isinstance(size, int) and size > 0:
+        for table in tables:
+            got = float(facts[f"table.{table}.rows"] or -1)
+            verdict = (NOT_READ if got <= 0 else EQUAL if got == size else
+                       WITHIN if abs(got - size) <= size / 2 else DEVIATED)
+            out.append(_check("dataset", f"{table} rows", size, int(got) if got > 0 else None, verdict))
     return out
 
 

@@ -340,6 +340,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
                         "origin": database.origin(recipe), "memory_limit": recipe.memory_limit}
     with open(raw / "variables.tsv", "w") as f:
         f.writelines("\t".join(row) + "\n" for row in db.family.variables(db.local))
+    _dataset_facts(db, raw, log)
     if tool.measure is not None:  # the workload drives the server itself, restarts included
         window = Window(db, recipe, raw)
 
@@ -385,6 +386,17 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
                 gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
                 raise RuntimeError((f"{gone}\n" if gone else "") + f"{argv[-1]}: {_tail(raw, errors, name)}")
+
+
+def _dataset_facts(db, raw: Path, log) -> None:
+    """The benchmark database as its catalog reports it (the family's dataset_facts) into raw/dataset.tsv, for
+    delivered.dataset; one that cannot be read is a warning (its checks are then "not read"), not a failure."""
+    try:
+        facts = db.family.dataset_facts(db.local)
+    except Exception as error:  # noqa: BLE001 - a description of the run, not a measurement
+        log.write(f"warning: the dataset's catalog was not read: {' '.join(str(error).split())}\n")
+        return
+    (raw / "dataset.tsv").write_text("".join(f"{key}\t{value}\n" for key, value in sorted(facts.items())))
 
 
 @contextmanager

@@ -48,3 +48,33 @@ def read(rows: list[list[str]]) -> dict[str, Reading]:
 def known(name: str) -> bool | None:
     names = postgresql.option_names()
     return None if names is None else str(name).lower() in names
+
+
+FACT = {"server_encoding": "database.encoding", "lc_collate": "database.collate", "lc_ctype": "database.ctype",
+        "data_checksums": "data_checksums", "wal_segment_size": "wal_segment_size"}
+
+
+def dataset(engine: str, options: dict, facts: dict[str, str]) -> list[tuple[str, object, str, bool]]:
+    """(setting, declared, delivered, equal) of each initdb setting the cell declares (postgresql.INITDB) against
+    the database as the server reports it (postgresql.dataset_facts): encoding and locales by name (any case,
+    POSIX is C), checksums ON/OFF, the WAL segment size in bytes (a plain number is MB, as initdb takes it)."""
+    out = []
+    for name, value in options.items():
+        key = str(name).lower()
+        if key not in FACT:
+            continue
+        got = facts.get(FACT[key])
+        if got is None:
+            out.append((key, value, None, False))
+            continue
+        if key == "data_checksums":
+            ok = flag(value) == flag(got)
+        elif key == "wal_segment_size":
+            want = size_bytes(value) or (str(int(value) << 20) if str(value).isdigit() else str(value))
+            ok = want == size_bytes(got)
+        else:
+            def name_of(text):
+                return "c" if str(text).lower() in ("c", "posix") else str(text).lower().replace("-", "")
+            ok = name_of(value) == name_of(got)
+        out.append((key, value, got, ok))
+    return out
