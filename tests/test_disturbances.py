@@ -7,6 +7,7 @@ import sys
 import time
 from pathlib import Path
 
+import psutil
 
 from dbsweep import disturbances, summary
 
@@ -196,3 +197,101 @@ def test_the_summary_page_counts_the_repetitions_measured_with_each_warning(tmp_
                          "(noise_control.halt_poll_ns sets it).")
     assert "halt" not in disturbances.line(halting[1:])
     assert disturbances.line(reps[4:]) == ""
+
+
+# Oracles of the other processes' CPU share: a share of the host's capacity, CPU seconds / (window x CPUs).
+WINDOW_TICKS = round(15 / disturbances.TICK_S)  # one CPU's ticks in a 15 s window
+
+
+def window(busy_share: float, cpus: int = 2) -> tuple[list[int], list[int]]:
+    """/proc/stat's cpu line at a 15 s window's edges on a host of `cpus` CPUs busy busy_share of the time."""
+    total = WINDOW_TICKS * cpus
+    used = round(total * busy_share)
+    return [0] * 8, [used, 0, 0, total - used, 0, 0, 0, 0]
+
+
+def test_cpu_summed_over_several_cpus_is_a_share_of_the_host_s_capacity():
+    start_ticks, end_ticks = window(0.9)
+    procs_start = {10: (500.0, "stress-ng-cpu", 100.0), 11: (500.0, "stress-ng-cpu", 50.0), 12: (400.0, "make", 3.0)}
+    procs_end = {10: (500.0, "stress-ng-cpu", 110.0), 11: (500.0, "stress-ng-cpu", 60.0), 12: (400.0, "make", 9.0)}
+    found = {"settings": {}, "warnings": {}}
+    disturbances.after_window(found, reading(start_ticks, procs_start), reading(end_ticks, procs_end, at=1_015.0))
+    # 10 + 10 + 6 = 26 CPU seconds of 2 CPUs x 15 s = 30: 86.7%, and stress-ng's 20 s named first
+    assert found["settings"]["foreign_cpu_pct"] == 86.67
+    assert found["settings"]["foreign_cpu_s"] == {"stress-ng-cpu": 20.0, "make": 6.0}
+    assert found["warnings"]["cpu"].startswith("other processes used 86.7% of the CPUs' time in the window "
+                                               "(stress-ng-cpu 20.0 s, make 6.0 s)")
+
+
+def test_counts_larger_than_the_window_never_make_a_share_above_the_host_s_busy_time():
+    start_ticks, end_ticks = window(0.5)
+    found = {"settings": {}, "warnings": {}}
+    disturbances.after_window(found, reading(start_ticks, {1: (1.0, "process_api", 0.0)}),
+                              reading(end_ticks, {1: (1.0, "process_api", 62.7)}, at=1_015.0))
+    assert found["settings"]["foreign_cpu_pct"] == 50.0  # the host was busy half its time: no more
+
+
+def test_a_process_that_starts_in_the_window_counts_all_it_used_and_one_that_ends_nothing():
+    start_ticks, end_ticks = window(0.5)
+    start = reading(start_ticks, {20: (900.0, "ended", 40.0)})
+    end = reading(end_ticks, {21: (1_005.0, "started", 4.0), 22: (100.0, "pid-not-seen-at-start", 70.0)},
+                  at=1_015.0)
+    assert disturbances.foreign_cpu(start, end) == {"started": 4.0}
+
+
+def test_the_repetition_s_own_process_that_dies_in_the_window_is_never_foreign():
+    """The server killed in the window: a zombie at the end, which its cgroup no longer lists."""
+    start_ticks, end_ticks = window(0.5)
+    start = reading(start_ticks) | {"own": {30: 990.0}}
+    end = reading(end_ticks, {30: (990.0, "postgres", 386.0)}, at=1_015.0)  # old code: 5434% of a window
+    assert disturbances.foreign_cpu(start, end) == {}
+    reused = reading(end_ticks, {30: (1_010.0, "fio", 2.0)}, at=1_015.0)  # its pid, taken by a newcomer
+    assert disturbances.foreign_cpu(start, reused) == {"fio": 2.0}
+
+
+def test_a_real_server_killed_in_the_window_and_a_reaped_child_add_nothing(tmp_path):
+    """Real processes: the repetition's own process SIGKILLed and left a zombie, and a foreign parent that
+    reaps, inside the window, a child that spun before it: neither's CPU is the window's."""
+    own = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    reaper = subprocess.Popen([sys.executable, "-c", "import subprocess, sys, time\n"
+                               "child = subprocess.Popen([sys.executable, '-c', 'import time\\n"
+                               "end = time.time() + 1.5\\nwhile time.time() < end: pass'])\n"
+                               "child.wait(); time.sleep(60)"])
+    try:
+        time.sleep(1.0)  # both have spun a while before the window
+        start = disturbances.cpu_use(own=lambda: {os.getpid(), own.pid})
+        own.kill()  # a zombie until waited for: no cgroup lists it
+        time.sleep(1.5)  # the child ends and is reaped in the window
+        end = disturbances.cpu_use(own=lambda: {os.getpid()})
+        assert psutil.Process(own.pid).status() == psutil.STATUS_ZOMBIE
+    finally:
+        for proc in (own, reaper):
+            proc.kill()
+            proc.wait()
+    used = disturbances.foreign_cpu(start, end)
+    assert own.pid not in end["procs"] and own.pid not in end["own"]
+    assert end["procs"][reaper.pid][1].startswith("python")
+    assert used.get(end["procs"][reaper.pid][1], 0) < 0.3, used  # old code: the child's ~1.5 s
+
+
+def test_a_real_stress_ng_is_named_by_its_command():
+    start = disturbances.cpu_use(own=lambda: {os.getpid()})
+    stress = subprocess.Popen(["stress-ng", "--cpu", "1", "--timeout", "2", "--quiet"])
+    try:
+        time.sleep(1.5)
+        end = disturbances.cpu_use(own=lambda: {os.getpid()})
+    finally:
+        stress.wait(10)
+    found = {"settings": {}, "warnings": {}}
+    disturbances.after_window(found, start, end)
+    assert 0 < found["settings"]["foreign_cpu_pct"] <= 100
+    assert any(name.startswith("stress-ng") for name in found["settings"]["foreign_cpu_s"]), found
+
+
+def test_the_summary_line_leaves_out_an_impossible_share_recorded_by_an_older_run(tmp_path):
+    reps = [rep(tmp_path, "threads~1", {"cpu": "other processes used 357.9%"}, foreign_cpu_pct=357.9, steal_pct=0.2),
+            rep(tmp_path, "threads~2", {}, foreign_cpu_pct=3.2, steal_pct=0.1)]
+    said = disturbances.line(reps)
+    assert "357.9" not in said and "at most 3.2% of the CPUs' time" in said
+    assert said.endswith("1 repetition(s) recorded other processes' CPU above 100% of the host's, which cannot be "
+                         "(a run.json of before 2026-11-28 counted reaped children's CPU): left out.")
