@@ -177,10 +177,12 @@ def test_a_repetition_waiting_for_the_measuring_lock_is_said_to_wait_and_for_who
     runs = study_tree(tmp_path, reps=2)
     lock_path = tmp_path / "measure.lock"
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\nfrom dbsweep.runtime.lock import measuring\n"
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+         "from dbsweep.runtime.lock import measuring\n"
          "with measuring('run other/rep~1', sys.stdout, Path(sys.argv[1])):\n    print('held', flush=True)\n"
          "    time.sleep(60)\n", str(lock_path)],
-        stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": str(Path(study_progress.__file__).parents[1])})
+        stdout=subprocess.PIPE, text=True,
+        env=os.environ | {"PYTHONPATH": str(Path(study_progress.__file__).parents[1])})
     assert holder.stdout.readline() == "held\n"
     start_log(runs[0], "restoring\n")
     taken, release = threading.Event(), threading.Event()

@@ -128,7 +128,8 @@ def test_a_client_stalled_at_the_window_s_end_has_no_worst_latency():
     row = one(KILL, series([100] * 5 + [0] * 5, lat_max_ms=[5.0] * 6 + [None] * 4,
                            wait_ms=[5.0] * 5 + [1000.0, 2000, 3000, 4000, 5000]))
     assert row["worst_lat_max_ms"] is None  # old code: 5 ms, with a transaction waiting 5 s
-    assert row["worst_lat_why"] == "no transaction completed in the window's last 5 s: one had waited 5,000 ms by its end"
+    assert row["worst_lat_why"] == ("no transaction completed in the window's last 5 s: "
+                                    "one had waited 5,000 ms by its end")
 
 
 def test_the_worst_latency_after_a_recovered_stall_is_the_longest_transaction():

@@ -25,7 +25,8 @@ def this_studys_client(proc: subprocess.Popen) -> psutil.Process | None:
         return None
 
 
-def test_a_postmaster_killed_in_the_window_is_named_first_with_its_signal_and_time(study_factory, workdir):  # noqa: F811
+def test_a_postmaster_killed_in_the_window_is_named_first_with_its_signal_and_time(study_factory,
+                                                                                    workdir):  # noqa: F811
     config = db_study(engines=["postgresql"])
     config["workloads"]["oltp"]["options"]["time"] = 60
     study = study_factory(config)

@@ -29,8 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FIGURE_KEYS = ["lag_max_s", "lag_end_s", "behind_max", "behind_end", "sync_off_s", "unacked_tx", "flow_paused_share", "rtt_client_ms",
-               "rtt_node_ms"]
+FIGURE_KEYS = ["lag_max_s", "lag_end_s", "behind_max", "behind_end", "sync_off_s", "unacked_tx", "flow_paused_share",
+               "rtt_client_ms", "rtt_node_ms"]
 PROXY = "proxy"
 
 
