@@ -240,10 +240,11 @@ def test_a_process_that_starts_in_the_window_counts_all_it_used_and_one_that_end
 
 
 def test_the_repetition_s_own_process_that_dies_in_the_window_is_never_foreign():
-    """The server killed in the window: a zombie at the end, which its cgroup no longer lists."""
+    """The server killed in the window: a zombie at the end, which its cgroup no longer lists; started
+    within a second of the window's start (create_time is to the clock tick), so it looks new."""
     start_ticks, end_ticks = window(0.5)
-    start = reading(start_ticks) | {"own": {30: 990.0}}
-    end = reading(end_ticks, {30: (990.0, "postgres", 386.0)}, at=1_015.0)  # old code: 5434% of a window
+    start = reading(start_ticks) | {"own": {30: 999.5}}
+    end = reading(end_ticks, {30: (999.5, "postgres", 386.0)}, at=1_015.0)  # old code: all 386 s, foreign
     assert disturbances.foreign_cpu(start, end) == {}
     reused = reading(end_ticks, {30: (1_010.0, "fio", 2.0)}, at=1_015.0)  # its pid, taken by a newcomer
     assert disturbances.foreign_cpu(start, reused) == {"fio": 2.0}

@@ -62,17 +62,23 @@ def test_after_snakemake_is_sigkilled_dbsweep_run_says_how_to_unlock(study_facto
     s = study_factory(study(30))
     proc = subprocess.Popen(s.argv(), cwd=s.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
-    log = s.path("results", "logs", "run", CELL, "rep~1.log")
-    deadline = time.monotonic() + 120
-    while not (log.exists() and "progress: run" in log.read_text()):
-        assert proc.poll() is None and time.monotonic() < deadline, "the run never started measuring"
-        time.sleep(0.2)
-    running = dbsweep_run(s)
-    assert running.returncode == 1
-    assert f"dbsweep: a snakemake runs in {s.root} (pid {proc.pid}) and holds its lock" in running.stderr
-    proc.kill()  # snakemake only: its job goes on, and is stopped below
-    proc.wait()
-    os.killpg(proc.pid, signal.SIGINT)
+    try:
+        log = s.path("results", "logs", "run", CELL, "rep~1.log")
+        deadline = time.monotonic() + 120
+        while not (log.exists() and "progress: run" in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never started measuring"
+            time.sleep(0.2)
+        running = dbsweep_run(s)
+        assert running.returncode == 1
+        assert f"dbsweep: a snakemake runs in {s.root} (pid {proc.pid}) and holds its lock" in running.stderr
+        proc.kill()  # snakemake only: its job goes on, and is stopped below
+        proc.wait()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)  # the job (and snakemake, when an assertion stopped the test)
+        except ProcessLookupError:
+            pass
+        proc.wait(120)
     deadline = time.monotonic() + 60
     while leftovers(s.root):
         assert time.monotonic() < deadline, leftovers(s.root)
