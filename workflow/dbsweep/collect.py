@@ -87,7 +87,9 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         write_csv(out["percentiles"], PERCENTILE_COLUMNS, rows)
     if "events" in out:
         write_csv(out["events"], EVENT_COLUMNS, event_rows(raw))
-        write_csv(out["recovery"], RECOVERY_COLUMNS, recovery_rows(recipe.events or [], samples, counters))
+        unit = engines.family(engine).POSITION_UNIT if engine else None
+        write_csv(out["recovery"], RECOVERY_COLUMNS,
+                  recovery_rows(recipe.events or [], samples, counters, topology_figures.has_replicas(record), unit))
     run = Run(system=system, cpus=record["host"]["cpus"])
     for name, columns in workloads.tables().items():
         if name in out:

@@ -10,7 +10,8 @@ have, and why), FOREIGN_KEYS (per engine), VERSION_PARTS (how much of a fetched
 version its server's --version line names), and what topologies read:
 REPLICATION (the kinds each engine runs), SYNC_KINDS, SYNC_STATUS and
 SYNC_UNACKED (a primary waiting for its replicas, and the commits none
-acknowledged), FLOW_PAUSED_NS (a cluster's flow control), and engine_status
+acknowledged), FLOW_PAUSED_NS (a cluster's flow control), POSITION_UNIT (what
+a replica's replication_position counts, in words), and engine_status
 (the engine's own status text, SHOW ENGINE INNODB STATUS, kept from before and
 after a measured window). DATASET_SETTINGS names the options that shape what
 prepare creates (dataset_options picks them out of a cell's options for the
@@ -60,6 +61,7 @@ INTERFACE = (
     "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "OPTION_NAME", "OPTION_SPELLING", "DEBIAN_ONLY",
     "FOREIGN_KEYS", "SERVER_PROGRAMS",
     "VERSION_PARTS", "REPLICATION", "SYNC_KINDS", "SYNC_STATUS", "SYNC_UNACKED", "FLOW_PAUSED_NS",
+    "POSITION_UNIT",
 )
 FAMILIES = tuple(dict.fromkeys(ENGINES.values()))
 # Builds of a server another family's adapter runs: MySQL and Percona Server through MariaDB's.

@@ -77,6 +77,7 @@ IST_ONLY_SCRIPT = Path(__file__).with_name("wsrep_sst_ist_only.py")
 SYNC_STATUS, SYNC_KINDS = "Rpl_semi_sync_master_status", ("semisync",)
 SYNC_UNACKED = "Rpl_semi_sync_master_no_tx"
 FLOW_PAUSED_NS = "wsrep_flow_control_paused_ns"
+POSITION_UNIT = "transactions"  # replication_position: a GTID's sequence number (counters)
 REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
                                            "myrocks": ("async", "semisync")}
 # Consecutive ports a node of a replication kind uses from its port (several Galera members may share

@@ -88,6 +88,7 @@ BASE = [
 # cluster flow control.
 REPLICATION = {"postgresql": ("async", "sync")}
 SYNC_KINDS, SYNC_STATUS, SYNC_UNACKED, FLOW_PAUSED_NS = (), None, None, None
+POSITION_UNIT = "bytes of WAL"  # replication_position: a WAL position (counters)
 FIRST_START_ONLY = ()  # node options a node started again (a timed event) goes without: none
 
 # Options a study may not set (compared in lower case), and why: the paths and port dbsweep gives the server,
