@@ -122,3 +122,16 @@ def test_the_reference_covers_every_key_of_the_schema():
         assert key.schema.get("description"), f"{key.path}: the schema gives it no description"
     for key in ("axes.threads", "filesystems.<name>.size", "events.<name>[].at", "noise_control.thp"):
         assert f"`{key}`" in text
+
+
+LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def test_every_relative_link_of_the_docs_leads_to_a_file():
+    """A section moved from one file to another leaves no link behind to where it was."""
+    broken = []
+    for path in [*DOCS, ROOT / "RELIABILITY.md", ROOT / "BENCHMARKS.md"]:
+        for target in LINK.findall(path.read_text()):
+            if "://" not in target and not (path.parent / target).exists():
+                broken.append(f"{path.relative_to(ROOT)}: {target}")
+    assert not broken, "links to no file: " + "; ".join(broken)
