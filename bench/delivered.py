@@ -87,6 +87,9 @@ def main() -> None:
                      f"{median(compares):.1f} [{clow:.1f}, {chigh:.1f}]", counts["settings_checked"],
                      counts["deviations"], counts["settings_not_read"]])
         print(" | ".join(map(str, rows[-1])), file=sys.stderr, flush=True)
+        for check in checks:
+            if check.verdict == delivered.DEVIATED:
+                print(f"  deviated: {check.line()}", file=sys.stderr, flush=True)
     print()
     print(table(["engine", "read back in the run, ms (median [95% CI])", "compared in collect, ms", "checks",
                  "deviated", "not read"], rows))

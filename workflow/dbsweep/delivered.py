@@ -42,7 +42,8 @@ KINDS = {
                "allocation unit (within tolerance; the delivered size is what counts)"),
     "dataset": ("the benchmark database's catalog before the window (information_schema, pg_database, pg_class; "
                 "raw/dataset.tsv): the tables' engine, character set and collation, the page size, initdb's "
-                "settings, the tables and their rows", "exact; rows within 50% (the engine's estimate)"),
+                "settings, the tables and their rows", "exact; rows within a factor of 3 (the engine's estimate: MyRocks' "
+                "was 2x on a fresh load)"),
     "memory cap": ("the server's memory cgroup limit file, read at the window's start and end", "exact "
                    "(to the page)"),
     "server version": ("SELECT version()", "the declared version is a prefix of the delivered one"),
@@ -153,6 +154,11 @@ def server_settings(recipe: Recipe, variables: Path) -> list[Check]:
     return out
 
 
+# The tables' rows are the engine's estimate (counting them would read every table into the cache right before
+# the window): InnoDB's is within a few percent, MyRocks' was twice the rows of some tables of a fresh load.
+ROWS_FACTOR = 3
+
+
 def dataset(recipe: Recipe, path: Path) -> list[Check]:
     """What the dataset was made with, from its catalog (raw/dataset.tsv: the family's dataset_facts), against
     the engine and the dataset-shaping options the cell declares (its family's settings module), and the
@@ -173,7 +179,7 @@ def dataset(recipe: Recipe, path: Path) -> list[Check]:
         for table in tables:
             got = float(facts[f"table.{table}.rows"] or -1)
             verdict = (NOT_READ if got <= 0 else EQUAL if got == size else
-                       WITHIN if abs(got - size) <= size / 2 else DEVIATED)
+                       WITHIN if size / ROWS_FACTOR <= got <= size * ROWS_FACTOR else DEVIATED)
             out.append(_check("dataset", f"{table} rows", size, int(got) if got > 0 else None, verdict))
     return out
 
