@@ -204,6 +204,7 @@ def to_html(page: dict, results: Path) -> str:
         f'<p class="question">{e(study.description)}</p>' if study.description else "",
         _status_html(page),
         _answer_html(page, results),
+        _query_plans_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
@@ -269,6 +270,37 @@ def _answer_html(page: dict, results: Path) -> str:
     if page["headline_missing"]:
         out.append(f"<p>Headline plots this study did not make: {e(', '.join(page['headline_missing']))}.</p>")
     out.append("</section>")
+    return "\n".join(out)
+
+
+def _query_plans_html(page: dict, results: Path) -> str:
+    """The plan each query configuration ran, from results/tables/query_timing.csv: its fingerprint, whether it
+    is the baseline's plan, its time against the baseline, and links to the server's JSON of every repetition
+    (under runs/). Nothing for a study without kept plans."""
+    e = html.escape
+    rows = [r for r in (_csv(results / "tables" / "query_timing.csv") if page["complete"] else [])
+            if r.get("name") == "ms" and r.get("plan_fingerprint")]
+    if not rows:
+        return ""
+    same = sum(r["plan_vs_baseline"] == "same plan" for r in rows)
+    compared = sum(r["plan_vs_baseline"] in ("same plan", "other plan", "plans vary") for r in rows)
+    said = (f" {same} of {compared} compared configurations ran their baseline's plan"
+            + (": what differs there is not the optimizer's choice." if same else ".")) if compared else ""
+    out = ['<section id="query-plans"><h2>Query plans</h2>',
+           "<p>The plan the server chose in each configuration, kept once per repetition after its timed "
+           "executions. Its fingerprint is a hash of the plan's shape: node and access types, tables, indexes, "
+           "join order and join algorithm, without costs, estimates, timings, rows and buffers."
+           f"{e(said)}</p>",
+           '<div class="scroll"><table><tr><th>configuration</th><th>plan</th><th>against the baseline</th>'
+           "<th>time relative to the baseline</th><th>verdict</th><th>plan JSON</th></tr>"]
+    for r in rows:
+        links = " ".join(f'<a href="{e(_rel(results / f, results))}">rep {e(rep[1] if rep else "?")}</a>'
+                         for f in r.get("plan_files", "").split() for rep in [re.search(r"/rep~(\d+)/", f)])
+        relative = f"{float(r['relative']):.3g}" if r.get("relative") not in (None, "", "NA") else ""
+        out.append(f"<tr><td>{e(r['configuration'])}</td><td><code>{e(r['plan_fingerprint'])}</code></td>"
+                   f"<td>{e(r['plan_vs_baseline'])}</td><td>{e(relative)}</td><td>{e(r.get('verdict') or '')}</td>"
+                   f"<td>{links}</td></tr>")
+    out.append("</table></div></section>")
     return "\n".join(out)
 
 
