@@ -121,8 +121,8 @@ rule_query_timing <- function(input, output, params, log = snakemake_log()) {
                        plans = read_plans(input[["plans"]], axes))
   log_line("query timing: %d execution rows -> %d table rows", nrow(executions), nrow(table))
   write_csv(table, output[["table_csv"]])
-  write_md_table(table[, .(name, configuration, plan_fingerprint, plan_vs_baseline, value, relative, ratio_low, ratio_high,
-                           verdict)],
+  write_md_table(table[, .(name, configuration, plan_fingerprint, plan_vs_baseline, value, relative, ratio_low,
+                           ratio_high, verdict)],
                  output[["table_md"]], group_by = "name")
   save_plot(query_plot(table, caption), output[["plot"]], width = 11, height = 10)
   invisible(table)
