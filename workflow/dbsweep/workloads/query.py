@@ -130,10 +130,15 @@ def _pass(db, session, sql: str, kind: str, n: int) -> dict:
 
 
 def _plan(db, session, sql: str, query: str, raw: Path) -> dict:
-    """The plan the server chooses for sql in session, into raw/plans/<query>.json byte for byte; its pass."""
+    """The plan the server chooses for sql in session, into raw/plans/<query>.json byte for byte; its pass. A plan
+    the server would not give fails the repetition, naming the query: its timings alone cannot say which plan
+    they are of."""
     start = time.time()
     t0 = time.perf_counter()
-    statement, text = db.family.explain(session, sql)
+    try:
+        statement, text = db.family.explain(session, sql)
+    except Exception as e:  # the driver's own errors (PyMySQL, psycopg)
+        raise RuntimeError(f"plan of {query}: {e}") from None
     seconds = time.perf_counter() - t0
     path = raw / PLANS / f"{query}.json"
     path.parent.mkdir(exist_ok=True)
