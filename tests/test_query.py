@@ -99,6 +99,7 @@ def check_plans(study):
         assert table[engine, "cold", "join", "ms"]["plan_fingerprint"] == plans[engine, "cold", "join"]["fingerprint"]
     page = study.path("results/index.html").read_text()
     assert 'id="query-plans"' in page
+    assert page.count("<details><summary>Plan <code>") == len({p["fingerprint"] for p in plans.values()}) == 4
     for plan in plans.values():
         assert f'href="{plan["file"]}"' in page
 
@@ -258,8 +259,13 @@ def test_the_page_lists_each_configurations_plan_and_links_its_json(tmp_path):
                                                                           "runs/plan~default/rep~2/b/raw/plans/q.json"),
             _timing_row("plan=nested", "aaaa11112222", "same plan", "higher (same plan: not an optimizer effect)",
                         "1.28", files="runs/plan~nested/rep~1/c/raw/plans/q.json"),
-            _timing_row("plan=hash", "bbbb33334444", "other plan", "lower", "0.5"),
+            _timing_row("plan=hash", "bbbb33334444", "other plan", "lower", "0.5",
+                        files="runs/plan~hash/rep~1/d/raw/plans/q.json"),
             _timing_row("plan=hash", "bbbb33334444", "other plan", "lower", "0.5", name="rows")]
+    for name, file in (("postgresql_warm_join", rows[0]["plan_files"].split()[0]),
+                       ("postgresql_warm_join_nohash", rows[2]["plan_files"])):
+        (results / file).parent.mkdir(parents=True)
+        shutil.copyfile(PLANS / f"{name}.json", results / file)
     with open(results / "tables" / "query_timing.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, list(rows[0]))
         writer.writeheader()
@@ -267,6 +273,11 @@ def test_the_page_lists_each_configurations_plan_and_links_its_json(tmp_path):
     page = {"complete": True}
     html = summary._query_plans_html(page, results)
     assert html.count("<tr>") == 4  # the header and one row per configuration (ms only)
+    # each plan's shape once, side by side: the hash join and the nested loops, without their figures
+    assert html.count("<details>") == 2
+    assert "Plan <code>aaaa11112222</code>, as in plan=default" in html and "&quot;Hash Join&quot;" in html
+    assert "Plan <code>bbbb33334444</code>, as in plan=hash" in html and "&quot;Nested Loop&quot;" in html
+    assert "Actual Total Time" not in html and "Total Cost" not in html
     assert "1 of 2 compared configurations ran their baseline&#x27;s plan: what differs there is not" in html
     assert '<a href="runs/plan~default/rep~2/b/raw/plans/q.json">rep 2</a>' in html
     assert "higher (same plan: not an optimizer effect)" in html and "<td>1.28</td>" in html

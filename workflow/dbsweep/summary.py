@@ -276,7 +276,9 @@ def _answer_html(page: dict, results: Path) -> str:
 def _query_plans_html(page: dict, results: Path) -> str:
     """The plan each query configuration ran, from results/tables/query_timing.csv: its fingerprint, whether it
     is the baseline's plan, its time against the baseline, and links to the server's JSON of every repetition
-    (under runs/). Nothing for a study without kept plans."""
+    (under runs/), and each plan's shape once. Nothing for a study without kept plans."""
+    from . import plans
+
     e = html.escape
     rows = [r for r in (_csv(results / "tables" / "query_timing.csv") if page["complete"] else [])
             if r.get("name") == "ms" and r.get("plan_fingerprint")]
@@ -300,7 +302,19 @@ def _query_plans_html(page: dict, results: Path) -> str:
         out.append(f"<tr><td>{e(r['configuration'])}</td><td><code>{e(r['plan_fingerprint'])}</code></td>"
                    f"<td>{e(r['plan_vs_baseline'])}</td><td>{e(relative)}</td><td>{e(r.get('verdict') or '')}</td>"
                    f"<td>{links}</td></tr>")
-    out.append("</table></div></section>")
+    out.append("</table></div>")
+    shown = {}  # each plan's shape once, what its fingerprint is of, to read two plans side by side
+    for r in rows:
+        files = r.get("plan_files", "").split()
+        if r["plan_fingerprint"] not in shown and len(r["plan_fingerprint"].split()) == 1 and files:
+            try:
+                shape = json.dumps(plans.shape(json.loads((results / files[0]).read_text())), indent=1)
+            except (OSError, ValueError):
+                continue
+            shown[r["plan_fingerprint"]] = (r["configuration"], shape)
+    out += [f"<details><summary>Plan <code>{e(fp)}</code>, as in {e(where)} (its shape: what the fingerprint is "
+            f"of)</summary><pre>{e(shape)}</pre></details>" for fp, (where, shape) in shown.items()]
+    out.append("</section>")
     return "\n".join(out)
 
 
