@@ -222,4 +222,4 @@ def test_module_contracts():
     assert insert.phases is insert_bench.phases and insert.measure is None
     assert timed.measure is query.measure and timed.load is query.load and timed.phases is None
     assert insert.database and timed.database and not insert.per_second and not timed.per_second
-    assert list(insert.tables) == ["phases"] and list(timed.tables) == ["executions"]
+    assert list(insert.tables) == ["phases"] and list(timed.tables) == ["executions", "plans"]

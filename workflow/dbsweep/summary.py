@@ -211,6 +211,7 @@ def to_html(page: dict, results: Path) -> str:
         _delivered_html(page, results) if _deviated(page) else "",
         _answer_html(page, results),
         "" if _deviated(page) else _delivered_html(page, results),
+        _query_plans_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
@@ -307,6 +308,51 @@ def _delivered_md(page: dict) -> list[str]:
         return []
     return (["## Declared vs delivered", ""] + [md_escape(line) for line in report.lines]
             + [f"- {md_escape(line)}" for line in report.deviations] + ["", md_escape(report.verified_line()), ""])
+
+
+def _query_plans_html(page: dict, results: Path) -> str:
+    """The plan each query configuration ran, from results/tables/query_timing.csv: its fingerprint, whether it
+    is the baseline's plan, its time against the baseline, and links to the server's JSON of every repetition
+    (under runs/), and each plan's shape once. Nothing for a study without kept plans."""
+    from . import plans
+
+    e = html.escape
+    rows = [r for r in (_csv(results / "tables" / "query_timing.csv") if page["complete"] else [])
+            if r.get("name") == "ms" and r.get("plan_fingerprint")]
+    if not rows:
+        return ""
+    same = sum(r["plan_vs_baseline"] == "same plan" for r in rows)
+    compared = sum(r["plan_vs_baseline"] in ("same plan", "other plan", "plans vary") for r in rows)
+    said = (f" {same} of {compared} compared configurations ran their baseline's plan"
+            + (": what differs there is not the optimizer's choice." if same else ".")) if compared else ""
+    out = ['<section id="query-plans"><h2>Query plans</h2>',
+           "<p>The plan the server chose in each configuration, kept once per repetition after its timed "
+           "executions. Its fingerprint is a hash of the plan's shape: node and access types, tables, indexes, "
+           "join order and join algorithm, without costs, estimates, timings, rows and buffers."
+           f"{e(said)}</p>",
+           '<div class="scroll"><table><tr><th>configuration</th><th>plan</th><th>against the baseline</th>'
+           "<th>time relative to the baseline</th><th>verdict</th><th>plan JSON</th></tr>"]
+    for r in rows:
+        links = " ".join(f'<a href="{e(_rel(results / f, results))}">rep {e(rep[1] if rep else "?")}</a>'
+                         for f in r.get("plan_files", "").split() for rep in [re.search(r"/rep~(\d+)/", f)])
+        relative = f"{float(r['relative']):.3g}" if r.get("relative") not in (None, "", "NA") else ""
+        out.append(f"<tr><td>{e(r['configuration'])}</td><td><code>{e(r['plan_fingerprint'])}</code></td>"
+                   f"<td>{e(r['plan_vs_baseline'])}</td><td>{e(relative)}</td><td>{e(r.get('verdict') or '')}</td>"
+                   f"<td>{links}</td></tr>")
+    out.append("</table></div>")
+    shown = {}  # each plan's shape once, what its fingerprint is of, to read two plans side by side
+    for r in rows:
+        files = r.get("plan_files", "").split()
+        if r["plan_fingerprint"] not in shown and len(r["plan_fingerprint"].split()) == 1 and files:
+            try:
+                shape = json.dumps(plans.shape(json.loads((results / files[0]).read_text())), indent=1)
+            except (OSError, ValueError):
+                continue
+            shown[r["plan_fingerprint"]] = (r["configuration"], shape)
+    out += [f"<details><summary>Plan <code>{e(fp)}</code>, as in {e(where)} (its shape: what the fingerprint is "
+            f"of)</summary><pre>{e(shape)}</pre></details>" for fp, (where, shape) in shown.items()]
+    out.append("</section>")
+    return "\n".join(out)
 
 
 def _figure_html(path: Path, results: Path) -> str:

@@ -961,6 +961,28 @@ def flush_statistics(session) -> None:
     """SHOW GLOBAL STATUS counts a statement when it ends: nothing to flush."""
 
 
+PLAN = "ANALYZE FORMAT=JSON"  # runs the statement and says what each step did
+PLAN_NOT_RUN = "EXPLAIN FORMAT=JSON"  # the plan alone, the statement not run
+
+
+def explain(session, sql: str) -> tuple[str, str]:
+    """The plan the server chooses for sql in session (with its settings): (the statement used, the server's
+    JSON text). ANALYZE runs sql, so it runs in a read-only transaction that is rolled back; where the server
+    refuses it there (a statement that writes or locks rows; MySQL, which has no ANALYZE FORMAT=JSON), the
+    plan comes from EXPLAIN, which does not run the statement."""
+    with session.cursor() as cursor:
+        try:
+            cursor.execute("START TRANSACTION READ ONLY")
+            cursor.execute(f"{PLAN} {sql}")
+            return PLAN, cursor.fetchone()[0]
+        except pymysql.MySQLError:
+            pass
+        finally:
+            cursor.execute("ROLLBACK")
+        cursor.execute(f"{PLAN_NOT_RUN} {sql}")
+        return PLAN_NOT_RUN, cursor.fetchone()[0]
+
+
 def server_binary(basedir: Path | None = None) -> Path:
     return build(basedir).server
 

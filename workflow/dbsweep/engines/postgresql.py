@@ -441,6 +441,30 @@ def flush_statistics(session) -> None:
             time.sleep(0.6)  # PGSTAT_STAT_INTERVAL is 500 ms before 15
 
 
+PLAN = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"  # runs the statement and says what each node did
+PLAN_NOT_RUN = "EXPLAIN (FORMAT JSON)"  # the plan alone, the statement not run
+
+
+def explain(session, sql: str) -> tuple[str, str]:
+    """The plan the server chooses for sql in session (with its settings): (the statement used, the server's
+    JSON text, as it sent it: psycopg would parse a json column). ANALYZE runs sql, so it runs in a read-only
+    transaction that is rolled back; where the server refuses it there (a statement that writes), the plan
+    comes from EXPLAIN, which does not run the statement."""
+    import psycopg
+
+    with session.cursor() as cursor:
+        try:
+            cursor.execute("BEGIN READ ONLY")
+            cursor.execute(f"{PLAN} {sql}")
+            return PLAN, cursor.pgresult.get_value(0, 0).decode()
+        except psycopg.Error:
+            pass
+        finally:
+            cursor.execute("ROLLBACK")
+        cursor.execute(f"{PLAN_NOT_RUN} {sql}")
+        return PLAN_NOT_RUN, cursor.pgresult.get_value(0, 0).decode()
+
+
 def table_counters(conn: Conn) -> dict[str, float]:
     return statio(conn)
 
