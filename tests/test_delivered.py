@@ -107,7 +107,8 @@ MARIADB_FACTS = {"schema.charset": "latin1", "schema.collation": "latin1_swedish
                  "lower_case_table_names": "0", "table.sbtest1.engine": "InnoDB",
                  "table.sbtest1.collation": "latin1_swedish_ci", "table.sbtest1.rows": "1987",
                  "table.sbtest1.indexes": "2", "table.sbtest2.engine": "InnoDB",
-                 "table.sbtest2.collation": "latin1_swedish_ci", "table.sbtest2.rows": "2000", "table.sbtest2.indexes": "2"}
+                 "table.sbtest2.collation": "latin1_swedish_ci", "table.sbtest2.rows": "2000",
+                 "table.sbtest2.indexes": "2"}
 
 
 def test_the_dataset_s_tables_carry_the_declared_charset_page_size_engine_tables_and_rows(tmp_path):
@@ -138,6 +139,22 @@ def test_postgresql_s_initdb_settings_against_its_database(tmp_path):
     assert got == {("dataset", "server_encoding"): EQUAL, ("dataset", "lc_collate"): EQUAL,
                    ("dataset", "data_checksums"): DEVIATED, ("dataset", "wal_segment_size"): DEVIATED,
                    ("dataset", "tables"): EQUAL, ("dataset", "sbtest1 rows"): NOT_READ}  # never analyzed: -1
+
+
+def test_a_session_setting_the_session_did_not_run_with_is_deviated(tmp_path):
+    (tmp_path / "session.tsv").write_text("optimizer_switch\tindex_merge=on,mrr=off,join_cache_hashed=on\n"
+                                          "join_cache_level\t2\n")
+    got = verdicts(delivered.session(recipe(options={"session.optimizer_switch": "mrr=off", "session.join_cache_level":
+                                                     4, "session.sort_buffer_size": "1M", "query": "q.sql"}),
+                                     tmp_path / "session.tsv"))
+    assert got == {("session setting", "optimizer_switch"): EQUAL, ("session setting", "join_cache_level"): DEVIATED,
+                   ("session setting", "sort_buffer_size"): NOT_READ}
+    (tmp_path / "session.tsv").write_text("work_mem\t64MB\nenable_hashjoin\toff\n")
+    got = verdicts(delivered.session(recipe(engine="postgresql", options={"session.work_mem": "64MB",
+                                                                          "session.enable_hashjoin": False}),
+                                     tmp_path / "session.tsv"))
+    assert got == {("session setting", "work_mem"): EQUAL, ("session setting", "enable_hashjoin"): EQUAL}
+    assert delivered.session(recipe(), tmp_path / "none.tsv") == []
 
 
 # --- version, memory cap ---------------------------------------------------------------------------------

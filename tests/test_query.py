@@ -90,6 +90,10 @@ def check_plans(study):
         assert plans[engine, "warm", changed]["fingerprint"] != plans[engine, "warm", "join"]["fingerprint"]
     hashed = json.loads((study.path("results") / plans["innodb", "warm", "join_hash"]["file"]).read_text())
     assert "BNLH" in json.dumps(hashed)  # the session's join_cache_level reached the plan's session
+    sessions = {(r["engine"], r["workload"], r["key"]): (r["declared"], r["delivered"], r["verdict"])
+                for r in rows(study.path("results/tables/delivered.csv.gz")) if r["kind"] == "session setting"}
+    assert sessions == {("innodb", "join_hash", "join_cache_level"): ("4", "4", "equal"),  # read back from the session
+                        ("postgresql", "join_nohash", "enable_hashjoin"): ("off", "off", "equal")}
     with open(study.path("results/tables/query_timing.csv"), newline="") as f:
         table = {(r["engine"], r["cache"], r["workload"], r["name"]): r for r in csv.DictReader(f)}
     for engine, (changed, _) in PLAN_CHANGES.items():

@@ -37,13 +37,15 @@ COLUMNS = ["kind", "key", "declared", "delivered", "source", "tolerance", "verdi
 KINDS = {
     "server option": ("the server's own variables at the window's start (MariaDB SHOW GLOBAL VARIABLES, "
                       "PostgreSQL pg_settings; raw/variables.tsv)", "exact (sizes in bytes, ON/OFF, case)"),
+    "session setting": ("the workload's own session at the end of its executions (MariaDB SELECT @@SESSION.x, "
+                        "PostgreSQL current_setting; raw/session.tsv)", "exact (as server options)"),
     "memory": ("the variable the memory axis sets (innodb_buffer_pool_size, rocksdb_block_cache_size, "
                "shared_buffers), as the server reports it", "exact, or rounded up by the server to its "
                "allocation unit (within tolerance; the delivered size is what counts)"),
     "dataset": ("the benchmark database's catalog before the window (information_schema, pg_database, pg_class; "
                 "raw/dataset.tsv): the tables' engine, character set and collation, the page size, initdb's "
-                "settings, the tables and their rows", "exact; rows within a factor of 3 (the engine's estimate: MyRocks' "
-                "was 2x on a fresh load)"),
+                "settings, the tables and their rows",
+                "exact; rows within a factor of 3 (the engine's estimate: MyRocks' was 2x on a fresh load)"),
     "memory cap": ("the server's memory cgroup limit file, read at the window's start and end", "exact "
                    "(to the page)"),
     "server version": ("SELECT version()", "the declared version is a prefix of the delivered one"),
@@ -104,6 +106,7 @@ def checks(recipe: Recipe, record: dict, raw: Path) -> list[Check]:
     if recipe.database:
         out += server_settings(recipe, raw / "variables.tsv")
         out += dataset(recipe, raw / "dataset.tsv")
+        out += session(recipe, raw / "session.tsv")
         out += version(recipe.version, (record.get("server") or {}).get("version"))
         out += memory_cap(recipe.memory_limit, record.get("memory_cap"))
         out += topology(recipe, record.get("topology"), record.get("host") or {})
@@ -151,6 +154,30 @@ def server_settings(recipe: Recipe, variables: Path) -> list[Check]:
         if verdict == DEVIATED and kind == "memory" and _rounded_up(want, got.value):
             verdict = WITHIN
         out.append(_check(kind, name, value, got.shown, verdict))
+    return out
+
+
+SESSION = "session."  # a workload option that is a session setting (the query workload's session.<name>)
+
+
+def session(recipe: Recipe, path: Path) -> list[Check]:
+    """The session settings a workload declares (its options session.<name>) against what its own session
+    reported at the end of its executions (raw/session.tsv); one the session did not report is not read."""
+    declared = {k[len(SESSION):]: v for k, v in recipe.options.items() if str(k).startswith(SESSION)}
+    if not declared:
+        return []
+    read = dict(line.split("\t", 1) for line in path.read_text(errors="replace").splitlines()
+                if "\t" in line) if path.exists() else {}
+    family = settings.family(recipe.engine)
+    out = []
+    for name, value in declared.items():
+        got = read.get(name)
+        if got is None:
+            out.append(_check("session setting", name, value, None, NOT_READ, "no raw/session.tsv reading"))
+            continue
+        _, want = family.variable(name, value)
+        normal = settings.flag(got) or settings.size_bytes(got) or settings.time_ms(got) or got
+        out.append(_check("session setting", name, value, got, same(want, normal)))
     return out
 
 

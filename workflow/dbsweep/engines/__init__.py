@@ -55,7 +55,8 @@ ENGINES = {"innodb": "mariadb", "myrocks": "mariadb", "postgresql": "postgresql"
 INTERFACE = (
     "server_version", "initialize", "config_text", "server", "admin_sql", "user_sql", "create_user", "analyze",
     "connect", "sysbench_options", "sysbench_args", "variables", "version", "counters", "CUMULATIVE", "hit_ratio",
-    "engine_status", "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics", "explain",
+    "engine_status", "logs_written", "supports", "server_binary", "build_family", "set_session",
+    "session_value", "flush_statistics", "explain",
     "table_counters", "client", "client_env", "option_names", "refused", "check_replication",
     "check_cluster_settings", "start_cluster", "Conn", "check_dataset", "dataset_facts", "DATASET_SETTINGS",
     "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "OPTION_NAME", "OPTION_SPELLING", "DEBIAN_ONLY",

@@ -957,6 +957,12 @@ def set_session(cursor, name: str, value) -> None:
     cursor.execute(f"SET SESSION {name} = %s", (int(value) if str(value).isdigit() else value,))
 
 
+def session_value(cursor, name: str) -> str:
+    """A session setting as the session reports it (a name checked by the caller: an option name)."""
+    cursor.execute(f"SELECT @@SESSION.{name}")
+    return str(cursor.fetchone()[0])
+
+
 def flush_statistics(session) -> None:
     """SHOW GLOBAL STATUS counts a statement when it ends: nothing to flush."""
 

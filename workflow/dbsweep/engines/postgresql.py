@@ -432,6 +432,12 @@ def set_session(cursor, name: str, value) -> None:
     cursor.execute("SELECT set_config(%s, %s, false)", (name, str(value)))
 
 
+def session_value(cursor, name: str) -> str:
+    """A session setting as the session reports it, in its own unit (current_setting: "64MB", "off")."""
+    cursor.execute("SELECT current_setting(%s)", (name,))
+    return str(cursor.fetchone()[0])
+
+
 def flush_statistics(session) -> None:
     """PostgreSQL reports a backend's statistics when it goes idle, at most once a second unless asked."""
     with session.cursor() as cursor:

@@ -110,6 +110,17 @@ def _session(db, options: dict):
     return conn
 
 
+def _session_settings(db, session, options: dict, raw: Path) -> None:
+    """Each session setting the cell declares, as the session that ran the executions reports it at their end,
+    into raw/session.tsv (delivered.py compares it with the declaration)."""
+    settings = _settings(options)
+    if not settings:
+        return
+    with session.cursor() as cursor:
+        got = {name: db.family.session_value(cursor, name) for name in settings}
+    (raw / "session.tsv").write_text("".join(f"{name}\t{value}\n" for name, value in got.items()))
+
+
 def _counters(db) -> dict:
     return db.family.counters(db.local) | db.family.table_counters(db.local)
 
@@ -172,6 +183,7 @@ def measure(window) -> None:
                 write(_pass(window.db, session, sql, "idle", n))
                 write(_pass(window.db, session, sql, "measured", n))
             write(_plan(window.db, session, sql, Path(options["query"]).stem, window.raw))
+            _session_settings(window.db, session, options, window.raw)
         finally:
             if session is not None:
                 session.close()
