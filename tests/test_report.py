@@ -22,13 +22,17 @@ LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
 
 
 # The page as laid out: the viewport's width, the page's (wider when something runs off it), the right
-# edge of every table's box (its scrolling box when it has one) and of every image, with the image's
-# natural width (0 when it did not load).
+# edge of every table's box (its scrolling box when it has one) and of every image's figure, with the
+# image's natural width (0 when it did not load); whether each image links to itself, the scale it is
+# drawn at; the answer section's top and text.
 LAYOUT = """({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
   tables: [...document.querySelectorAll('table')].map(t => Math.ceil((t.closest('.scroll') || t)
           .getBoundingClientRect().right)),
   images: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth,
-                                         Math.ceil(i.getBoundingClientRect().right)])})"""
+                                         Math.ceil((i.closest('figure') || i).getBoundingClientRect().right)]),
+  linked: [...document.images].map(i => i.closest('a') && i.closest('a').getAttribute('href') === i.getAttribute('src')),
+  scale: [...document.images].map(i => i.getBoundingClientRect().width / (i.naturalWidth || 1)),
+  answer: (a => a ? {top: a.getBoundingClientRect().top, text: a.innerText} : null)(document.getElementById('answer'))})"""
 
 
 def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
@@ -277,3 +281,155 @@ def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):
         layout = page_layout(page, width)
         assert layout["viewport"] == width and layout["page"] <= width, layout
         assert len(layout["tables"]) >= 8 and max(layout["tables"]) <= width, layout["tables"]
+
+
+# --- every shape of study gets an answer with numbers (synthetic tables through the real functions) ---
+
+STORAGE_AXES = ["filesystem", "threads", "workload"]
+CELL_STATS_HEADER = "filesystem,threads,workload,metric,reps,seconds,median,ci_low,ci_high,rep_sd\n"
+
+
+def write_gz(path: Path, text: str) -> None:
+    import gzip
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+
+
+def one_cell_tables(tables: Path) -> None:
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / "cell_stats.csv").write_text(
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,2,20,22109,21900,22300,150\ntmpfs,1,fio-rr,lat_ms,2,20,0.0412,0.04,0.043,\n")
+    (tables / "comparisons.csv").write_text("\n")  # the statistics rule's, with nothing to compare
+    write_gz(tables / "summary.csv.gz", "filesystem,threads,workload,rep,lat_p95_ms,lat_p99_ms,lat_max_ms\n"
+             "tmpfs,1,fio-rr,1,0.9,1.5,48.2\ntmpfs,1,fio-rr,2,1.1,1.7,12\n")
+
+
+def test_a_one_cell_study_answers_with_its_throughput_latency_and_the_tools_own_figures(tmp_path):
+    tables = tmp_path / "tables"
+    one_cell_tables(tables)
+    section = answer.cells(tables / "cell_stats.csv", tables / "summary.csv.gz", STORAGE_AXES)
+    assert section.lines == [
+        "filesystem tmpfs, threads 1, workload fio-rr: throughput 22,109 IOPS [21,900, 22,300]; "
+        "latency (median of per-second means) 0.0412 ms [0.0400, 0.0430]; the tool's own latency over the "
+        "whole run: p95 1.00 ms, p99 1.60 ms, max 48.2 ms"]
+    assert answer.cells(tables / "missing.csv", tables / "summary.csv.gz", STORAGE_AXES) is None
+
+
+def test_two_workloads_are_set_side_by_side_with_their_ratio_even_in_different_units(tmp_path):
+    (tmp_path / "cell_stats.csv").write_text(
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,1,5,20000,19000,21000,\ntmpfs,1,fio-rr,lat_ms,1,5,0.05,0.04,0.06,\n"
+        "tmpfs,1,sb-oltp,tps,1,5,500,450,550,\ntmpfs,1,sb-oltp,lat_p95_ms,1,5,4,3,5,\n"
+        "tmpfs,1,sb-rr,iops,1,5,10000,9000,11000,\ntmpfs,1,sb-rr,lat_p95_ms,1,5,0.1,0.09,0.11,\n")
+    (tmp_path / "comparisons.csv").write_text("\n")
+    section = answer.side_by_side(tmp_path / "cell_stats.csv", tmp_path / "comparisons.csv", STORAGE_AXES)
+    assert section.title.startswith("workload side by side with fio-rr")
+    assert section.lines == [
+        "sb-oltp / fio-rr: throughput 500 transactions/s / 20,000 IOPS = 0.0250 (units differ); "
+        "latency 4.00 ms / 0.0500 ms = 80.0 (different figures: latency (median of per-second p95s) / latency "
+        "(median of per-second means))",
+        "sb-rr / fio-rr: throughput 10,000 IOPS / 20,000 IOPS = 0.500; latency 0.100 ms / 0.0500 ms = 2.00 "
+        "(different figures: latency (median of per-second p95s) / latency (median of per-second means))"]
+    named = answer.side_by_side(tmp_path / "cell_stats.csv", tmp_path / "comparisons.csv", STORAGE_AXES,
+                                baseline="sb-rr")
+    assert named.lines[0].startswith("fio-rr / sb-rr: throughput 20,000 IOPS / 10,000 IOPS = 2.00")
+    # an axis the statistics rule did compare is answered there, not here
+    (tmp_path / "comparisons.csv").write_text("axis,baseline,axis_value,metric\nworkload,fio-rr,sb-rr,iops\n")
+    assert answer.side_by_side(tmp_path / "cell_stats.csv", tmp_path / "comparisons.csv", STORAGE_AXES) is None
+
+
+def test_a_query_study_answers_with_time_per_execution_against_its_baseline(tmp_path):
+    (tmp_path / "query_timing.csv").write_text(
+        "name,engine,configuration,value,executions,relative,ratio_low,ratio_high,verdict\n"
+        "ms,innodb,engine=innodb,12.5,20,1,,,\nms,myrocks,engine=myrocks,25,20,2,1.8,2.2,higher\n"
+        "rows,innodb,engine=innodb,100,20,1,,,\n")
+    section = answer.queries(tmp_path / "query_timing.csv", ["engine"])
+    assert section.lines == ["engine=innodb: 12.5 ms per execution (median of 20 executions) (the baseline)",
+                             "engine=myrocks: 25.0 ms per execution (median of 20 executions); 2.00 [1.80, 2.20] "
+                             "of the baseline's, higher"]
+    assert answer.queries(tmp_path / "missing.csv", ["engine"]) is None
+
+
+def write_png(path: Path, width: int = 880, height: int = 550) -> Path:
+    """A grey PNG of the size rule figures draws (8 x 5 in at 110 dpi), with a darker band."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\0" + bytes([60 if 200 < y < 220 else 230]) * width for y in range(height))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return path
+
+
+def shape_pages(tmp_path: Path) -> dict[str, Path]:
+    """The pages rule summary writes for four shapes, from synthetic tables: one cell, two workloads, a
+    query study, a study with its own analysis script."""
+    pages = {}
+    # one cell
+    results = tmp_path / "one-cell" / "results"
+    one_cell_tables(results / "tables")
+    plot = write_png(results / "plots" / "timeseries_steady.png")
+    study = summary.Study("one cell", "Random reads on tmpfs", {"filesystem": ["tmpfs"], "threads": ["1"],
+                                                                "workload": ["fio-rr"]}, 1, 2, [])
+    pages["one cell"] = summary.write(study, results, [plot], complete=True)["html"]
+    # two workloads
+    results = tmp_path / "two-workloads" / "results"
+    (results / "tables").mkdir(parents=True)
+    (results / "tables" / "cell_stats.csv").write_text(
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,1,5,20000,19000,21000,\ntmpfs,1,sb-oltp,tps,1,5,500,450,550,\n")
+    (results / "tables" / "comparisons.csv").write_text("\n")
+    plot = write_png(results / "plots" / "violin.png")
+    study = summary.Study("two workloads", "fio or sysbench?", {"filesystem": ["tmpfs"], "threads": ["1"],
+                                                                 "workload": ["fio-rr", "sb-oltp"]}, 2, 1, [])
+    pages["two workloads"] = summary.write(study, results, [plot], complete=True)["html"]
+    # a query study
+    results = tmp_path / "query" / "results"
+    (results / "tables").mkdir(parents=True)
+    (results / "tables" / "query_timing.csv").write_text(
+        "name,engine,configuration,value,executions,relative,ratio_low,ratio_high,verdict\n"
+        "ms,innodb,engine=innodb,12.5,20,1,,,\nms,myrocks,engine=myrocks,25,20,2,1.8,2.2,higher\n")
+    plot = write_png(results / "plots" / "query_timing.png", 1210, 1100)
+    study = summary.Study("query", "Which engine runs my query faster?", {"engine": ["innodb", "myrocks"]}, 2, 1, [])
+    pages["query"] = summary.write(study, results, [plot], complete=True)["html"]
+    # a user analysis script
+    results = tmp_path / "user" / "results"
+    one_cell_tables(results / "tables")
+    folder = results / "user" / "per_thread"
+    folder.mkdir(parents=True)
+    (folder / "per_thread.csv").write_text("threads,iops_per_thread\n1,22109\n")
+    (folder / "notes.md").write_text("Per thread: **IOPS** / threads.\n\n| threads | ratio |\n| ---: | ---: |\n| 1 | 1.00 |\n")
+    write_png(folder / "per_thread.png")
+    (folder / "raw.pdf").write_bytes(b"%PDF-1.4\n")
+    (folder / "outputs.json").write_text(json.dumps(
+        {"tables": ["notes.md", "per_thread.csv"], "plots": ["per_thread.png", "raw.pdf"], "other": []}))
+    study = summary.Study("user script", "", {"filesystem": ["tmpfs"], "threads": ["1"], "workload": ["fio-rr"]},
+                          1, 2, [])
+    pages["user script"] = summary.write(study, results, [], complete=True, user=[folder])["html"]
+    return pages
+
+
+def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_its_images(tmp_path):
+    """Laid out by headless Chromium at a laptop's and a phone's width (first screen: 768 and 844 px
+    tall): an Answer section with numbers starts in it; every image loads, links to itself, and on a
+    phone is drawn at 80% of its size or more (its labels readable: it scrolls sideways in its figure)."""
+    pages = shape_pages(tmp_path)
+    expected = {"one cell": "throughput 22,109 IOPS [21,900, 22,300]",
+                "two workloads": "sb-oltp / fio-rr: throughput 500 transactions/s / 20,000 IOPS = 0.0250",
+                "query": "engine=myrocks: 25.0 ms per execution",
+                "user script": "throughput 22,109 IOPS"}
+    for shape, page in pages.items():
+        text = page.read_text()
+        assert "No axis with two values" not in text
+        for width, screen in ((LAPTOP, 768), (PHONE, 844)):
+            layout = page_layout(page, width)
+            assert layout["answer"] and layout["answer"]["top"] < screen * 0.6, (shape, width, layout["answer"])
+            assert expected[shape] in layout["answer"]["text"].replace("\n", " "), (shape, layout["answer"]["text"])
+            assert layout["page"] <= width, (shape, width, layout)
+            assert layout["images"] and all(natural > 100 and right <= width
+                                            for _, natural, right in layout["images"]), (shape, layout["images"])
+            assert all(layout["linked"]), (shape, layout["linked"])
+            if width == PHONE:
+                assert min(layout["scale"]) >= 0.8, (shape, layout["scale"])
+    user = pages["user script"].read_text()
+    assert '<h2 id="user">Your own analysis</h2>' in user and ">22109</td>" in user
+    assert "<strong>IOPS</strong>" in user and 'href="user/per_thread/raw.pdf"' in user
+    assert "per_thread.csv" in user and "#### notes.md" in (pages["user script"].parent / "summary.md").read_text()
