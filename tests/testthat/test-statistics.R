@@ -87,4 +87,10 @@ test_that("latency percentile curves are drawn from the percentiles table", {
     read_table(input$percentiles, sweep$axes, c("rep", "percentile", "lat_ms")), sweep$axes, "cap")
   expect_false(any(p$data$percentile >= 100))  # 100% is off the nines scale
   expect_match(p$labels$y, "ms")
+  # a fio-only study's curves name fio's percentiles, never sysbench's histogram
+  expect_match(p$labels$subtitle, "from fio clat percentiles")
+  expect_false(grepl("sysbench", p$labels$subtitle))
+  both <- copy(pct)[, source := ifelse(rep == 1L, "fio clat percentiles", "sysbench histogram")]
+  q <- plot_latency_percentiles(both, sweep$axes, "cap")
+  expect_match(q$labels$subtitle, "fio clat percentiles and\\s+sysbench histogram")
 })

@@ -202,14 +202,22 @@ plot_latency_percentiles <- function(percentiles, axes, caption) {
     scale_y_log10() +
     scale_colour_dbsweep() +
     labs(title = PLOT_TITLES$latency_percentiles,
-         subtitle = plot_subtitle("sysbench's latency histogram and fio's completion-latency percentiles",
-                                  fixed_axes_text(dt, axes)),
+         subtitle = plot_subtitle(percentile_sources(dt$source), fixed_axes_text(dt, axes)),
          x = "percentile (%, spaced by nines)", y = "latency (ms, log scale)", colour = NULL,
          linetype = NULL, caption = caption) +
     legend_in_columns(levels(dt$cell)) +
     theme_dbsweep()
   legend_rows <- ceiling(nlevels(dt$cell) / 2)
   with_size(p, c(width = 8, height = min(30, max(5, 4 + 0.3 * legend_rows))))
+}
+
+# What the curves were read from, as the tools' adapters name it (percentiles'
+# source column: "fio clat percentiles", "sysbench histogram"), only those
+# this study's rows have.
+percentile_sources <- function(sources) {
+  sources <- unique(stats::na.omit(as.character(sources)))
+  if (!length(sources)) return("the tools' own latency percentiles over each whole run")
+  sprintf("over each repetition's whole run, from %s", paste(sources, collapse = " and "))
 }
 
 # The x transformation of percentile curves: -log10(1 - p/100), so that 90,
@@ -261,6 +269,10 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
   )
   plots <- lapply(stats::setNames(kinds, kinds), function(k) draw[[k]]())
   skipped <- save_plots(plots, output, caption, PLOT_TITLES)
+  sweep <- input[["sweep_skipped"]]  # rule plots' own (storage cells), listed here too
+  if (length(sweep) && file.exists(sweep) && file.size(sweep) > 1) {
+    skipped <- rbind(skipped, fread(sweep, colClasses = "character"))
+  }
   write_csv(skipped, output[["skipped"]])
   for (k in kinds) {
     log_line("%s -> %s%s", k, output[[k]],

@@ -2,7 +2,9 @@
 # the per-second throughput in each cell (jittered points, boxplots).
 #
 # Snakemake: input summary, samples, provenance; output throughput, latency,
-# jitter, boxplot; params axes; log.
+# jitter, boxplot, skipped (the plots that cannot say anything for this
+# study, and why: merged into skipped_plots.csv by rule figures); params axes;
+# log.
 
 # Adds what the vs-threads plots group by: threads (1 when the sweep has no
 # threads axis) and series (the axes other than threads and filesystem that
@@ -181,15 +183,35 @@ rule_plots <- function(input, output, params, log = snakemake_log()) {
   log_line("%d repetitions, %d per-second samples, axes: %s",
            nrow(summary), nrow(samples), paste(axes, collapse = ", "))
 
-  plots <- list(
-    throughput = plot_throughput(summary, axes, caption),
-    latency = plot_latency(summary, axes, caption),
-    jitter = plot_jitter(samples, axes, caption),
-    boxplot = plot_boxplot(samples, axes, caption)
-  )
+  plots <- sweep_plots(summary, samples, axes, caption)
+  skipped <- save_plots(plots, output, caption)
+  skipped[, plot := vapply(plot, function(k) tools::file_path_sans_ext(basename(output[[k]])), "")]
+  if (!is.null(output[["skipped"]])) write_csv(skipped, output[["skipped"]])
   for (name in names(plots)) {
-    save_plot(plots[[name]], output[[name]])
-    log_line("%s -> %s", name, output[[name]])
+    log_line("%s -> %s%s", name, output[[name]], if (is_skipped_plot(plots[[name]])) {
+      paste(" (skipped:", plots[[name]]$reason, ")")
+    } else {
+      ""
+    })
   }
   invisible(plots)
+}
+
+# The four plots of a sweep, or why one cannot say anything for this study:
+# the vs-threads plots need two thread counts or more (one is a lone point),
+# the per-cell spread plots two cells or more (one cell's spread is the
+# violin's and cell_stats' sd, p5 and p95).
+sweep_plots <- function(summary, samples, axes, caption) {
+  threads <- if ("threads" %in% axes) uniqueN(stats::na.omit(summary$threads)) else 1L
+  cells <- nrow(unique(summary[, ..axes]))
+  one_count <- skipped_plot(sprintf(
+    "needs a threads axis with two values or more (this study has %d thread count)", threads))
+  one_cell <- skipped_plot(paste("one cell: its per-second throughput is in violin.png and in",
+                                 "cell_stats (sd, p5, p95)"))
+  list(
+    throughput = if (threads < 2) one_count else plot_throughput(summary, axes, caption),
+    latency = if (threads < 2) one_count else plot_latency(summary, axes, caption),
+    jitter = if (cells < 2) one_cell else plot_jitter(samples, axes, caption),
+    boxplot = if (cells < 2) one_cell else plot_boxplot(samples, axes, caption)
+  )
 }
