@@ -1,6 +1,7 @@
 """The summary page (results/index.html, summary.md) and snakemake --report on a tiny real run,
 checked in headless Chromium."""
 import copy
+import html
 import json
 import re
 import struct
@@ -15,7 +16,7 @@ from chromium import Chromium
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
-from dbsweep import answer, manifest, markdown, summary  # noqa: E402
+from dbsweep import answer, definitions, manifest, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
 LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
@@ -93,10 +94,18 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     assert '<a href="explore.html">' in page and (results / "explore.html").stat().st_size > 4e6
     assert "Complete" in page and "Incomplete" not in page and "cpus_allowed" not in page
     assert re.search(r"Host warnings: (none in 2|\d of 2) repetition\(s\)", page), "the host's warnings counted"
-    plots = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
+    made = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
     assert {"plots/throughput_vs_threads.png", "plots/latency_vs_threads.png", "plots/jitter.png",
-            "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(plots)
+            "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(made)
+    # one thread count: the vs-threads plots are listed as skipped with their reason, not shown
+    skipped = {r["plot"]: r["reason"] for r in summary._csv(results / "tables" / "skipped_plots.csv")}
+    assert skipped["throughput_vs_threads"].startswith("needs a threads axis with two values or more"), skipped
+    assert {"latency_vs_threads", "ci_vs_threads"} <= set(skipped) and not {"jitter", "violin"} & set(skipped)
+    plots = [p for p in made if Path(p).stem not in skipped]
     assert sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
+    # two workloads, one thread count: the answer sets them side by side, with numbers
+    answer_text = page.split('id="answer"')[1].split("</section>")[0]
+    assert re.search(r"sb-rr / fio-rr: throughput [\d,.]+ IOPS / [\d,.]+ IOPS = [\d.]+", answer_text), answer_text
     for table in ("cells", "saturation"):
         assert f'<h3>{table} <span class="links"><a href="tables/{table}.csv">CSV</a>' in page
     assert page.index('id="tables"') < page.index('id="method"') < page.index("<h2>Matrix</h2>")
@@ -122,7 +131,7 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     categories = json.loads(re.search(r"var categories = (\{.*?\});\n", report).group(1))
     assert list(categories) == ["tiny"]
     assert set(categories["tiny"]) == {"Tables", "Plots"}
-    assert sorted(categories["tiny"]["Plots"]) == [f"results/{p}" for p in plots]
+    assert sorted(categories["tiny"]["Plots"]) == [f"results/{p}" for p in made]
     caption = "Study <strong>tiny</strong>, matrix filesystem: tmpfs; threads: 1; workload: fio-rr, sb-rr"
     assert report.count(caption) >= 6 and report.count("Measured on host") >= 6 and "fio fio-3" in report
 
@@ -433,3 +442,71 @@ def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_i
     assert '<h2 id="user">Your own analysis</h2>' in user and ">22109</td>" in user
     assert "<strong>IOPS</strong>" in user and 'href="user/per_thread/raw.pdf"' in user
     assert "per_thread.csv" in user and "#### notes.md" in (pages["user script"].parent / "summary.md").read_text()
+
+
+# The analysis' tables of a storage sweep and a database study, written by the real R rules from the
+# testthat helpers' hand-built studies, with each study's axes and values (axes.json).
+R_TABLES = r"""
+source("tests/testthat/helper-data.R"); source("tests/testthat/helper-db-data.R")
+out <- commandArgs(TRUE)[1]
+stats_out <- function(dir) list(steady_state = file.path(dir, "steady_state.csv"),
+  cell_stats_csv = file.path(dir, "cell_stats.csv"), cell_stats_md = file.path(dir, "cell_stats.md"),
+  comparisons_csv = file.path(dir, "comparisons.csv"), comparisons_md = file.path(dir, "comparisons.md"))
+sweep <- make_sweep()
+input <- write_sweep(sweep)
+dir <- file.path(out, "storage")
+rule_tables(input, list(cells_csv = file.path(dir, "cells.csv"), cells_md = file.path(dir, "cells.md"),
+            saturation_csv = file.path(dir, "saturation.csv"), saturation_md = file.path(dir, "saturation.md")),
+            list(axes = sweep$axes), log = file.path(dir, "t.log"))
+rule_statistics(input, stats_out(dir), list(axes = sweep$axes), log = file.path(dir, "s.log"))
+db <- make_db_sweep(duration = 30L)
+dir <- file.path(out, "database")
+input <- write_db_sweep(db)
+rule_statistics(input, stats_out(dir), list(axes = db$axes), log = file.path(dir, "s.log"))
+names <- c("engine_memory", "binlog", "efficiency")
+rule_db_tables(c(input, stats_out(dir)), as.list(stats::setNames(file.path(dir, paste0(rep(names, each = 2),
+               c(".csv", ".md"))), paste0(rep(names, each = 2), c("_csv", "_md")))),
+               list(axes = db$axes), log = file.path(dir, "d.log"))
+values <- function(s) lapply(stats::setNames(s$axes, s$axes), function(a) unique(as.character(s$summary[[a]])))
+jsonlite::write_json(list(storage = values(sweep), database = values(db)), file.path(out, "axes.json"))
+"""
+
+
+def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_unit(tmp_path):
+    """The tables the R rules write for a storage sweep and a database study, on a page as rule summary
+    writes it: the Method section defines each of their figures (and the answer's); a name nobody
+    defined fails here. The two p95s are told apart."""
+    import subprocess
+    done = subprocess.run(["Rscript", "-e", R_TABLES, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    axes = json.loads((tmp_path / "axes.json").read_text())
+    for shape in ("storage", "database"):
+        matrix = {a: v if isinstance(v, list) else [v] for a, v in axes[shape].items()}
+        results = tmp_path / shape / "results"
+        (results / "tables").mkdir(parents=True)
+        targets = []
+        for path in (tmp_path / shape).glob("*.*"):
+            if path.suffix in (".md", ".csv"):
+                targets.append(results / "tables" / path.name)
+                targets[-1].write_text(path.read_text())
+        study = summary.Study(shape, "", matrix, 1, 1, [])
+        written = summary.write(study, results, targets, complete=True)
+        page = {"tables": [(p, markdown.tidy(markdown.parse(p.read_text()), list(matrix)))
+                           for p in targets if p.suffix == ".md"], "comparisons": [1], "sections": [1]}
+        headers = [h for _, blocks in page["tables"] for b in blocks if isinstance(b, markdown.Table)
+                   for h in b.header + [x for part in b.parts for x in part.header]]
+        not_figures = set(matrix) | {v for values in matrix.values() for v in values}
+        defined, missing = definitions.figures(headers + summary.ANSWER_FIGURES["sections"], not_figures)
+        assert missing == [], (shape, missing)
+        text = written["html"].read_text()
+        assert '<h3 id="figures">Figures on this page</h3>' in text
+        for name, sentence in defined:
+            assert f"<dt>{html.escape(name)}</dt>" in text or name in summary.ANSWER_FIGURES["sections"], name
+    storage = (tmp_path / "storage" / "results" / "index.html").read_text()
+    assert "<dt>persec_lat_p95_ms</dt><dd>the p95 of per-second means" in storage
+    assert "<dt>lat_max_ms</dt><dd>the tool&#x27;s own maximum latency over the whole run" in storage
+    unit = re.compile(r"(\bms\b|%|\bMB\b|\bKB\b|MiB/s|IOPS|transactions/s|\bcount\b|no unit|metric's unit|"
+                      r"\bin s\b|0\.\.1|requests|microseconds|context switches|threads)")
+    text_columns = {"metric", "ci_method", "lat_source", "configuration", "name", "verdict"}
+    no_unit = [n for n, s in definitions.DEFINITIONS.items() if n not in text_columns and not unit.search(s)]
+    assert no_unit == [], "every figure's definition names its unit"

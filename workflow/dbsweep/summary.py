@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from . import answer, canary, disturbances, markdown
+from . import answer, canary, definitions, disturbances, markdown
 
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
@@ -107,7 +107,9 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
     tables_dir = results / "tables"
     provenance = _json(tables_dir / "provenance.json") if complete else None
     tables = [p for p in targets if p.suffix == ".md"] if complete else []
-    plots = [p for p in targets if p.suffix == ".png"] if complete else []
+    skipped = _csv(tables_dir / "skipped_plots.csv") if complete else []
+    # a skipped plot is listed with its reason, not shown as an image of that reason
+    plots = [p for p in targets if p.suffix == ".png" and p.stem not in {r["plot"] for r in skipped}] if complete else []
     axes = list(study.matrix)
     parsed = {p: markdown.parse(p.read_text()) for p in tables}
     # the longest first: the statistics' method before short repeated notes (the provenance footer)
@@ -139,10 +141,11 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "provenance": provenance,
         "commands": _commands(study.rep_dirs) if complete else [],
         "problems": problems(study.rep_dirs, study.images),
-        "skipped_plots": _csv(tables_dir / "skipped_plots.csv") if complete else [],
+        "skipped_plots": skipped,
         "canary": next((canary.line(p) for p in targets if p.name == "canary.csv"), "") if complete else "",
         "host": disturbances.line(study.rep_dirs) if complete else "",
     }
+    page["figures"] = page_figures(page, study)
     out = {"html": results / "index.html", "md": results / "summary.md",
            "caption": results / "report" / "provenance.rst", "front": results / "report" / "study.rst"}
     out["caption"].parent.mkdir(parents=True, exist_ok=True)
@@ -276,6 +279,38 @@ def _user_markdown(outputs: list[UserOutput], results: Path) -> list[str]:
     return out
 
 
+# The names the answer's lines use for their figures, defined in the Method section with the tables'.
+ANSWER_FIGURES = {"comparisons": ["ratio", "run-to-run noise"], "recovery": [],
+                  "sections": ["throughput", "latency (median of per-second means)",
+                               "latency (median of per-second p95s)", "the tool's own latency over the whole run",
+                               "side by side ratio", "ms per execution"]}
+
+
+def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
+    """Each figure the page's tables and answer show, with its one-sentence definition (definitions.py):
+    the columns of every table (axes and their values are not figures) and the answer's names."""
+    headers = [name for key, names in ANSWER_FIGURES.items() if page.get(key) for name in names]
+    for _, blocks in page["tables"]:
+        for block in blocks:
+            if isinstance(block, markdown.Table):
+                headers += block.header + [h for part in block.parts for h in part.header]
+    not_figures = set(study.matrix) | {v for values in study.matrix.values() for v in values}
+    return definitions.figures(headers, not_figures)[0]
+
+
+def _figures_html(figures: list[tuple[str, str]]) -> str:
+    if not figures:
+        return ""
+    return ('<h3 id="figures">Figures on this page</h3><dl class="figures">'
+            + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(d)}.</dd>" for n, d in figures) + "</dl>")
+
+
+def _figures_markdown(figures: list[tuple[str, str]]) -> list[str]:
+    if not figures:
+        return []
+    return ["### Figures on this page", ""] + [f"- **{md_escape(n)}**: {md_escape(d)}." for n, d in figures] + [""]
+
+
 # --- HTML ---------------------------------------------------------------------------------------
 
 STYLE = """
@@ -320,9 +355,10 @@ def to_html(page: dict, results: Path) -> str:
             parts.append(f'<section class="table" id="table-{e(path.stem)}"><h3>{e(path.stem)} '
                          f'<span class="links">{" · ".join(links)}</span></h3>{body}</section>')
     parts.append(_user_html(page["user"], results))
-    if page["method"]:
+    if page["method"] or page["figures"]:
         parts.append('<h2 id="method">Method</h2>' + "".join(f"<p>{markdown.inline_html(t)}</p>"
                                                              for t in page["method"]))
+        parts.append(_figures_html(page["figures"]))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         parts.append("<p>Tables as CSV only: " + ", ".join(
@@ -475,8 +511,9 @@ def to_markdown(page: dict, results: Path) -> str:
         for path, blocks in page["tables"]:
             out += [f"### {m(path.stem)}", "", markdown.to_markdown(blocks, 3).strip(), ""]
     out += _user_markdown(page["user"], results)
-    if page["method"]:
+    if page["method"] or page["figures"]:
         out += ["## Method", ""] + [line for t in page["method"] for line in (t, "")]
+        out += _figures_markdown(page["figures"])
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only), ""]
