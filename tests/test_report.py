@@ -510,3 +510,25 @@ def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_uni
     text_columns = {"metric", "ci_method", "lat_source", "configuration", "name", "verdict"}
     no_unit = [n for n, s in definitions.DEFINITIONS.items() if n not in text_columns and not unit.search(s)]
     assert no_unit == [], "every figure's definition names its unit"
+
+
+def test_a_query_study_s_answer_reads_the_table_rule_query_timing_writes(tmp_path):
+    """query_table() (the real R function) on executions with a known answer: cold takes 5x the warm
+    baseline, hot the same; the answer's lines say so with numbers."""
+    import subprocess
+    script = r"""
+    source("workflow/R/library.R", chdir = TRUE)
+    ex <- rbind(data.table(cache = "warm", rep = 1L, execution = 1:6, name = "ms", value = c(10, 12, 11, 13, 9, 11)),
+                data.table(cache = "cold", rep = 1L, execution = 1:6, name = "ms", value = c(50, 55, 60, 52, 58, 54)),
+                data.table(cache = "hot", rep = 1L, execution = 1:6, name = "ms", value = c(9, 13, 10, 12, 11, 12)),
+                data.table(cache = "warm", rep = 1L, execution = 1:6, name = "rows", value = 10))
+    write_csv(query_table(ex, "cache", list(cache = "warm")), commandArgs(TRUE)[1])
+    """
+    done = subprocess.run(["Rscript", "-e", script, str(tmp_path / "query_timing.csv")], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = answer.queries(tmp_path / "query_timing.csv", ["cache"])
+    assert lines.lines[0].startswith("cache=cold: 54.5 ms per execution (median of 6 executions); 4.95 [")
+    assert lines.lines[0].endswith("of the baseline's, higher")
+    assert lines.lines[1].endswith("within noise") and lines.lines[1].startswith("cache=hot: 11.5 ms")
+    assert lines.lines[2] == "cache=warm: 11.0 ms per execution (median of 6 executions) (the baseline)"
