@@ -506,8 +506,8 @@ def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_uni
     assert "<dt>persec_lat_p95_ms</dt><dd>the p95 of per-second means" in storage
     assert "<dt>lat_max_ms</dt><dd>the tool&#x27;s own maximum latency over the whole run" in storage
     unit = re.compile(r"(\bms\b|%|\bMB\b|\bKB\b|MiB/s|IOPS|transactions/s|\bcount\b|no unit|metric's unit|"
-                      r"\bin s\b|0\.\.1|requests|microseconds|context switches|threads)")
-    text_columns = {"metric", "ci_method", "lat_source", "configuration", "name", "verdict"}
+                      r"\bin s\b|0\.\.1|requests|microseconds|context switches|threads|rows/s|queries/s)")
+    text_columns = {"metric", "ci_method", "lat_source", "configuration", "name", "verdict", "test", "phase", "status"}
     no_unit = [n for n, s in definitions.DEFINITIONS.items() if n not in text_columns and not unit.search(s)]
     assert no_unit == [], "every figure's definition names its unit"
 
@@ -532,3 +532,31 @@ def test_a_query_study_s_answer_reads_the_table_rule_query_timing_writes(tmp_pat
     assert lines.lines[0].endswith("of the baseline's, higher")
     assert lines.lines[1].endswith("within noise") and lines.lines[1].startswith("cache=hot: 11.5 ms")
     assert lines.lines[2] == "cache=warm: 11.0 ms per execution (median of 6 executions) (the baseline)"
+
+
+def test_an_insert_benchmark_study_answers_with_each_phase_s_rates(tmp_path):
+    """insert_table() (the real R function) on phases with a known answer: PostgreSQL's qr queries are
+    twice InnoDB's, its inserts fell short of the 100/s target; the load phase's 0 queries/s are left out."""
+    import subprocess
+    script = r"""
+    source("workflow/R/library.R", chdir = TRUE)
+    rows <- function(engine, rep, phase, inserts_s, queries_s, target = NA) {
+      data.table(engine = engine, rep = rep, phase = phase, target_inserts_s = target, inserts_s = inserts_s,
+                 queries_s = queries_s, cpu_us_per_op = 100, kb_read_per_op = 1, kb_written_per_op = 2, db_mb = 50)
+    }
+    phases <- rbind(rows("innodb", 1:3, "qr", c(100, 98, 99), c(1000, 1100, 900), 100),
+                    rows("postgresql", 1:3, "qr", c(80, 70, 90), c(2000, 2200, 1800), 100),
+                    rows("innodb", 1, "load", 5000, 0), rows("postgresql", 1, "load", 10000, 0))
+    write_csv(insert_table(phases, "engine", list(engine = "innodb")), commandArgs(TRUE)[1])
+    """
+    done = subprocess.run(["Rscript", "-e", script, str(tmp_path / "insert_benchmark.csv")], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = answer.insert_phases(tmp_path / "insert_benchmark.csv", ["engine"]).lines
+    assert lines[0] == "load phase, engine=innodb: 5,000 inserted rows/s (the baseline)"
+    assert lines[1].startswith("load phase, engine=postgresql: 10,000 inserted rows/s; 2.00")
+    assert "qr phase, engine=postgresql: 80.0 inserted rows/s (short of the target 100); 0.804 [0.657, 0.984] of the baseline's, lower" in lines
+    queries = [line for line in lines if "queries/s" in line]
+    assert queries[1].startswith("qr phase, engine=postgresql: 2,000 queries/s; 2.00 [") and queries[1].endswith(
+        "of the baseline's, higher")
+    assert not any("load phase" in line and "queries/s" in line for line in lines)

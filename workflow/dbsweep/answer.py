@@ -183,15 +183,42 @@ def queries(query_timing_csv: Path, axes: list[str]) -> Section | None:
         text = f"{row.get('configuration') or 'the query'}: {number(row['value'])} ms per execution"
         if _float(row.get("executions")) is not None:
             text += f" (median of {count(row['executions'])} executions)"
-        relative = _float(row.get("relative"))
-        if relative is not None and relative != 1:
-            ci = (f" [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
-                  if _float(row.get("ratio_low")) is not None else "")
-            text += f"; {number(row['relative'])}{ci} of the baseline's, {row.get('verdict') or 'no verdict'}"
-        elif relative == 1:
-            text += " (the baseline)"
-        lines.append(text)
+        lines.append(text + _against_baseline(row))
     return Section("Time per execution of the query (median; ratio to the baseline [95% CI], verdict)", lines)
+
+
+# The insert benchmark's rates (insert_benchmark.csv, rule insert_benchmark) the answer states, per phase.
+INSERT_RATES = {"inserts_s": "inserted rows/s", "queries_s": "queries/s"}
+
+
+def insert_phases(insert_csv: Path, axes: list[str]) -> Section | None:
+    """An insert-benchmark study answers, per phase and configuration, with its rates (medians over
+    repetitions; a phase's rate that is 0, queries in the load phase, is left out), the target it fell
+    short of, and its ratio to the baseline configuration with the 95% CI and verdict."""
+    rows = [r for r in read_csv(insert_csv) if r.get("metric") in INSERT_RATES and _float(r.get("value"))]
+    if not rows:
+        return None
+    lines = []
+    for row in rows:
+        text = (f"{row.get('phase', '?')} phase, {row.get('configuration') or 'the cell'}: "
+                f"{number(row['value'])} {INSERT_RATES[row['metric']]}")
+        if row.get("short_of_target") == "TRUE":
+            text += f" (short of the target {number(row['target_inserts_s'])})"
+        lines.append(text + _against_baseline(row))
+    return Section("Each phase's rates (median over repetitions; ratio to the baseline [95% CI], verdict)",
+                   lines[:ANSWER_CELLS * 2])
+
+
+def _against_baseline(row: dict) -> str:
+    """'; 2.00 [1.80, 2.20] of the baseline's, higher', ' (the baseline)', or '' without a baseline."""
+    relative = _float(row.get("relative"))
+    if relative is None:
+        return ""
+    if row.get("baseline") == "TRUE" or (relative == 1 and _float(row.get("ratio_low")) is None):
+        return " (the baseline)"
+    ci = (f" [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
+          if _float(row.get("ratio_low")) is not None else "")
+    return f"; {number(row['relative'])}{ci} of the baseline's, {row.get('verdict') or 'no verdict'}"
 
 
 def _by_cell(rows: list[dict], axes: list[str]) -> dict[tuple, dict[str, dict]]:

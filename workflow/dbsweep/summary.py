@@ -188,14 +188,15 @@ def provenance_lines(provenance: dict | None) -> list[tuple[str, str]]:
 
 def shape_answers(tables_dir: Path, study: Study, compared: list) -> list[answer.Section]:
     """What the answer says besides the comparisons with a baseline: a workload axis side by side (never
-    compared by the statistics rule), each cell's own figures when nothing was compared, and a query
-    study's time per execution."""
+    compared by the statistics rule), each cell's own figures when nothing was compared, a query
+    study's time per execution and an insert-benchmark study's rates per phase."""
     axes = list(study.matrix)
     out = [answer.side_by_side(tables_dir / "cell_stats.csv", tables_dir / "comparisons.csv", axes,
                                baseline=study.baseline.get("workload"))]
     if not compared and out[0] is None:
         out.append(answer.cells(tables_dir / "cell_stats.csv", tables_dir / "summary.csv.gz", axes))
     out.append(answer.queries(tables_dir / "query_timing.csv", axes))
+    out.append(answer.insert_phases(tables_dir / "insert_benchmark.csv", axes))
     return [section for section in out if section]
 
 
@@ -283,7 +284,7 @@ def _user_markdown(outputs: list[UserOutput], results: Path) -> list[str]:
 ANSWER_FIGURES = {"comparisons": ["ratio", "run-to-run noise"], "recovery": [],
                   "sections": ["throughput", "latency (median of per-second means)",
                                "latency (median of per-second p95s)", "the tool's own latency over the whole run",
-                               "side by side ratio", "ms per execution"]}
+                               "side by side ratio", "ms per execution", "inserts_s", "queries_s"]}
 
 
 def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
