@@ -123,6 +123,11 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
         assert sorted(src for src, _, _ in layout["images"]) == plots
         assert all(natural > 100 and right <= width for _, natural, right in layout["images"]), layout["images"]
         assert len(layout["tables"]) == page.count("<table>") and max(layout["tables"]) <= width, layout["tables"]
+        # the answer, with numbers, starts in the first screen (768 px tall on a laptop, 844 on a phone);
+        # every image links to its full size and is drawn at its natural size on a phone
+        assert layout["answer"]["top"] < (768 if width == LAPTOP else 844) * 0.75, layout["answer"]
+        assert re.search(r"\d+ IOPS", layout["answer"]["text"]), layout["answer"]["text"]
+        assert all(layout["linked"]) and (width == LAPTOP or min(layout["scale"]) >= 0.99), layout
 
     # snakemake --report: one category named after the study, Tables and Plots under it; every caption
     # states the matrix, the host and the versions.
@@ -438,6 +443,11 @@ def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_i
             assert all(layout["linked"]), (shape, layout["linked"])
             if width == PHONE:
                 assert min(layout["scale"]) >= 0.8, (shape, layout["scale"])
+    one = pages["one cell"].read_text()
+    assert "1 cell × 2 repetitions" in one and "The one cell (median per-second value [95% CI])" in one
+    method = one.split('id="figures"')[1]
+    assert "<dt>latency (median of per-second means)</dt>" in method and "per-second p95s" not in method
+    assert "<dt>the tool&#x27;s own latency over the whole run</dt>" in method
     user = pages["user script"].read_text()
     assert '<h2 id="user">Your own analysis</h2>' in user and ">22109</td>" in user
     assert "<strong>IOPS</strong>" in user and 'href="user/per_thread/raw.pdf"' in user
@@ -496,12 +506,12 @@ def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_uni
         headers = [h for _, blocks in page["tables"] for b in blocks if isinstance(b, markdown.Table)
                    for h in b.header + [x for part in b.parts for x in part.header]]
         not_figures = set(matrix) | {v for values in matrix.values() for v in values}
-        defined, missing = definitions.figures(headers + summary.ANSWER_FIGURES["sections"], not_figures)
+        defined, missing = definitions.figures(headers + list(summary.ANSWER_FIGURES), not_figures)
         assert missing == [], (shape, missing)
         text = written["html"].read_text()
         assert '<h3 id="figures">Figures on this page</h3>' in text
         for name, sentence in defined:
-            assert f"<dt>{html.escape(name)}</dt>" in text or name in summary.ANSWER_FIGURES["sections"], name
+            assert f"<dt>{html.escape(name)}</dt>" in text or name in summary.ANSWER_FIGURES, name
     storage = (tmp_path / "storage" / "results" / "index.html").read_text()
     assert "<dt>persec_lat_p95_ms</dt><dd>the p95 of per-second means" in storage
     assert "<dt>lat_max_ms</dt><dd>the tool&#x27;s own maximum latency over the whole run" in storage

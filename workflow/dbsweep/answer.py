@@ -134,7 +134,8 @@ def cells(cell_stats_csv: Path, summary_csv: Path, axes: list[str]) -> Section |
     more = len(by_cell) - ANSWER_CELLS
     if more > 0:
         lines.append(f"… and {more} more cells in cell_stats.csv")
-    return Section("Each cell (median per-second value [95% CI])", lines)
+    return Section(f"{'Each cell' if len(by_cell) > 1 else 'The one cell'} (median per-second value [95% CI])",
+                   lines)
 
 
 def side_by_side(cell_stats_csv: Path, comparisons_csv: Path, axes: list[str], axis: str = "workload",
@@ -324,7 +325,8 @@ def noise_text(n: Noise, rounds: bool = False) -> str:
     """rounds: the study has repeat_until (its own line says how its rounds went); otherwise the text names
     the key that runs repetitions until a difference can be told."""
     if n.run_to_run_pct is not None:
-        text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {n.cells_with_reps} cells of the "
+        cells = f"{n.cells_with_reps} cell{'s' if n.cells_with_reps != 1 else ''}"
+        text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {cells} of the "
                 "sd of their repetitions' medians, relative to the median). To tell a difference of 5% from "
                 f"noise would take about {repetitions_needed(n.run_to_run_pct, 5)} repetitions per cell, "
                 f"10% about {repetitions_needed(n.run_to_run_pct, 10)}"

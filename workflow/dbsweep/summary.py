@@ -157,7 +157,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
 
 
 def cells_line(study: Study) -> str:
-    return f"{study.cells} cells × {study.repetitions} repetition{'s' if study.repetitions != 1 else ''}"
+    return (f"{study.cells} cell{'s' if study.cells != 1 else ''} × {study.repetitions} "
+            f"repetition{'s' if study.repetitions != 1 else ''}")
 
 
 def matrix_line(study: Study) -> str:
@@ -280,17 +281,23 @@ def _user_markdown(outputs: list[UserOutput], results: Path) -> list[str]:
     return out
 
 
-# The names the answer's lines use for their figures, defined in the Method section with the tables'.
-ANSWER_FIGURES = {"comparisons": ["ratio", "run-to-run noise"], "recovery": [],
-                  "sections": ["throughput", "latency (median of per-second means)",
-                               "latency (median of per-second p95s)", "the tool's own latency over the whole run",
-                               "side by side ratio", "ms per execution", "inserts_s", "queries_s"]}
+# The names the answer's lines use for their figures, defined in the Method section with the tables',
+# each with the words that show it is on the page.
+ANSWER_FIGURES = {"ratio": " ratio", "run-to-run noise": "Run-to-run noise",
+                  "throughput": "throughput ", "latency (median of per-second means)": "per-second means",
+                  "latency (median of per-second p95s)": "per-second p95s",
+                  "the tool's own latency over the whole run": "the tool's own latency",
+                  "side by side ratio": "side by side", "ms per execution": "ms per execution",
+                  "inserts_s": "inserted rows/s", "queries_s": " queries/s"}
 
 
 def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
     """Each figure the page's tables and answer show, with its one-sentence definition (definitions.py):
     the columns of every table (axes and their values are not figures) and the answer's names."""
-    headers = [name for key, names in ANSWER_FIGURES.items() if page.get(key) for name in names]
+    said = " ".join([page.get("noise") or ""] + [f"{c.axis} {c.metric} ratio {' '.join(c.lines)}"
+                                                  for c in page["comparisons"]]
+                    + [f"{x.title} {' '.join(x.lines)}" for x in page["sections"]])
+    headers = [name for name, words in ANSWER_FIGURES.items() if words in said]
     for _, blocks in page["tables"]:
         for block in blocks:
             if isinstance(block, markdown.Table):
