@@ -570,3 +570,15 @@ def test_an_insert_benchmark_study_answers_with_each_phase_s_rates(tmp_path):
     assert queries[1].startswith("qr phase, engine=postgresql: 2,000 queries/s; 2.00 [") and queries[1].endswith(
         "of the baseline's, higher")
     assert not any("load phase" in line and "queries/s" in line for line in lines)
+
+
+def test_every_plot_a_rule_can_draw_has_a_definition_and_the_page_defines_those_it_shows(tmp_path):
+    smk = (ROOT / "workflow" / "rules" / "analyse.smk").read_text()
+    names = set(re.findall(r'\{PLOTS\}/(\w+)\.png', smk))
+    names |= set(re.findall(r'^\s+(\w+) = "', (ROOT / "workflow/R/statistics_plots.R").read_text().split(
+        "PLOT_TITLES <- list(")[1].split(")\n")[0], re.M))  # rule figures' kinds
+    assert {"timeseries_steady", "throughput_vs_threads", "replication", "violin"} <= names
+    assert names - set(definitions.PLOTS) == set()
+    page = shape_pages(tmp_path)["one cell"].read_text()
+    method = page.split('id="plot-figures"')[1]
+    assert "<dt>timeseries_steady</dt><dd>each repetition&#x27;s per-second throughput" in method

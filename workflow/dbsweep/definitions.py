@@ -157,6 +157,43 @@ DEFINITIONS = {
 }
 DEFINITIONS |= {name: sentence for name, sentence in STATISTICS.items() if name not in DEFINITIONS}
 
+# What each plot draws, with the units of its axes (results/plots/<name>.png).
+PLOTS = {
+    "timeseries_steady": "each repetition's per-second throughput (transactions/s or IOPS) and, beside it on the "
+                         "same seconds, its per-second latency in ms (fio: each second's mean; sysbench: each "
+                         "second's p95), the steady-state window shaded, stalls marked; x: second of the window (s)",
+    "violin": "the distribution of each cell's per-second throughput (transactions/s or IOPS) in its steady-state "
+              "windows; boxes: quartiles",
+    "ci_vs_threads": "the median per-second throughput and latency (ms) against threads (log2 scale), ribbons: "
+                     "the medians' 95% bootstrap CI",
+    "ratio_heatmap": "each cell's median throughput divided by its baseline cell's (no unit), within-noise "
+                     "ratios marked",
+    "latency_percentiles": "the tools' own latency percentiles over each whole run, in ms (log scale), against "
+                           "the percentile (%, spaced by nines)",
+    "throughput_vs_threads": "the tool's own IOPS over the whole run against threads, mean over repetitions, "
+                             "bars: min and max",
+    "latency_vs_threads": "the tool's own mean and 95th percentile latency over the whole run (ms) against "
+                          "threads, mean over repetitions",
+    "jitter": "every per-second IOPS of each cell (points), its median (bar)",
+    "boxplot": "the quartiles of each cell's per-second IOPS",
+    "tps_vs_memory": "the tool's final transactions/s against the memory the engine caches in, median over "
+                     "repetitions",
+    "io_per_txn": "device KB read and written per transaction (iostat) against memory",
+    "cpu": "vmstat's CPU time (%, user, system, IO wait) by memory and engine, mean over the window",
+    "datadir": "the data directory's size (MB) over the run",
+    "jitter_memory": "every per-second transactions/s of each cell by memory and engine",
+    "boxplot_memory": "the quartiles of each cell's per-second transactions/s by memory and engine",
+    "timeseries": "each database cell's per-second transactions/s over the measured window (s), stalls marked",
+    "tps_vs_memory_by_version": "the median per-second transactions/s of the steady-state windows against memory, "
+                                "one line per server version",
+    "insert_benchmark": "each phase's figures relative to the baseline configuration (= 1.0, no unit)",
+    "query_timing": "the median time per execution (ms) and counter deltas per execution of each configuration",
+    "openloop_p99": "the 99th percentile latency of each second (ms), time in the client's queue included",
+    "openloop_queue": "the client's queue of transactions waiting to start, each second (a count)",
+    "replication": "per second and node: replica lag (s), transactions behind the primary (a count), whether "
+                   "the primary waited for a replica (1/0), Galera's flow-control pause (share of the second)",
+}
+
 RATIO = re.compile(r"^[^/\s]+/[^/\s]+$")  # "xfs/ext4"
 
 

@@ -306,17 +306,29 @@ def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
     return definitions.figures(headers, not_figures)[0]
 
 
-def _figures_html(figures: list[tuple[str, str]]) -> str:
-    if not figures:
-        return ""
-    return ('<h3 id="figures">Figures on this page</h3><dl class="figures">'
-            + "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(d)}.</dd>" for n, d in figures) + "</dl>")
+def plot_definitions(page: dict) -> list[tuple[str, str]]:
+    """What each plot the page shows draws, with its units (definitions.PLOTS); the user's own are theirs."""
+    shown = [p.stem for p in page["headline"] + page["plots"]]
+    return [(name, definitions.PLOTS[name]) for name in shown if name in definitions.PLOTS]
 
 
-def _figures_markdown(figures: list[tuple[str, str]]) -> list[str]:
-    if not figures:
-        return []
-    return ["### Figures on this page", ""] + [f"- **{md_escape(n)}**: {md_escape(d)}." for n, d in figures] + [""]
+def _figures_html(figures: list[tuple[str, str]], plots: list[tuple[str, str]] = ()) -> str:
+    def dl(items):
+        return "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(d)}.</dd>" for n, d in items)
+    out = ""
+    if figures:
+        out += f'<h3 id="figures">Figures on this page</h3><dl class="figures">{dl(figures)}</dl>'
+    if plots:
+        out += f'<h3 id="plot-figures">What each plot draws</h3><dl class="figures">{dl(plots)}</dl>'
+    return out
+
+
+def _figures_markdown(figures: list[tuple[str, str]], plots: list[tuple[str, str]] = ()) -> list[str]:
+    out = []
+    for title, items in (("Figures on this page", figures), ("What each plot draws", plots)):
+        if items:
+            out += [f"### {title}", ""] + [f"- **{md_escape(n)}**: {md_escape(d)}." for n, d in items] + [""]
+    return out
 
 
 # --- HTML ---------------------------------------------------------------------------------------
@@ -363,10 +375,10 @@ def to_html(page: dict, results: Path) -> str:
             parts.append(f'<section class="table" id="table-{e(path.stem)}"><h3>{e(path.stem)} '
                          f'<span class="links">{" · ".join(links)}</span></h3>{body}</section>')
     parts.append(_user_html(page["user"], results))
-    if page["method"] or page["figures"]:
+    if page["method"] or page["figures"] or plot_definitions(page):
         parts.append('<h2 id="method">Method</h2>' + "".join(f"<p>{markdown.inline_html(t)}</p>"
                                                              for t in page["method"]))
-        parts.append(_figures_html(page["figures"]))
+        parts.append(_figures_html(page["figures"], plot_definitions(page)))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         parts.append("<p>Tables as CSV only: " + ", ".join(
@@ -519,9 +531,9 @@ def to_markdown(page: dict, results: Path) -> str:
         for path, blocks in page["tables"]:
             out += [f"### {m(path.stem)}", "", markdown.to_markdown(blocks, 3).strip(), ""]
     out += _user_markdown(page["user"], results)
-    if page["method"] or page["figures"]:
+    if page["method"] or page["figures"] or plot_definitions(page):
         out += ["## Method", ""] + [line for t in page["method"] for line in (t, "")]
-        out += _figures_markdown(page["figures"])
+        out += _figures_markdown(page["figures"], plot_definitions(page))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only), ""]
