@@ -190,7 +190,8 @@ PLOTS = {
     "query_timing": "the median time per execution (ms) and counter deltas per execution of each configuration",
     "openloop_p99": "the 99th percentile latency of each second (ms), time in the client's queue included",
     "openloop_queue": "the client's queue of transactions waiting to start, each second (a count)",
-    "replication": "per second and node: replica lag (s), transactions behind the primary (a count), whether "
+    "replication": "per second: the client's transactions/s on top, then per node: replica lag (s), "
+                   "transactions behind the primary (a count), whether "
                    "the primary waited for a replica (1/0), Galera's flow-control pause (share of the second)",
 }
 

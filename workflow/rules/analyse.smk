@@ -249,6 +249,7 @@ rule topology:
     localrule: True
     input:
         summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
         counters=rules.aggregate.output.counters,
         provenance=rules.aggregate.output.provenance,
         events=rules.aggregate.output.events,
