@@ -105,6 +105,7 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     assert sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
     # two workloads, one thread count: the answer sets them side by side, with numbers
     answer_text = page.split('id="answer"')[1].split("</section>")[0]
+    assert "No axis with two values" not in page and "workload is the only axis" in page
     assert re.search(r"sb-rr / fio-rr: throughput [\d,.]+ IOPS / [\d,.]+ IOPS = [\d.]+", answer_text), answer_text
     for table in ("cells", "saturation"):
         assert f'<h3>{table} <span class="links"><a href="tables/{table}.csv">CSV</a>' in page

@@ -119,3 +119,13 @@ test_that("the time series draws each cell's latency beside its throughput, on t
   expect_equal(max(as.data.table(ggplot_build(q)$layout$layout)$COL), 1L)
   expect_gt(file.size(save_plot(p, tempfile(fileext = ".png"))), 5000)  # it renders
 })
+
+test_that("a study with nothing compared says why, truthfully: workloads side by side, or one cell", {
+  two <- data.table(filesystem = "tmpfs", workload = c("fio-rr", "sb-rr"), metric = "iops", median = 1)
+  expect_match(nothing_compared(two, c("filesystem", "workload")), "^Nothing is compared.*workload is the only axis")
+  one <- two[1]
+  expect_match(nothing_compared(one, c("filesystem", "workload")), "no axis has two values or more")
+  lines <- comparisons_md_lines(two, data.table(), c("filesystem", "workload"), STATS_DEFAULTS)
+  expect_false(any(grepl("No axis with two values", lines)))
+  expect_true(any(grepl("side by side", lines)))
+})
