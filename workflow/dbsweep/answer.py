@@ -79,6 +79,8 @@ def pair_line(row: dict, axis: str, context: list[str]) -> str:
     where = ", ".join(f"{a} {row[a]}" for a in context)
     ci = f"{number(row['ratio'])} [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
     verdict = row.get("verdict") or "no verdict"
+    if row.get("includes_deviated") in ("TRUE", "True", "1"):  # analysis.include_deviated kept it (delivered.py)
+        verdict += " (includes a repetition that ran otherwise than declared: see Declared vs delivered)"
     return f"{row['axis_value']} / {row['baseline']}{' at ' + where if where else ''}: {ci}, {verdict}"
 
 

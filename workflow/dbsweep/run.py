@@ -339,7 +339,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
                         "binary": db.family.server_version(database.basedir(recipe)),
                         "origin": database.origin(recipe), "memory_limit": recipe.memory_limit}
     with open(raw / "variables.tsv", "w") as f:
-        f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.local))
+        f.writelines("\t".join(row) + "\n" for row in db.family.variables(db.local))
+    _dataset_facts(db, raw, log)
     if tool.measure is not None:  # the workload drives the server itself, restarts included
         window = Window(db, recipe, raw)
 
@@ -351,7 +352,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             return window.db
 
         window.restart = restart
-        with (_engine_status_around(lambda: [("primary", window.db)], raw, record, log),
+        with (_readings_around(lambda: [("primary", window.db)], None, recipe, record),
+              _engine_status_around(lambda: [("primary", window.db)], raw, record, log),
               _window(recipe, raw, fs.devices, record, log, servers=[db.handle.pid],
                       not_pinned="the workload is its client in dbsweep's own process")):
             tool.measure(window)
@@ -364,7 +366,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     servers = [node.db.handle.pid for node in nodes]
     account = _accounting(nodes)
     up = lambda: [(node.name, None if node.down else node.db) for node in nodes]  # noqa: E731
-    with _engine_status_around(up, raw, record, log):
+    with _readings_around(up, topology, recipe, record), _engine_status_around(up, raw, record, log):
         if tool.phases is not None:
             _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
                             scratch, record, log, sampler, client, timed, servers, account,
@@ -384,6 +386,36 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
                 gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
                 raise RuntimeError((f"{gone}\n" if gone else "") + f"{argv[-1]}: {_tail(raw, errors, name)}")
+
+
+def _dataset_facts(db, raw: Path, log) -> None:
+    """The benchmark database as its catalog reports it (the family's dataset_facts) into raw/dataset.tsv, for
+    delivered.dataset; one that cannot be read is a warning (its checks are then "not read"), not a failure."""
+    try:
+        facts = db.family.dataset_facts(db.local)
+    except Exception as error:  # noqa: BLE001 - a description of the run, not a measurement
+        log.write(f"warning: the dataset's catalog was not read: {' '.join(str(error).split())}\n")
+        return
+    (raw / "dataset.tsv").write_text("".join(f"{key}\t{value}\n" for key, value in sorted(facts.items())))
+
+
+@contextmanager
+def _readings_around(nodes, topology, recipe: Recipe, record: dict):
+    """What delivered.py checks that can only be read while the cell runs, right before the body (a measured
+    window) and right after it, when it ended well: each node's memory cgroup limit (run.json memory_cap:
+    node -> {start, end}), and at the end, where no timed event changes them, the links' round trips
+    (topology.rtt_end_ms; the start's are the topology's own rtt_ms). nodes() as for _engine_status_around."""
+    def caps(moment: str) -> None:
+        for name, db in nodes():
+            cap = getattr(db, "memory_cgroup", None) if db is not None else None
+            if cap is not None:
+                record.setdefault("memory_cap", {}).setdefault(name, {})[moment] = int(cap.limit_file.read_text())
+
+    caps("start")
+    yield
+    caps("end")
+    if topology is not None and not recipe.events:
+        record["topology"]["rtt_end_ms"] = topology.network.measure_rtt()
 
 
 @contextmanager

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from . import answer, canary, definitions, disturbances, markdown
+from . import answer, canary, definitions, delivered, disturbances, markdown
 
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
@@ -44,6 +44,7 @@ class Study:
     headline: list[str] = field(default_factory=list)  # analysis.headline: plot names; empty: the default
     images: dict[str, str] = field(default_factory=dict)  # cell -> its prepared image (logs/prepare/<image>.log)
     rounds: str = ""  # with repeat_until: each round's smallest detectable difference (rounds.text)
+    include_deviated: bool = False  # analysis.include_deviated: deviated repetitions stay in the comparisons
     baseline: dict[str, str] = field(default_factory=dict)  # axis -> its baseline value (the study's)
 
 
@@ -144,6 +145,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "skipped_plots": skipped,
         "canary": next((canary.line(p) for p in targets if p.name == "canary.csv"), "") if complete else "",
         "host": disturbances.line(study.rep_dirs) if complete else "",
+        "delivered": delivered.report(tables_dir / "delivered.csv.gz", axes, study.include_deviated)
+        if complete else None,
     }
     page["figures"] = page_figures(page, study)
     out = {"html": results / "index.html", "md": results / "summary.md",
@@ -349,6 +352,8 @@ img { max-width: 100%; height: auto; border: 1px solid #ddd; } figure { margin: 
   figure.plot { overflow-x: auto; } figure.plot img { max-width: none; } }
 code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
 dt { font-weight: bold; } dd { margin: 0 0 0.3em 1.5em; }
+.deviated { padding: 0.6em 1em; border-radius: 4px; background: #fff4e5; border: 1px solid #e37400; }
+.verified { color: #444; }
 """
 
 
@@ -361,7 +366,9 @@ def to_html(page: dict, results: Path) -> str:
         f"<h1>{e(study.name)}</h1>",
         f'<p class="question">{e(study.description)}</p>' if study.description else "",
         _status_html(page),
+        _delivered_html(page, results) if _deviated(page) else "",
         _answer_html(page, results),
+        "" if _deviated(page) else _delivered_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
@@ -432,6 +439,36 @@ def _answer_html(page: dict, results: Path) -> str:
         out.append(f"<p>Headline plots this study did not make: {e(', '.join(page['headline_missing']))}.</p>")
     out.append("</section>")
     return "\n".join(out)
+
+
+def _deviated(page: dict) -> bool:
+    return bool(page.get("delivered") and page["delivered"].deviations)
+
+
+def _delivered_html(page: dict, results: Path) -> str:
+    """Declared vs delivered (delivered.report): before the answer when a setting deviated, else after it."""
+    report, e = page.get("delivered"), html.escape
+    if report is None:
+        return ""
+    out = ['<section class="delivered" id="delivered"><h2>Declared vs delivered</h2>']
+    out += [f'<p class="deviated">{e(line)}</p>' for line in report.lines]
+    if report.deviations:
+        items = [f"<li>{e(line)}</li>" for line in report.deviations]
+        more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
+                "</ul></details>") if len(items) > ANSWER_LINES else ""
+        out.append(f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
+    table = results / "tables" / "delivered.csv.gz"
+    out.append(f'<p class="verified">{e(report.verified_line())} Every check: '
+               f'<a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p></section>')
+    return "\n".join(out)
+
+
+def _delivered_md(page: dict) -> list[str]:
+    report = page.get("delivered")
+    if report is None:
+        return []
+    return (["## Declared vs delivered", ""] + [md_escape(line) for line in report.lines]
+            + [f"- {md_escape(line)}" for line in report.deviations] + ["", md_escape(report.verified_line()), ""])
 
 
 def _figure_html(path: Path, results: Path) -> str:
@@ -512,6 +549,8 @@ def to_markdown(page: dict, results: Path) -> str:
     for line in (page.get("canary"), page.get("host")):
         if line:
             out += [m(line), ""]
+    if _deviated(page):
+        out += _delivered_md(page)
     if page["comparisons"] or page["recovery"] or page["sections"] or page["headline"]:
         out += ["## Answer", ""]
         if page["recovery"]:
@@ -526,6 +565,8 @@ def to_markdown(page: dict, results: Path) -> str:
         if page["explore"]:
             out += [f"[Explore the per-second series]({_md_link(_rel(page['explore'], results))})", ""]
         out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["headline"]]
+    if not _deviated(page):
+        out += _delivered_md(page)
     if page["tables"]:
         out += ["## Tables", ""]
         for path, blocks in page["tables"]:
