@@ -244,6 +244,10 @@ def test_headline_plots_declared_or_one_per_compared_axis():
     assert answer.headline([], ["engine", "memory", "filesystem", "threads"], made) == (
         ["ratio_heatmap", "tps_vs_memory", "throughput_vs_threads", "ci_vs_threads"], [])
     assert answer.headline(["violin", "openloop_p99"], ["engine"], made) == (["violin"], ["openloop_p99"])
+    # nothing compared (one cell, workloads side by side, a query study): the time series beside the answer
+    assert answer.headline([], [], made + ["timeseries_steady"]) == (["timeseries_steady"], [])
+    assert answer.headline([], [], ["query_timing"]) == (["query_timing"], [])
+    assert answer.headline([], [], []) == ([], [])
 
 
 def test_tables_lose_all_na_columns_split_storage_from_database_and_the_method_is_written_once():

@@ -20,6 +20,9 @@ from pathlib import Path
 AXIS_PLOTS = {"threads": ["ci_vs_threads", "throughput_vs_threads"], "memory": ["tps_vs_memory"],
               "version": ["tps_vs_memory_by_version"]}
 FALLBACK_PLOTS = ["throughput_vs_threads", "violin", "ci_vs_threads"]
+# A study with no compared axis (one cell, workloads side by side, a query or insert-benchmark study): the
+# first of these it made, beside its answer.
+UNCOMPARED_PLOTS = ["timeseries_steady", "query_timing", "insert_benchmark", "violin"]
 
 
 @dataclass
@@ -345,9 +348,11 @@ def noise_text(n: Noise, rounds: bool = False) -> str:
 def headline(declared: list[str], compared_axes: list[str], made: list[str]) -> tuple[list[str], list[str]]:
     """The headline plots (names among `made`) and the declared ones the study did not make. Without
     a declaration: one per compared axis (AXIS_PLOTS, else ratio_heatmap for the first axis, else
-    FALLBACK_PLOTS), no plot twice."""
+    FALLBACK_PLOTS), no plot twice; with no compared axis, the first of UNCOMPARED_PLOTS made."""
     if declared:
         return [p for p in declared if p in made], [p for p in declared if p not in made]
+    if not compared_axes:
+        return [p for p in UNCOMPARED_PLOTS if p in made][:1], []
     chosen: list[str] = []
     for i, axis in enumerate(compared_axes):
         candidates = AXIS_PLOTS.get(axis) or ((["ratio_heatmap"] if i == 0 else []) + FALLBACK_PLOTS)
