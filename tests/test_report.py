@@ -415,11 +415,12 @@ def shape_pages(tmp_path: Path) -> dict[str, Path]:
     folder = results / "user" / "per_thread"
     folder.mkdir(parents=True)
     (folder / "per_thread.csv").write_text("threads,iops_per_thread\n1,22109\n")
+    (folder / "long.csv").write_text("n\n" + "".join(f"{i}\n" for i in range(60)))
     (folder / "notes.md").write_text("Per thread: **IOPS** / threads.\n\n| threads | ratio |\n| ---: | ---: |\n| 1 | 1.00 |\n")
     write_png(folder / "per_thread.png")
     (folder / "raw.pdf").write_bytes(b"%PDF-1.4\n")
     (folder / "outputs.json").write_text(json.dumps(
-        {"tables": ["notes.md", "per_thread.csv"], "plots": ["per_thread.png", "raw.pdf"], "other": []}))
+        {"tables": ["long.csv", "notes.md", "per_thread.csv"], "plots": ["per_thread.png", "raw.pdf"], "other": []}))
     study = summary.Study("user script", "", {"filesystem": ["tmpfs"], "threads": ["1"], "workload": ["fio-rr"]},
                           1, 2, [])
     pages["user script"] = summary.write(study, results, [], complete=True, user=[folder])["html"]
@@ -457,6 +458,7 @@ def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_i
     assert '<h2 id="user">Your own analysis</h2>' in user and ">22109</td>" in user
     assert "<strong>IOPS</strong>" in user and 'href="user/per_thread/raw.pdf"' in user
     assert "per_thread.csv" in user and "#### notes.md" in (pages["user script"].parent / "summary.md").read_text()
+    assert "The first 50 of 60 rows; the file has them all." in user and ">49</td>" in user and ">50</td>" not in user
 
 
 # The analysis' tables of a storage sweep and a database study, written by the real R rules from the

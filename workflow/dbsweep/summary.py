@@ -232,7 +232,7 @@ def user_outputs(folders: list[Path]) -> list[UserOutput]:
             if path.suffix == ".md":
                 tables.append((path, markdown.parse(path.read_text(errors="replace"))))
             elif path.suffix == ".csv" and not path.with_suffix(".md").exists():
-                tables.append((path, [_csv_table(path)]))
+                tables.append((path, _csv_table(path)))
             elif path.suffix in USER_PLOTS:
                 plots.append(path)
             elif path.suffix != ".csv":
@@ -241,13 +241,16 @@ def user_outputs(folders: list[Path]) -> list[UserOutput]:
     return out
 
 
-def _csv_table(path: Path) -> markdown.Block:
+def _csv_table(path: Path) -> list[markdown.Block]:
+    """A CSV as a table of its first USER_TABLE_ROWS rows, saying so when it has more."""
     with open(path, newline="", errors="replace") as f:
         rows = list(csv.reader(f))
     if not rows:
-        return markdown.Para(f"{path.name}: empty")
-    shown = rows[1:USER_TABLE_ROWS + 1]
-    return markdown.Table(rows[0], ["left"] * len(rows[0]), shown)
+        return [markdown.Para(f"{path.name}: empty")]
+    out: list[markdown.Block] = [markdown.Table(rows[0], ["left"] * len(rows[0]), rows[1:USER_TABLE_ROWS + 1])]
+    if len(rows) - 1 > USER_TABLE_ROWS:
+        out.append(markdown.Para(f"The first {USER_TABLE_ROWS} of {len(rows) - 1} rows; the file has them all."))
+    return out
 
 
 def _user_html(outputs: list[UserOutput], results: Path) -> str:
