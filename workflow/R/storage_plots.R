@@ -17,18 +17,11 @@ with_plot_columns <- function(dt, axes) {
   dt
 }
 
-# log2 threads axis; a lone thread count gets room around it, so error bars
-# keep their width.
+# log2 threads axis (the vs-threads plots are drawn for two thread counts or
+# more: sweep_plots()).
 threads_axis <- function(threads) {
   breaks <- sort(unique(threads))
-  limits <- if (length(breaks) == 1) c(breaks / 2, breaks * 2) else NULL
-  scale_x_continuous(trans = "log2", breaks = breaks, labels = breaks,
-                     limits = limits)
-}
-
-# Lines join thread counts; with one thread count there is nothing to join.
-threads_line <- function(threads) {
-  if (uniqueN(threads) > 1) geom_line()
+  scale_x_continuous(trans = "log2", breaks = breaks, labels = breaks)
 }
 
 # A panel per filesystem when the rows have more than one.
@@ -60,7 +53,7 @@ plot_throughput <- function(summary, axes, caption) {
   title <- "Throughput vs threads"
   if (nrow(dt) == 0) return(empty_plot(title, "no IOPS figures", caption))
   ggplot(dt, aes(threads, iops, colour = series, group = series)) +
-    threads_line(dt$threads) +
+    geom_line() +
     geom_point(size = 2) +
     geom_errorbar(aes(ymin = iops_min, ymax = iops_max), width = 0.15) +
     threads_axis(dt$threads) +
@@ -92,7 +85,7 @@ plot_latency <- function(summary, axes, caption) {
   if (nrow(dt) == 0) return(empty_plot(title, "no latency figures", caption))
   ggplot(dt, aes(threads, lat_ms, colour = series, linetype = statistic,
                  shape = statistic, group = interaction(series, statistic))) +
-    threads_line(dt$threads) +
+    geom_line() +
     geom_point(size = 2) +
     threads_axis(dt$threads) +
     scale_y_continuous(limits = c(0, NA)) +
