@@ -1,6 +1,7 @@
 """The summary page (results/index.html, summary.md) and snakemake --report on a tiny real run,
 checked in headless Chromium."""
 import copy
+import html
 import json
 import re
 import struct
@@ -15,20 +16,24 @@ from chromium import Chromium
 from conftest import ROOT, tiny_study
 
 sys.path.insert(0, str(ROOT / "workflow"))
-from dbsweep import answer, manifest, markdown, summary  # noqa: E402
+from dbsweep import answer, definitions, manifest, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
 LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
 
 
 # The page as laid out: the viewport's width, the page's (wider when something runs off it), the right
-# edge of every table's box (its scrolling box when it has one) and of every image, with the image's
-# natural width (0 when it did not load).
+# edge of every table's box (its scrolling box when it has one) and of every image's figure, with the
+# image's natural width (0 when it did not load); whether each image links to itself, the scale it is
+# drawn at; the answer section's top and text.
 LAYOUT = """({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
   tables: [...document.querySelectorAll('table')].map(t => Math.ceil((t.closest('.scroll') || t)
           .getBoundingClientRect().right)),
   images: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth,
-                                         Math.ceil(i.getBoundingClientRect().right)])})"""
+                                         Math.ceil((i.closest('figure') || i).getBoundingClientRect().right)]),
+  linked: [...document.images].map(i => i.closest('a') && i.closest('a').getAttribute('href') === i.getAttribute('src')),
+  scale: [...document.images].map(i => i.getBoundingClientRect().width / (i.naturalWidth || 1)),
+  answer: (a => a ? {top: a.getBoundingClientRect().top, text: a.innerText} : null)(document.getElementById('answer'))})"""
 
 
 def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
@@ -89,10 +94,19 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     assert '<a href="explore.html">' in page and (results / "explore.html").stat().st_size > 4e6
     assert "Complete" in page and "Incomplete" not in page and "cpus_allowed" not in page
     assert re.search(r"Host warnings: (none in 2|\d of 2) repetition\(s\)", page), "the host's warnings counted"
-    plots = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
+    made = sorted(p.relative_to(results).as_posix() for p in (results / "plots").glob("*.png"))
     assert {"plots/throughput_vs_threads.png", "plots/latency_vs_threads.png", "plots/jitter.png",
-            "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(plots)
+            "plots/boxplot.png", "plots/timeseries_steady.png"} <= set(made)
+    # one thread count: the vs-threads plots are listed as skipped with their reason, not shown
+    skipped = {r["plot"]: r["reason"] for r in summary._csv(results / "tables" / "skipped_plots.csv")}
+    assert skipped["throughput_vs_threads"].startswith("needs a threads axis with two values or more"), skipped
+    assert {"latency_vs_threads", "ci_vs_threads"} <= set(skipped) and not {"jitter", "violin"} & set(skipped)
+    plots = [p for p in made if Path(p).stem not in skipped]
     assert sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
+    # two workloads, one thread count: the answer sets them side by side, with numbers
+    answer_text = page.split('id="answer"')[1].split("</section>")[0]
+    assert "No axis with two values" not in page and "workload is the only axis" in page
+    assert re.search(r"sb-rr / fio-rr: throughput [\d,.]+ IOPS / [\d,.]+ IOPS = [\d.]+", answer_text), answer_text
     for table in ("cells", "saturation"):
         assert f'<h3>{table} <span class="links"><a href="tables/{table}.csv">CSV</a>' in page
     assert page.index('id="tables"') < page.index('id="method"') < page.index("<h2>Matrix</h2>")
@@ -110,6 +124,11 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
         assert sorted(src for src, _, _ in layout["images"]) == plots
         assert all(natural > 100 and right <= width for _, natural, right in layout["images"]), layout["images"]
         assert len(layout["tables"]) == page.count("<table>") and max(layout["tables"]) <= width, layout["tables"]
+        # the answer, with numbers, starts in the first screen (768 px tall on a laptop, 844 on a phone);
+        # every image links to its full size and is drawn at its natural size on a phone
+        assert layout["answer"]["top"] < (768 if width == LAPTOP else 844) * 0.75, layout["answer"]
+        assert re.search(r"\d+ IOPS", layout["answer"]["text"]), layout["answer"]["text"]
+        assert all(layout["linked"]) and (width == LAPTOP or min(layout["scale"]) >= 0.99), layout
 
     # snakemake --report: one category named after the study, Tables and Plots under it; every caption
     # states the matrix, the host and the versions.
@@ -118,7 +137,7 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     categories = json.loads(re.search(r"var categories = (\{.*?\});\n", report).group(1))
     assert list(categories) == ["tiny"]
     assert set(categories["tiny"]) == {"Tables", "Plots"}
-    assert sorted(categories["tiny"]["Plots"]) == [f"results/{p}" for p in plots]
+    assert sorted(categories["tiny"]["Plots"]) == [f"results/{p}" for p in made]
     caption = "Study <strong>tiny</strong>, matrix filesystem: tmpfs; threads: 1; workload: fio-rr, sb-rr"
     assert report.count(caption) >= 6 and report.count("Measured on host") >= 6 and "fio fio-3" in report
 
@@ -230,6 +249,10 @@ def test_headline_plots_declared_or_one_per_compared_axis():
     assert answer.headline([], ["engine", "memory", "filesystem", "threads"], made) == (
         ["ratio_heatmap", "tps_vs_memory", "throughput_vs_threads", "ci_vs_threads"], [])
     assert answer.headline(["violin", "openloop_p99"], ["engine"], made) == (["violin"], ["openloop_p99"])
+    # nothing compared (one cell, workloads side by side, a query study): the time series beside the answer
+    assert answer.headline([], [], made + ["timeseries_steady"]) == (["timeseries_steady"], [])
+    assert answer.headline([], [], ["query_timing"]) == (["query_timing"], [])
+    assert answer.headline([], [], []) == ([], [])
 
 
 def test_tables_lose_all_na_columns_split_storage_from_database_and_the_method_is_written_once():
@@ -282,3 +305,292 @@ def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):
         layout = page_layout(page, width)
         assert layout["viewport"] == width and layout["page"] <= width, layout
         assert len(layout["tables"]) >= 8 and max(layout["tables"]) <= width, layout["tables"]
+
+
+# --- every shape of study gets an answer with numbers (synthetic tables through the real functions) ---
+
+STORAGE_AXES = ["filesystem", "threads", "workload"]
+CELL_STATS_HEADER = "filesystem,threads,workload,metric,reps,seconds,median,ci_low,ci_high,rep_sd\n"
+
+
+def write_gz(path: Path, text: str) -> None:
+    import gzip
+    with gzip.open(path, "wt") as f:
+        f.write(text)
+
+
+def one_cell_tables(tables: Path) -> None:
+    tables.mkdir(parents=True, exist_ok=True)
+    (tables / "cell_stats.csv").write_text(
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,2,20,22109,21900,22300,150\ntmpfs,1,fio-rr,lat_ms,2,20,0.0412,0.04,0.043,\n")
+    (tables / "comparisons.csv").write_text("\n")  # the statistics rule's, with nothing to compare
+    write_gz(tables / "summary.csv.gz", "filesystem,threads,workload,rep,lat_p95_ms,lat_p99_ms,lat_max_ms\n"
+             "tmpfs,1,fio-rr,1,0.9,1.5,48.2\ntmpfs,1,fio-rr,2,1.1,1.7,12\n")
+
+
+def test_a_one_cell_study_answers_with_its_throughput_latency_and_the_tools_own_figures(tmp_path):
+    tables = tmp_path / "tables"
+    one_cell_tables(tables)
+    section = answer.cells(tables / "cell_stats.csv", tables / "summary.csv.gz", STORAGE_AXES)
+    assert section.lines == [
+        "filesystem tmpfs, threads 1, workload fio-rr: throughput 22,109 IOPS [21,900, 22,300]; "
+        "latency (median of per-second means) 0.0412 ms [0.0400, 0.0430]; the tool's own latency over the "
+        "whole run: p95 1.00 ms, p99 1.60 ms, max 48.2 ms"]
+    assert answer.cells(tables / "missing.csv", tables / "summary.csv.gz", STORAGE_AXES) is None
+
+
+def test_two_workloads_are_set_side_by_side_with_their_ratio_even_in_different_units(tmp_path):
+    (tmp_path / "cell_stats.csv").write_text(
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,1,5,20000,19000,21000,\ntmpfs,1,fio-rr,lat_ms,1,5,0.05,0.04,0.06,\n"
+        "tmpfs,1,sb-oltp,tps,1,5,500,450,550,\ntmpfs,1,sb-oltp,lat_p95_ms,1,5,4,3,5,\n"
+        "tmpfs,1,sb-rr,iops,1,5,10000,9000,11000,\ntmpfs,1,sb-rr,lat_p95_ms,1,5,0.1,0.09,0.11,\n")
+    (tmp_path / "comparisons.csv").write_text("\n")
+    section = answer.side_by_side(tmp_path / "cell_stats.csv", tmp_path / "comparisons.csv", STORAGE_AXES)
+    assert section.title.startswith("workload side by side with fio-rr")
+    assert section.lines == [
+        "sb-oltp / fio-rr: throughput 500 transactions/s / 20,000 IOPS = 0.0250 (units differ); "
+        "latency 4.00 ms / 0.0500 ms = 80.0 (different figures: latency (median of per-second p95s) / latency "
+        "(median of per-second means))",
+        "sb-rr / fio-rr: throughput 10,000 IOPS / 20,000 IOPS = 0.500; latency 0.100 ms / 0.0500 ms = 2.00 "
+        "(different figures: latency (median of per-second p95s) / latency (median of per-second means))"]
+    named = answer.side_by_side(tmp_path / "cell_stats.csv", tmp_path / "comparisons.csv", STORAGE_AXES,
+                                baseline="sb-rr")
+    assert named.lines[0].startswith("fio-rr / sb-rr: throughput 20,000 IOPS / 10,000 IOPS = 2.00")
+    # an axis the statistics rule did compare is answered there, not here
+    (tmp_path / "comparisons.csv").write_text("axis,baseline,axis_value,metric\nworkload,fio-rr,sb-rr,iops\n")
+    assert answer.side_by_side(tmp_path / "cell_stats.csv", tmp_path / "comparisons.csv", STORAGE_AXES) is None
+
+
+def test_a_query_study_answers_with_time_per_execution_against_its_baseline(tmp_path):
+    (tmp_path / "query_timing.csv").write_text(
+        "name,engine,configuration,value,executions,relative,ratio_low,ratio_high,verdict\n"
+        "ms,innodb,engine=innodb,12.5,20,1,,,\nms,myrocks,engine=myrocks,25,20,2,1.8,2.2,higher\n"
+        "rows,innodb,engine=innodb,100,20,1,,,\n")
+    section = answer.queries(tmp_path / "query_timing.csv", ["engine"])
+    assert section.lines == ["engine=innodb: 12.5 ms per execution (median of 20 executions) (the baseline)",
+                             "engine=myrocks: 25.0 ms per execution (median of 20 executions); 2.00 [1.80, 2.20] "
+                             "of the baseline's, higher"]
+    assert answer.queries(tmp_path / "missing.csv", ["engine"]) is None
+
+
+def write_png(path: Path, width: int = 880, height: int = 550) -> Path:
+    """A grey PNG of the size rule figures draws (8 x 5 in at 110 dpi), with a darker band."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    rows = b"".join(b"\0" + bytes([60 if 200 < y < 220 else 230]) * width for y in range(height))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+                     + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return path
+
+
+def shape_pages(tmp_path: Path) -> dict[str, Path]:
+    """The pages rule summary writes for four shapes, from synthetic tables: one cell, two workloads, a
+    query study, a study with its own analysis script."""
+    pages = {}
+    # one cell
+    results = tmp_path / "one-cell" / "results"
+    one_cell_tables(results / "tables")
+    plot = write_png(results / "plots" / "timeseries_steady.png")
+    study = summary.Study("one cell", "Random reads on tmpfs", {"filesystem": ["tmpfs"], "threads": ["1"],
+                                                                "workload": ["fio-rr"]}, 1, 2, [])
+    pages["one cell"] = summary.write(study, results, [plot], complete=True)["html"]
+    # two workloads
+    results = tmp_path / "two-workloads" / "results"
+    (results / "tables").mkdir(parents=True)
+    (results / "tables" / "cell_stats.csv").write_text(
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,1,5,20000,19000,21000,\ntmpfs,1,sb-oltp,tps,1,5,500,450,550,\n")
+    (results / "tables" / "comparisons.csv").write_text("\n")
+    plot = write_png(results / "plots" / "violin.png")
+    study = summary.Study("two workloads", "fio or sysbench?", {"filesystem": ["tmpfs"], "threads": ["1"],
+                                                                 "workload": ["fio-rr", "sb-oltp"]}, 2, 1, [])
+    pages["two workloads"] = summary.write(study, results, [plot], complete=True)["html"]
+    # a query study
+    results = tmp_path / "query" / "results"
+    (results / "tables").mkdir(parents=True)
+    (results / "tables" / "query_timing.csv").write_text(
+        "name,engine,configuration,value,executions,relative,ratio_low,ratio_high,verdict\n"
+        "ms,innodb,engine=innodb,12.5,20,1,,,\nms,myrocks,engine=myrocks,25,20,2,1.8,2.2,higher\n")
+    plot = write_png(results / "plots" / "query_timing.png", 1210, 1100)
+    study = summary.Study("query", "Which engine runs my query faster?", {"engine": ["innodb", "myrocks"]}, 2, 1, [])
+    pages["query"] = summary.write(study, results, [plot], complete=True)["html"]
+    # a user analysis script
+    results = tmp_path / "user" / "results"
+    one_cell_tables(results / "tables")
+    folder = results / "user" / "per_thread"
+    folder.mkdir(parents=True)
+    (folder / "per_thread.csv").write_text("threads,iops_per_thread\n1,22109\n")
+    (folder / "long.csv").write_text("n\n" + "".join(f"{i}\n" for i in range(60)))
+    (folder / "notes.md").write_text("Per thread: **IOPS** / threads.\n\n| threads | ratio |\n| ---: | ---: |\n| 1 | 1.00 |\n")
+    write_png(folder / "per_thread.png")
+    (folder / "raw.pdf").write_bytes(b"%PDF-1.4\n")
+    (folder / "outputs.json").write_text(json.dumps(
+        {"tables": ["long.csv", "notes.md", "per_thread.csv"], "plots": ["per_thread.png", "raw.pdf"], "other": []}))
+    study = summary.Study("user script", "", {"filesystem": ["tmpfs"], "threads": ["1"], "workload": ["fio-rr"]},
+                          1, 2, [])
+    pages["user script"] = summary.write(study, results, [], complete=True, user=[folder])["html"]
+    return pages
+
+
+def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_its_images(tmp_path):
+    """Laid out by headless Chromium at a laptop's and a phone's width (first screen: 768 and 844 px
+    tall): an Answer section with numbers starts in it; every image loads, links to itself, and on a
+    phone is drawn at 80% of its size or more (its labels readable: it scrolls sideways in its figure)."""
+    pages = shape_pages(tmp_path)
+    expected = {"one cell": "throughput 22,109 IOPS [21,900, 22,300]",
+                "two workloads": "sb-oltp / fio-rr: throughput 500 transactions/s / 20,000 IOPS = 0.0250",
+                "query": "engine=myrocks: 25.0 ms per execution",
+                "user script": "throughput 22,109 IOPS"}
+    for shape, page in pages.items():
+        text = page.read_text()
+        assert "No axis with two values" not in text
+        for width, screen in ((LAPTOP, 768), (PHONE, 844)):
+            layout = page_layout(page, width)
+            assert layout["answer"] and layout["answer"]["top"] < screen * 0.6, (shape, width, layout["answer"])
+            assert expected[shape] in layout["answer"]["text"].replace("\n", " "), (shape, layout["answer"]["text"])
+            assert layout["page"] <= width, (shape, width, layout)
+            assert layout["images"] and all(natural > 100 and right <= width
+                                            for _, natural, right in layout["images"]), (shape, layout["images"])
+            assert all(layout["linked"]), (shape, layout["linked"])
+            if width == PHONE:
+                assert min(layout["scale"]) >= 0.8, (shape, layout["scale"])
+    one = pages["one cell"].read_text()
+    assert "1 cell × 2 repetitions" in one and "The one cell (median per-second value [95% CI])" in one
+    method = one.split('id="figures"')[1]
+    assert "<dt>latency (median of per-second means)</dt>" in method and "per-second p95s" not in method
+    assert "<dt>the tool&#x27;s own latency over the whole run</dt>" in method
+    user = pages["user script"].read_text()
+    assert '<h2 id="user">Your own analysis</h2>' in user and ">22109</td>" in user
+    assert "<strong>IOPS</strong>" in user and 'href="user/per_thread/raw.pdf"' in user
+    assert "per_thread.csv" in user and "#### notes.md" in (pages["user script"].parent / "summary.md").read_text()
+    assert "The first 50 of 60 rows; the file has them all." in user and ">49</td>" in user and ">50</td>" not in user
+
+
+# The analysis' tables of a storage sweep and a database study, written by the real R rules from the
+# testthat helpers' hand-built studies, with each study's axes and values (axes.json).
+R_TABLES = r"""
+source("tests/testthat/helper-data.R"); source("tests/testthat/helper-db-data.R")
+out <- commandArgs(TRUE)[1]
+stats_out <- function(dir) list(steady_state = file.path(dir, "steady_state.csv"),
+  cell_stats_csv = file.path(dir, "cell_stats.csv"), cell_stats_md = file.path(dir, "cell_stats.md"),
+  comparisons_csv = file.path(dir, "comparisons.csv"), comparisons_md = file.path(dir, "comparisons.md"))
+sweep <- make_sweep()
+input <- write_sweep(sweep)
+dir <- file.path(out, "storage")
+rule_tables(input, list(cells_csv = file.path(dir, "cells.csv"), cells_md = file.path(dir, "cells.md"),
+            saturation_csv = file.path(dir, "saturation.csv"), saturation_md = file.path(dir, "saturation.md")),
+            list(axes = sweep$axes), log = file.path(dir, "t.log"))
+rule_statistics(input, stats_out(dir), list(axes = sweep$axes), log = file.path(dir, "s.log"))
+db <- make_db_sweep(duration = 30L)
+dir <- file.path(out, "database")
+input <- write_db_sweep(db)
+rule_statistics(input, stats_out(dir), list(axes = db$axes), log = file.path(dir, "s.log"))
+names <- c("engine_memory", "binlog", "efficiency")
+rule_db_tables(c(input, stats_out(dir)), as.list(stats::setNames(file.path(dir, paste0(rep(names, each = 2),
+               c(".csv", ".md"))), paste0(rep(names, each = 2), c("_csv", "_md")))),
+               list(axes = db$axes), log = file.path(dir, "d.log"))
+values <- function(s) lapply(stats::setNames(s$axes, s$axes), function(a) unique(as.character(s$summary[[a]])))
+jsonlite::write_json(list(storage = values(sweep), database = values(db)), file.path(out, "axes.json"))
+"""
+
+
+def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_unit(tmp_path):
+    """The tables the R rules write for a storage sweep and a database study, on a page as rule summary
+    writes it: the Method section defines each of their figures (and the answer's); a name nobody
+    defined fails here. The two p95s are told apart."""
+    import subprocess
+    done = subprocess.run(["Rscript", "-e", R_TABLES, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    axes = json.loads((tmp_path / "axes.json").read_text())
+    for shape in ("storage", "database"):
+        matrix = {a: v if isinstance(v, list) else [v] for a, v in axes[shape].items()}
+        results = tmp_path / shape / "results"
+        (results / "tables").mkdir(parents=True)
+        targets = []
+        for path in (tmp_path / shape).glob("*.*"):
+            if path.suffix in (".md", ".csv"):
+                targets.append(results / "tables" / path.name)
+                targets[-1].write_text(path.read_text())
+        study = summary.Study(shape, "", matrix, 1, 1, [])
+        written = summary.write(study, results, targets, complete=True)
+        page = {"tables": [(p, markdown.tidy(markdown.parse(p.read_text()), list(matrix)))
+                           for p in targets if p.suffix == ".md"], "comparisons": [1], "sections": [1]}
+        headers = [h for _, blocks in page["tables"] for b in blocks if isinstance(b, markdown.Table)
+                   for h in b.header + [x for part in b.parts for x in part.header]]
+        not_figures = set(matrix) | {v for values in matrix.values() for v in values}
+        defined, missing = definitions.figures(headers + list(summary.ANSWER_FIGURES), not_figures)
+        assert missing == [], (shape, missing)
+        text = written["html"].read_text()
+        assert '<h3 id="figures">Figures on this page</h3>' in text
+        for name, sentence in defined:
+            assert f"<dt>{html.escape(name)}</dt>" in text or name in summary.ANSWER_FIGURES, name
+    storage = (tmp_path / "storage" / "results" / "index.html").read_text()
+    assert "<dt>persec_lat_p95_ms</dt><dd>the p95 of per-second means" in storage
+    assert "<dt>lat_max_ms</dt><dd>the tool&#x27;s own maximum latency over the whole run" in storage
+    unit = re.compile(r"(\bms\b|%|\bMB\b|\bKB\b|MiB/s|IOPS|transactions/s|\bcount\b|no unit|metric's unit|"
+                      r"\bin s\b|0\.\.1|requests|microseconds|context switches|threads|rows/s|queries/s)")
+    text_columns = {"metric", "ci_method", "lat_source", "configuration", "name", "verdict", "test", "phase", "status"}
+    no_unit = [n for n, s in definitions.DEFINITIONS.items() if n not in text_columns and not unit.search(s)]
+    assert no_unit == [], "every figure's definition names its unit"
+
+
+def test_a_query_study_s_answer_reads_the_table_rule_query_timing_writes(tmp_path):
+    """query_table() (the real R function) on executions with a known answer: cold takes 5x the warm
+    baseline, hot the same; the answer's lines say so with numbers."""
+    import subprocess
+    script = r"""
+    source("workflow/R/library.R", chdir = TRUE)
+    ex <- rbind(data.table(cache = "warm", rep = 1L, execution = 1:6, name = "ms", value = c(10, 12, 11, 13, 9, 11)),
+                data.table(cache = "cold", rep = 1L, execution = 1:6, name = "ms", value = c(50, 55, 60, 52, 58, 54)),
+                data.table(cache = "hot", rep = 1L, execution = 1:6, name = "ms", value = c(9, 13, 10, 12, 11, 12)),
+                data.table(cache = "warm", rep = 1L, execution = 1:6, name = "rows", value = 10))
+    write_csv(query_table(ex, "cache", list(cache = "warm")), commandArgs(TRUE)[1])
+    """
+    done = subprocess.run(["Rscript", "-e", script, str(tmp_path / "query_timing.csv")], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = answer.queries(tmp_path / "query_timing.csv", ["cache"])
+    assert lines.lines[0].startswith("cache=cold: 54.5 ms per execution (median of 6 executions); 4.95 [")
+    assert lines.lines[0].endswith("of the baseline's, higher")
+    assert lines.lines[1].endswith("within noise") and lines.lines[1].startswith("cache=hot: 11.5 ms")
+    assert lines.lines[2] == "cache=warm: 11.0 ms per execution (median of 6 executions) (the baseline)"
+
+
+def test_an_insert_benchmark_study_answers_with_each_phase_s_rates(tmp_path):
+    """insert_table() (the real R function) on phases with a known answer: PostgreSQL's qr queries are
+    twice InnoDB's, its inserts fell short of the 100/s target; the load phase's 0 queries/s are left out."""
+    import subprocess
+    script = r"""
+    source("workflow/R/library.R", chdir = TRUE)
+    rows <- function(engine, rep, phase, inserts_s, queries_s, target = NA) {
+      data.table(engine = engine, rep = rep, phase = phase, target_inserts_s = target, inserts_s = inserts_s,
+                 queries_s = queries_s, cpu_us_per_op = 100, kb_read_per_op = 1, kb_written_per_op = 2, db_mb = 50)
+    }
+    phases <- rbind(rows("innodb", 1:3, "qr", c(100, 98, 99), c(1000, 1100, 900), 100),
+                    rows("postgresql", 1:3, "qr", c(80, 70, 90), c(2000, 2200, 1800), 100),
+                    rows("innodb", 1, "load", 5000, 0), rows("postgresql", 1, "load", 10000, 0))
+    write_csv(insert_table(phases, "engine", list(engine = "innodb")), commandArgs(TRUE)[1])
+    """
+    done = subprocess.run(["Rscript", "-e", script, str(tmp_path / "insert_benchmark.csv")], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = answer.insert_phases(tmp_path / "insert_benchmark.csv", ["engine"]).lines
+    assert lines[0] == "load phase, engine=innodb: 5,000 inserted rows/s (the baseline)"
+    assert lines[1].startswith("load phase, engine=postgresql: 10,000 inserted rows/s; 2.00")
+    assert "qr phase, engine=postgresql: 80.0 inserted rows/s (short of the target 100); 0.804 [0.657, 0.984] of the baseline's, lower" in lines
+    queries = [line for line in lines if "queries/s" in line]
+    assert queries[1].startswith("qr phase, engine=postgresql: 2,000 queries/s; 2.00 [") and queries[1].endswith(
+        "of the baseline's, higher")
+    assert not any("load phase" in line and "queries/s" in line for line in lines)
+
+
+def test_every_plot_a_rule_can_draw_has_a_definition_and_the_page_defines_those_it_shows(tmp_path):
+    smk = (ROOT / "workflow" / "rules" / "analyse.smk").read_text()
+    names = set(re.findall(r'\{PLOTS\}/(\w+)\.png', smk))
+    names |= set(re.findall(r'^\s+(\w+) = "', (ROOT / "workflow/R/statistics_plots.R").read_text().split(
+        "PLOT_TITLES <- list(")[1].split(")\n")[0], re.M))  # rule figures' kinds
+    assert {"timeseries_steady", "throughput_vs_threads", "replication", "violin"} <= names
+    assert names - set(definitions.PLOTS) == set()
+    page = shape_pages(tmp_path)["one cell"].read_text()
+    method = page.split('id="plot-figures"')[1]
+    assert "<dt>timeseries_steady</dt><dd>each repetition&#x27;s per-second throughput" in method

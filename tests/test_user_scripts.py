@@ -60,6 +60,11 @@ def test_the_workflow_runs_the_studys_own_scripts(study_factory):
     py_out = study.path("results/user/iops_range")
     assert json.loads((py_out / "outputs.json").read_text())["tables"] == ["iops_range.csv"]
     assert "iops_range: 2 cells" in study.path("results/logs/user/iops_range.log").read_text()
+    # the page shows what each script wrote, as its outputs.json lists it (config/README.md says so)
+    page = study.path("results/index.html").read_text()
+    assert '<h2 id="user">Your own analysis</h2>' in page and 'id="user-per_thread"' in page
+    assert '<a href="user/per_thread/per_thread.png"><img src="user/per_thread/per_thread.png"' in page
+    assert "<th" in page.split('id="user-iops_range"')[1].split("</section>")[0], "its CSV as a table"
 
     # editing a script reruns only that script (and the page)
     study.path("iops_range.py").write_text(PYTHON_SCRIPT + "\n# edited\n")

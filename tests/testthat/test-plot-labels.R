@@ -122,7 +122,11 @@ test_that("every plot kind names only its varying axes, never NA, and wraps", {
   # both kinds of cells in one plot: a storage cell's label has no engine or
   # memory, a database cell's has them; wrapped to the strip of a panel in
   # two columns
-  strips <- gsub("\n", " ", labels$timeseries_steady$strips)
+  # each cell's throughput with its latency beside it: strips name the cell, then the figure
+  measures <- c("throughput (transactions/s or IOPS)", "latency (ms), per second")
+  strips <- unique(gsub("\n", " ", labels$timeseries_steady$strips))
+  expect_true(all(measures %in% strips))
+  strips <- setdiff(strips, measures)
   expect_length(strips, 12L)
   expect_true(sprintf("filesystem=ext4, threads=1, workload=%s", LONG_STORAGE[1]) %in% strips)
   expect_true(sprintf("engine=innodb, memory=64M, filesystem=xfs, threads=4, workload=%s",

@@ -144,3 +144,25 @@ test_that("the project theme and palette", {
   expect_equal(p$labels$y, "IOPS")
   expect_equal(p$labels$caption, "cap")
 })
+
+test_that("a plot that cannot say anything for the study is skipped and listed with its reason", {
+  # one thread count: no vs-threads plot (a lone point); two cells: the spread plots stay
+  sweep <- make_sweep(list(filesystem = c("ext4", "xfs"), threads = 1L), reps = 1L, duration = 3L)
+  plots <- sweep_plots(sweep$summary, sweep$samples, sweep$axes, "c")
+  expect_true(is_skipped_plot(plots$throughput) && is_skipped_plot(plots$latency))
+  expect_match(plots$throughput$reason, "needs a threads axis with two values or more")
+  expect_false(is_skipped_plot(plots$jitter) || is_skipped_plot(plots$boxplot))
+  # one cell: all four skipped; the rule lists them by file name in its skipped CSV
+  one <- make_sweep(list(filesystem = "tmpfs", threads = 1L), reps = 2L, duration = 3L)
+  dir <- tempfile("plots")
+  output <- c(plots_output(dir), skipped = file.path(dir, "skipped_sweep_plots.csv"))
+  output$throughput <- file.path(dir, "throughput_vs_threads.png")
+  rule_plots(write_sweep(one), output, list(axes = one$axes), log = file.path(dir, "plots.log"))
+  skipped <- fread(output$skipped)
+  expect_equal(skipped$plot, c("throughput_vs_threads", "latency", "jitter", "boxplot"))
+  expect_match(skipped[plot == "jitter", reason], "^one cell")
+  expect_true(all(file.exists(unlist(output))))  # each drawn as a note saying why
+  # two thread counts and two cells: nothing skipped
+  two <- make_sweep(list(threads = c(1L, 4L)), reps = 1L, duration = 3L)
+  expect_false(any(vapply(sweep_plots(two$summary, two$samples, two$axes, "c"), is_skipped_plot, TRUE)))
+})

@@ -87,4 +87,45 @@ test_that("latency percentile curves are drawn from the percentiles table", {
     read_table(input$percentiles, sweep$axes, c("rep", "percentile", "lat_ms")), sweep$axes, "cap")
   expect_false(any(p$data$percentile >= 100))  # 100% is off the nines scale
   expect_match(p$labels$y, "ms")
+  # a fio-only study's curves name fio's percentiles, never sysbench's histogram
+  expect_match(p$labels$subtitle, "from fio clat percentiles")
+  expect_false(grepl("sysbench", p$labels$subtitle))
+  both <- copy(pct)[, source := ifelse(rep == 1L, "fio clat percentiles", "sysbench histogram")]
+  q <- plot_latency_percentiles(both, sweep$axes, "cap")
+  expect_match(q$labels$subtitle, "fio clat percentiles and\\s+sysbench histogram")
+})
+
+test_that("the time series draws each cell's latency beside its throughput, on the same seconds", {
+  dt <- CJ(threads = c(1L, 4L), rep = 1L, second = 1:20)
+  dt[, `:=`(throughput_metric = "iops", throughput = 1000 * threads + second,
+            latency = ifelse(threads == 1L, 0.5, 2))]
+  windows <- CJ(threads = c(1L, 4L), rep = 1L)[, `:=`(window_start = 5L, window_end = 20L,
+                                                      stall_threshold = 0, steady = TRUE)]
+  p <- plot_timeseries_steady(dt, windows, "threads", "cap")
+  built <- ggplot_build(p)
+  lines <- as.data.table(p$data)
+  expect_equal(levels(lines$measure), c("IOPS (I/O per s)", "latency (ms), per second"))
+  expect_equal(lines[measure == "latency (ms), per second", unique(value)], c(0.5, 2))
+  expect_equal(lines[measure == "IOPS (I/O per s)" & second == 3, value], c(1003, 4003))
+  # one row per cell: throughput left, latency right, sharing the x axis
+  layout <- as.data.table(built$layout$layout)
+  expect_equal(max(layout$ROW), 2L)
+  expect_equal(max(layout$COL), 2L)
+  expect_equal(attr(p, "panel_rows"), 2L)
+  # no per-second latency: throughput alone, as before
+  q <- plot_timeseries_steady(copy(dt)[, latency := NA_real_], windows, "threads", "cap")
+  expect_equal(levels(as.data.table(q$data)$measure), c("IOPS (I/O per s)", "latency (ms), per second"))
+  expect_equal(nrow(as.data.table(q$data)[measure != "IOPS (I/O per s)"]), 0L)
+  expect_equal(max(as.data.table(ggplot_build(q)$layout$layout)$COL), 1L)
+  expect_gt(file.size(save_plot(p, tempfile(fileext = ".png"))), 5000)  # it renders
+})
+
+test_that("a study with nothing compared says why, truthfully: workloads side by side, or one cell", {
+  two <- data.table(filesystem = "tmpfs", workload = c("fio-rr", "sb-rr"), metric = "iops", median = 1)
+  expect_match(nothing_compared(two, c("filesystem", "workload")), "^Nothing is compared.*workload is the only axis")
+  one <- two[1]
+  expect_match(nothing_compared(one, c("filesystem", "workload")), "no axis has two values or more")
+  lines <- comparisons_md_lines(two, data.table(), c("filesystem", "workload"), STATS_DEFAULTS)
+  expect_false(any(grepl("No axis with two values", lines)))
+  expect_true(any(grepl("side by side", lines)))
 })

@@ -36,19 +36,20 @@ test_that("saturation is avg latency over the group's smallest thread count", {
   expect_equal(sat$saturation, c(1, 2, 5, 1, 3))
 })
 
-test_that("saturation gives iostat's r/s, queue size and %util over the measured seconds only", {
+test_that("saturation gives iostat's r/s, w/s, queue size and %util over the measured seconds only", {
   summary <- hand_summary()[filesystem == "ext4" & threads %in% c(1L, 4L)]
   samples <- summary[, .(second = 1:3), by = .(filesystem, threads, rep)]
   # seconds 0 and below come before the window, 4 after the last sample; tmpfs has no device
   system <- CJ(filesystem = "ext4", threads = c(1L, 4L), rep = 1:2, second = -1:4)
   system[, `:=`(device = "loop0", r_s = 1000 * threads + 100 * rep + second,
-                aqu_sz = threads * 0.5, util = 10 * second)]
-  system[second < 1L | second > 3L, `:=`(r_s = 1e9, aqu_sz = 1e9, util = 1e9)]
+                w_s = 10 * threads + second, aqu_sz = threads * 0.5, util = 10 * second)]
+  system[second < 1L | second > 3L, `:=`(r_s = 1e9, w_s = 1e9, aqu_sz = 1e9, util = 1e9)]
   sat <- saturation_table(summary, c("filesystem", "threads"), system, samples)
   expect_named(sat, c("filesystem", "threads", "iops", "mibs", "lat_mean_ms", "lat_p95_ms",
-                      "lat_p99_ms", "r_s", "aqu_sz", "util_pct", "saturation"))
+                      "lat_p99_ms", "r_s", "w_s", "aqu_sz", "util_pct", "saturation"))
   # mean over seconds 1-3 (r_s 1000 t + 100 rep + 2), then over reps 1 and 2
   expect_equal(sat$r_s, c(1152, 4152))
+  expect_equal(sat$w_s, c(12, 42))  # a write workload's writes/s beside the reads/s
   expect_equal(sat$aqu_sz, c(0.5, 2))
   expect_equal(sat$util_pct, c(20, 20))
   no_device <- copy(system)[, device := NA_character_]
@@ -124,7 +125,7 @@ test_that("cells_table gives per-second and final statistics per cell", {
   axes <- c("filesystem", "threads")
   summary <- data.table(filesystem = "ext4", threads = 4L, rep = 1:2,
                         lat_mean_ms = c(0.2, 0.4), lat_p95_ms = c(0.5, 0.7),
-                        lat_p99_ms = c(1, NA))
+                        lat_p99_ms = c(1, NA), lat_max_ms = c(48.2, 12))
   samples <- data.table(filesystem = "ext4", threads = 4L,
                         rep = rep(1:2, each = 5), second = rep(1:5, 2),
                         iops = as.numeric(1:10), mibs = as.numeric(11:20),
@@ -135,19 +136,23 @@ test_that("cells_table gives per-second and final statistics per cell", {
   expect_equal(names(cells)[1:4], c("filesystem", "threads", "reps", "seconds"))
   expect_equal(cells$reps, 2L)
   expect_equal(cells$seconds, 10L)
-  expect_equal(cells$iops_mean, 5.5)
-  expect_equal(cells$iops_sd, sd(1:10))
-  expect_equal(cells$iops_p95, 9.55)
-  expect_equal(cells$iops_max, 10)
-  expect_equal(cells$mibs_mean, 15.5)
+  expect_equal(cells$persec_iops_mean, 5.5)
+  expect_equal(cells$persec_iops_sd, sd(1:10))
+  expect_equal(cells$persec_iops_p95, 9.55)
+  expect_equal(cells$persec_iops_max, 10)
+  expect_equal(cells$persec_mibs_mean, 15.5)
   # lat_ms where present, lat_pct_ms where lat_ms is NA
-  expect_equal(cells$lat_ms_mean, 5.5)
-  expect_equal(cells$lat_ms_p95, 9.55)
-  expect_equal(cells$lat_ms_max, 10)
+  expect_equal(cells$persec_lat_mean_ms, 5.5)
+  expect_equal(cells$persec_lat_p95_ms, 9.55)
+  expect_equal(cells$persec_lat_max_ms, 10)
   expect_equal(cells$lat_source, "lat_ms+lat_pct_ms")
+  # the tool's own over the whole run: means over repetitions, the max the largest of any
   expect_equal(cells$lat_mean_ms, 0.3)
   expect_equal(cells$lat_p95_ms, 0.6)
   expect_equal(cells$lat_p99_ms, 1)
+  expect_equal(cells$lat_max_ms, 48.2)
+  # "p95 of per-second means" and "the tool's p95" never share a name
+  expect_false(any(c("lat_ms_p95", "lat_ms_max", "iops_p95") %in% names(cells)))
 })
 
 test_that("cells_table keeps NA (not -Inf) when a cell has no latency", {
@@ -155,8 +160,8 @@ test_that("cells_table keeps NA (not -Inf) when a cell has no latency", {
                       duration = 3L)
   sweep$samples[, lat_pct_ms := NA_real_]
   cells <- cells_table(sweep$summary, sweep$samples, sweep$axes)
-  expect_true(is.na(cells$lat_ms_mean))
-  expect_true(is.na(cells$lat_ms_max))
+  expect_true(is.na(cells$persec_lat_mean_ms))
+  expect_true(is.na(cells$persec_lat_max_ms))
   expect_true(is.na(cells$lat_source))
 })
 
@@ -227,10 +232,10 @@ test_that("the rule writes both tables and logs what it did", {
   expect_equal(names(cells)[1:6],
                c("filesystem", "threads", "workload", "mode", "reps", "seconds"))
   expect_true(all(cells$reps == 2L) && all(cells$seconds == 20L))
-  expect_true(all(c("iops_mean", "iops_sd", "iops_p95", "iops_max",
-                    "mibs_mean", "lat_ms_mean", "lat_ms_sd", "lat_ms_p95",
-                    "lat_ms_max", "lat_mean_ms", "lat_p95_ms",
-                    "lat_p99_ms") %in% names(cells)))
+  expect_true(all(c("persec_iops_mean", "persec_iops_sd", "persec_iops_p95", "persec_iops_max",
+                    "persec_mibs_mean", "persec_lat_mean_ms", "persec_lat_sd_ms", "persec_lat_p95_ms",
+                    "persec_lat_max_ms", "lat_mean_ms", "lat_p95_ms",
+                    "lat_p99_ms", "lat_max_ms") %in% names(cells)))
   cells_md <- readLines(output$cells_md)
   expect_match(cells_md[1], "^\\| filesystem \\| threads \\| workload \\| mode \\| reps")
   expect_equal(length(grep("^\\| (ext4|xfs) \\|", cells_md)), 12L)

@@ -10,7 +10,8 @@ test_that("the topology table has each cell's replication figures and the replic
   output <- list(table_csv = file.path(dir, "topology.csv"), table_md = file.path(dir, "topology.md"),
                  replication = file.path(dir, "replication.png"))
   input <- list(summary = fixture("summary.csv.gz"), counters = fixture("counters.csv.gz"),
-                events = fixture("events.csv.gz"), provenance = fixture("provenance.json"))
+                events = fixture("events.csv.gz"), provenance = fixture("provenance.json"),
+                samples = fixture("samples.csv.gz"))
   p <- rule_topology(input, output, list(axes = AXES), log = file.path(dir, "topology.log"))
   table <- fread(output$table_csv)
   expect_equal(sort(table$topology), c("galera3", "semisync"))
@@ -23,6 +24,13 @@ test_that("the topology table has each cell's replication figures and the replic
   built <- ggplot_build(p)
   metrics <- levels(built$plot$data$.metric)
   expect_true(all(c("behind the primary", "primary waits for a replica (1/0)") %in% metrics))
+  # the client's throughput on top, on the same seconds: each second's tps as the samples have it
+  expect_equal(metrics[1], "throughput (transactions/s)")
+  drawn <- as.data.table(built$plot$data)[.metric == metrics[1] & topology == "semisync" & rep == 1L]
+  samples <- read_table(fixture("samples.csv.gz"), AXES, c("rep", "second"))
+  expected <- samples[topology == "semisync" & rep == 1L & !is.na(tps)]
+  expect_equal(drawn[order(second)]$value, expected[order(second)]$tps)
+  expect_equal(unique(drawn$node), "client")
   spans <- built$plot$layers[[length(built$plot$layers)]]$data  # the event names
   expect_setequal(spans$label, c("cut link primary-replica1", "kill node2"))
 })

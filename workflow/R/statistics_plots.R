@@ -13,7 +13,7 @@
 # drawn as an image saying why and listed in skipped_plots.csv, never an error.
 
 PLOT_TITLES <- list(
-  timeseries_steady = "Per-second throughput, steady-state window and stalls",
+  timeseries_steady = "Per-second throughput and latency, steady-state window and stalls",
   violin = "Per-second throughput by cell",
   ci_vs_threads = "Median throughput and latency vs threads",
   ratio_heatmap = "Ratio to the baseline",
@@ -41,10 +41,16 @@ cell_labels <- function(dt, axes, width = Inf) {
 
 # ---------------------------------------------------------------------------
 
+# Per second, each cell's throughput and, beside it on the same time axis, its
+# latency (the per-second mean, fio, or 95th percentile, sysbench): one row of
+# panels per cell, the steady-state window shaded across both, stalls marked
+# on the throughput. A cell without per-second latency has its throughput only.
 plot_timeseries_steady <- function(dt, windows, axes, caption, spans = data.table()) {
   if (nrow(dt) == 0) return(skipped_plot("no per-second throughput samples"))
   dt <- copy(dt)
-  ncol <- if (uniqueN(dt[, ..axes]) > 3) 2 else 1
+  if (!"latency" %in% names(dt)) dt[, latency := NA_real_]
+  with_latency <- any(!is.na(dt$latency))
+  ncol <- if (with_latency || uniqueN(dt[, ..axes]) > 3) 2 else 1
   dt[, cell := cell_labels(dt, axes, strip_width(ncol))]
   if (nlevels(dt$cell) > MAX_PANELS) {
     return(skipped_plot(sprintf(
@@ -60,32 +66,45 @@ plot_timeseries_steady <- function(dt, windows, axes, caption, spans = data.tabl
   dt[, rep := factor(rep)]
   w[, rep := factor(rep)]
   metrics <- unique(dt$throughput_metric)
-  p <- ggplot(dt, aes(second, throughput)) +
+  throughput_label <- if (length(metrics) == 1) metric_label(metrics) else "throughput (transactions/s or IOPS)"
+  measures <- c(throughput_label, "latency (ms), per second")
+  long <- rbind(dt[, .(cell, rep, second, value = throughput, measure = measures[1])],
+                dt[!is.na(latency), .(cell, rep, second, value = latency, measure = measures[2])])
+  long[, measure := factor(measure, levels = measures)]
+  stalls[, measure := factor(measures[1], levels = measures)]
+  p <- ggplot(long, aes(second, value)) +
     geom_rect(data = w, aes(xmin = window_start - 0.5, xmax = window_end + 0.5,
                             ymin = -Inf, ymax = Inf, fill = "steady-state window"),
               inherit.aes = FALSE, alpha = 0.12) +
     geom_line(aes(colour = rep, group = rep), linewidth = 0.35) +
-    geom_point(data = stalls, aes(shape = "stall"), colour = "#D55E00", size = 1.6) +
+    geom_point(data = stalls, aes(y = throughput, shape = "stall"), colour = "#D55E00", size = 1.6) +
     scale_fill_manual(values = c("steady-state window" = "#0072B2"), name = NULL) +
     scale_shape_manual(values = c(stall = 16), name = NULL,
                        labels = "stall (below the stall share of the median)") +
     scale_colour_dbsweep() +
     scale_y_continuous(labels = thousands) +
     expand_limits(y = 0) +
-    facet_wrap(~cell, scales = "free_y", ncol = ncol) +
+    facet_wrap(if (with_latency) vars(cell, measure) else vars(cell), scales = "free_y", ncol = ncol,
+               labeller = label_value) +
     labs(title = PLOT_TITLES$timeseries_steady,
          subtitle = plot_subtitle(
            sprintf("%d repetition(s), %d stalled second(s); %d repetition(s) never reached steady state",
                    nrow(windows), nrow(stalls), sum(windows$steady %in% FALSE)),
+           if (with_latency) "latency beside: each second's mean (fio) or p95 (sysbench)",
            fixed_axes_text(dt, axes)),
          x = "second of the measured window (s)",
-         y = if (length(metrics) == 1) metric_label(metrics) else "throughput (transactions/s or IOPS)",
+         y = if (with_latency) "per-second value (unit in the panel strip)" else throughput_label,
          colour = "repetition", caption = caption) +
     theme_dbsweep()
   if (!nrow(stalls)) p <- p + guides(shape = "none")
+  if (nlevels(dt$rep) <= 1) p <- p + guides(colour = "none")
   p <- with_event_spans(p, spans_for(spans, dt, axes, "cell"))
   lines <- max(1L, lengths(strsplit(levels(dt$cell), "\n", fixed = TRUE)))
-  with_panel_rows(p, ceiling(nlevels(dt$cell) / ncol), per_row = 1.3 + 0.2 * lines)
+  if (!with_latency) return(with_panel_rows(p, ceiling(nlevels(dt$cell) / ncol), per_row = 1.3 + 0.2 * lines))
+  # two strip lines (cell, figure) per row of panels
+  rows <- nlevels(dt$cell)
+  setattr(p, "panel_rows", rows)
+  with_size(p, c(width = 8, height = plot_height(rows, per_row = 1.9 + 0.2 * lines)))
 }
 
 plot_violin <- function(win, axes, caption) {
@@ -202,14 +221,22 @@ plot_latency_percentiles <- function(percentiles, axes, caption) {
     scale_y_log10() +
     scale_colour_dbsweep() +
     labs(title = PLOT_TITLES$latency_percentiles,
-         subtitle = plot_subtitle("sysbench's latency histogram and fio's completion-latency percentiles",
-                                  fixed_axes_text(dt, axes)),
+         subtitle = plot_subtitle(percentile_sources(dt$source), fixed_axes_text(dt, axes)),
          x = "percentile (%, spaced by nines)", y = "latency (ms, log scale)", colour = NULL,
          linetype = NULL, caption = caption) +
     legend_in_columns(levels(dt$cell)) +
     theme_dbsweep()
   legend_rows <- ceiling(nlevels(dt$cell) / 2)
   with_size(p, c(width = 8, height = min(30, max(5, 4 + 0.3 * legend_rows))))
+}
+
+# What the curves were read from, as the tools' adapters name it (percentiles'
+# source column: "fio clat percentiles", "sysbench histogram"), only those
+# this study's rows have.
+percentile_sources <- function(sources) {
+  sources <- unique(stats::na.omit(as.character(sources)))
+  if (!length(sources)) return("the tools' own latency percentiles over each whole run")
+  sprintf("over each repetition's whole run, from %s", paste(sources, collapse = " and "))
 }
 
 # The x transformation of percentile curves: -log10(1 - p/100), so that 90,
@@ -248,7 +275,7 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
   compact <- cell_series(samples, summary, axes)
   meta <- compact$cells[match(compact$series$.cell, compact$cells$.cell),
                         c(axes, "throughput_metric"), with = FALSE]
-  dt <- cbind(meta, compact$series[, .(rep, second, throughput)])[!is.na(throughput)]
+  dt <- cbind(meta, compact$series[, .(rep, second, throughput, latency)])[!is.na(throughput)]
   win <- window_samples(dt, windows, c(axes, "rep"), "throughput")
 
   draw <- list(
@@ -261,6 +288,10 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
   )
   plots <- lapply(stats::setNames(kinds, kinds), function(k) draw[[k]]())
   skipped <- save_plots(plots, output, caption, PLOT_TITLES)
+  sweep <- input[["sweep_skipped"]]  # rule plots' own (storage cells), listed here too
+  if (length(sweep) && file.exists(sweep) && file.size(sweep) > 1) {
+    skipped <- rbind(skipped, fread(sweep, colClasses = "character"))
+  }
   write_csv(skipped, output[["skipped"]])
   for (k in kinds) {
     log_line("%s -> %s%s", k, output[[k]],

@@ -147,11 +147,22 @@ comparison_wide <- function(cells, comparisons, axes, axis, metric_name, rows = 
   wide
 }
 
+# Why a study has no comparison, in a sentence that is true of it: its only
+# varying axis is workload (never compared), or no axis varies.
+nothing_compared <- function(cells, axes) {
+  varying <- if (nrow(cells)) varying_axes(cells[, ..axes], axes) else character()
+  if ("workload" %in% varying) {
+    return(paste("Nothing is compared with a baseline: workload is the only axis with two values or",
+                 "more, and workloads are not compared (their figures may not share a unit). The",
+                 "summary page's answer sets them side by side, each figure with its ratio."))
+  }
+  paste("Nothing is compared with a baseline: no axis has two values or more. The summary",
+        "page's answer gives each cell's own figures with their confidence intervals.")
+}
+
 comparisons_md_lines <- function(cells, comparisons, axes, settings) {
   out <- c("# Comparisons with a baseline", "", stats_method(settings), "")
-  if (nrow(comparisons) == 0) {
-    return(c(out, "No axis with two values or more to compare.", ""))
-  }
+  if (nrow(comparisons) == 0) return(c(out, nothing_compared(cells, axes), ""))
   out <- c(out,
            paste("Each table: the median per-second throughput of every value of the",
                  "axis (columns), then <value>/<baseline>: the ratio with its CI in",

@@ -2,7 +2,9 @@
 # the per-second throughput in each cell (jittered points, boxplots).
 #
 # Snakemake: input summary, samples, provenance; output throughput, latency,
-# jitter, boxplot; params axes; log.
+# jitter, boxplot, skipped (the plots that cannot say anything for this
+# study, and why: merged into skipped_plots.csv by rule figures); params axes;
+# log.
 
 # Adds what the vs-threads plots group by: threads (1 when the sweep has no
 # threads axis) and series (the axes other than threads and filesystem that
@@ -15,18 +17,11 @@ with_plot_columns <- function(dt, axes) {
   dt
 }
 
-# log2 threads axis; a lone thread count gets room around it, so error bars
-# keep their width.
+# log2 threads axis (the vs-threads plots are drawn for two thread counts or
+# more: sweep_plots()).
 threads_axis <- function(threads) {
   breaks <- sort(unique(threads))
-  limits <- if (length(breaks) == 1) c(breaks / 2, breaks * 2) else NULL
-  scale_x_continuous(trans = "log2", breaks = breaks, labels = breaks,
-                     limits = limits)
-}
-
-# Lines join thread counts; with one thread count there is nothing to join.
-threads_line <- function(threads) {
-  if (uniqueN(threads) > 1) geom_line()
+  scale_x_continuous(trans = "log2", breaks = breaks, labels = breaks)
 }
 
 # A panel per filesystem when the rows have more than one.
@@ -58,7 +53,7 @@ plot_throughput <- function(summary, axes, caption) {
   title <- "Throughput vs threads"
   if (nrow(dt) == 0) return(empty_plot(title, "no IOPS figures", caption))
   ggplot(dt, aes(threads, iops, colour = series, group = series)) +
-    threads_line(dt$threads) +
+    geom_line() +
     geom_point(size = 2) +
     geom_errorbar(aes(ymin = iops_min, ymax = iops_max), width = 0.15) +
     threads_axis(dt$threads) +
@@ -90,7 +85,7 @@ plot_latency <- function(summary, axes, caption) {
   if (nrow(dt) == 0) return(empty_plot(title, "no latency figures", caption))
   ggplot(dt, aes(threads, lat_ms, colour = series, linetype = statistic,
                  shape = statistic, group = interaction(series, statistic))) +
-    threads_line(dt$threads) +
+    geom_line() +
     geom_point(size = 2) +
     threads_axis(dt$threads) +
     scale_y_continuous(limits = c(0, NA)) +
@@ -181,15 +176,35 @@ rule_plots <- function(input, output, params, log = snakemake_log()) {
   log_line("%d repetitions, %d per-second samples, axes: %s",
            nrow(summary), nrow(samples), paste(axes, collapse = ", "))
 
-  plots <- list(
-    throughput = plot_throughput(summary, axes, caption),
-    latency = plot_latency(summary, axes, caption),
-    jitter = plot_jitter(samples, axes, caption),
-    boxplot = plot_boxplot(samples, axes, caption)
-  )
+  plots <- sweep_plots(summary, samples, axes, caption)
+  skipped <- save_plots(plots, output, caption)
+  skipped[, plot := vapply(plot, function(k) tools::file_path_sans_ext(basename(output[[k]])), "")]
+  if (!is.null(output[["skipped"]])) write_csv(skipped, output[["skipped"]])
   for (name in names(plots)) {
-    save_plot(plots[[name]], output[[name]])
-    log_line("%s -> %s", name, output[[name]])
+    log_line("%s -> %s%s", name, output[[name]], if (is_skipped_plot(plots[[name]])) {
+      paste(" (skipped:", plots[[name]]$reason, ")")
+    } else {
+      ""
+    })
   }
   invisible(plots)
+}
+
+# The four plots of a sweep, or why one cannot say anything for this study:
+# the vs-threads plots need two thread counts or more (one is a lone point),
+# the per-cell spread plots two cells or more (one cell's spread is the
+# violin's and cell_stats' sd, p5 and p95).
+sweep_plots <- function(summary, samples, axes, caption) {
+  threads <- if ("threads" %in% axes) uniqueN(stats::na.omit(summary$threads)) else 1L
+  cells <- nrow(unique(summary[, ..axes]))
+  one_count <- skipped_plot(sprintf(
+    "needs a threads axis with two values or more (this study has %d thread count)", threads))
+  one_cell <- skipped_plot(paste("one cell: its per-second throughput is in violin.png and in",
+                                 "cell_stats (sd, p5, p95)"))
+  list(
+    throughput = if (threads < 2) one_count else plot_throughput(summary, axes, caption),
+    latency = if (threads < 2) one_count else plot_latency(summary, axes, caption),
+    jitter = if (cells < 2) one_cell else plot_jitter(samples, axes, caption),
+    boxplot = if (cells < 2) one_cell else plot_boxplot(samples, axes, caption)
+  )
 }

@@ -3,10 +3,13 @@
 # Snakemake: input summary, samples (+ optional provenance); output cells_csv,
 # cells_md, saturation_csv, saturation_md; params axes; log.
 #
-# Column naming in cells.csv: per-second statistics are <metric>_<stat>
-# (iops_mean, lat_ms_p95, ...); the tool's own final figures keep the names
-# they have in summary.csv (lat_mean_ms, lat_p95_ms, lat_p99_ms), averaged
-# over repetitions.
+# Column naming in cells.csv: statistics of the per-second values are
+# persec_<metric>_<stat> (persec_iops_mean, persec_lat_p95_ms: the 95th
+# percentile of the per-second latencies, ...); the tool's own figures over the
+# whole run keep the names they have in summary.csv (lat_mean_ms, lat_p95_ms,
+# lat_p99_ms: means over repetitions; lat_max_ms: the largest of any
+# repetition), so "p95 of per-second means" and "the tool's p95" never share a
+# name.
 
 # check_sample_counts() and MIN_SAMPLE_SHARE live in read.R (database_tables.R
 # checks database cells the same way).
@@ -37,16 +40,20 @@ latency_source <- function(lat_ms, lat_pct_ms) {
 cells_table <- function(summary, samples, axes) {
   per_second <- samples[, c(
     list(seconds = .N),
-    describe_values(iops, "iops"),
-    list(mibs_mean = mean_or_na(mibs)),
-    describe_values(fifelse(is.na(lat_ms), lat_pct_ms, lat_ms), "lat_ms"),
+    describe_values(iops, "persec_iops"),
+    list(persec_mibs_mean = mean_or_na(mibs)),
+    describe_values(fifelse(is.na(lat_ms), lat_pct_ms, lat_ms), "persec_lat"),
     list(lat_source = latency_source(lat_ms, lat_pct_ms))
   ), by = axes]
+  setnames(per_second, paste0("persec_lat_", c("mean", "sd", "p95", "max")),
+           paste0("persec_lat_", c("mean", "sd", "p95", "max"), "_ms"))
+  if (!"lat_max_ms" %in% names(summary)) summary[, lat_max_ms := NA_real_]
   finals <- summary[, .(
     reps = uniqueN(rep),
     lat_mean_ms = mean_or_na(lat_mean_ms),
     lat_p95_ms = mean_or_na(lat_p95_ms),
-    lat_p99_ms = mean_or_na(lat_p99_ms)
+    lat_p99_ms = mean_or_na(lat_p99_ms),
+    lat_max_ms = if (all(is.na(lat_max_ms))) NA_real_ else max(lat_max_ms, na.rm = TRUE)
   ), by = axes]
   cells <- per_second[finals, on = axes]
   cells[is.na(seconds), seconds := 0L]
@@ -82,7 +89,7 @@ saturation_table <- function(summary, axes, system = NULL, samples = NULL) {
   sat[]
 }
 
-# iostat's reads/s (r_s), average queue size (aqu_sz) and %util (util_pct) per
+# iostat's reads/s (r_s), writes/s (w_s), average queue size (aqu_sz) and %util (util_pct) per
 # cell: means over each repetition's measured seconds (1 to its last sample's
 # second; the system table numbers its rows like the samples, before the window
 # 0 and below), then over repetitions. NA for a cell without a block device
@@ -91,15 +98,16 @@ device_means <- function(system, samples, axes) {
   last <- samples[, .(last_second = max(second)), by = c(axes, "rep")]
   io <- system[!is.na(device) & device != ""][last, on = c(axes, "rep"), nomatch = NULL]
   io <- io[second >= 1L & second <= last_second,
-           .(r_s = mean(r_s), aqu_sz = mean(aqu_sz), util = mean(util)), by = c(axes, "rep")]
-  io[, .(r_s = mean(r_s), aqu_sz = mean(aqu_sz), util_pct = mean(util)), by = axes]
+           .(r_s = mean(r_s), w_s = mean(w_s), aqu_sz = mean(aqu_sz), util = mean(util)),
+           by = c(axes, "rep")]
+  io[, .(r_s = mean(r_s), w_s = mean(w_s), aqu_sz = mean(aqu_sz), util_pct = mean(util)), by = axes]
 }
 
 SATURATION_PREAMBLE <- paste(
   "Saturation: average latency divided by the average latency at the",
   "group's smallest thread count. Figures are the tool's own final ones,",
-  "averaged over repetitions; r_s, aqu_sz and util_pct are iostat's reads/s,",
-  "average queue size and %util over the measured seconds (none on tmpfs)."
+  "averaged over repetitions; r_s, w_s, aqu_sz and util_pct are iostat's reads/s,",
+  "writes/s, average queue size and %util over the measured seconds (none on tmpfs)."
 )
 
 rule_tables <- function(input, output, params, log = snakemake_log()) {

@@ -5,8 +5,8 @@
 # topology against a baseline (e.g. baseline: {topology: single}) are the
 # statistics rule's comparisons, the one comparison method of the study.
 #
-# Snakemake: input summary, counters, provenance; output table_csv, table_md,
-# replication; params axes; log.
+# Snakemake: input summary, samples, counters, provenance, events; output
+# table_csv, table_md, replication; params axes; log.
 
 TOPOLOGY_COLUMNS <- c("lag_max_s", "behind_max", "sync_off_s", "unacked_tx",
                       "flow_paused_share", "rtt_client_ms", "rtt_node_ms")
@@ -31,21 +31,34 @@ topology_table <- function(summary, axes) {
   dt[]
 }
 
+# The client's throughput, drawn on top of the replication series on the same
+# seconds (samples and counters share the run's clock).
+THROUGHPUT_SERIES <- c(tps = "throughput (transactions/s)")
+
 # The derived series of the topology's nodes, with .cell (the axes that vary)
-# and .line (node and repetition).
-topology_series <- function(counters, axes) {
+# and .line (node and repetition); with samples, the client's per-second tps
+# of the same repetitions first (node "client").
+topology_series <- function(counters, axes, samples = NULL) {
   dt <- counters[name %in% names(TOPOLOGY_SERIES) & !is.na(node) & node != ""]
   if (nrow(dt) == 0) return(dt)
+  if (!is.null(samples) && "tps" %in% names(samples)) {
+    keys <- c(axes, "rep")
+    thr <- samples[unique(dt[, ..keys]), on = keys, nomatch = NULL][!is.na(tps)]
+    thr <- thr[, c(keys, "second", "tps"), with = FALSE]
+    setnames(thr, "tps", "value")
+    dt <- rbind(dt, thr[, `:=`(name = "tps", node = "client")], fill = TRUE)
+  }
   vary <- varying_axes(dt, axes)
   dt[, .cell := cell_factor(dt, vary, width = 30)]
-  dt[, .metric := factor(TOPOLOGY_SERIES[name], levels = TOPOLOGY_SERIES)]
+  series <- c(THROUGHPUT_SERIES, TOPOLOGY_SERIES)
+  dt[, .metric := factor(series[name], levels = series)]
   dt[, .line := interaction(node, rep, drop = TRUE)]
   dt[]
 }
 
-plot_replication <- function(counters, axes, caption, spans = data.table()) {
-  title <- "Replication per second: lag, distance, waiting, flow control"
-  dt <- topology_series(counters, axes)
+plot_replication <- function(counters, axes, caption, spans = data.table(), samples = NULL) {
+  title <- "Replication per second beside throughput: lag, distance, waiting, flow control"
+  dt <- topology_series(counters, axes, samples)
   if (nrow(dt) == 0) {
     return(empty_plot(title, "no replication counters in this study (no replicas or cluster)", caption))
   }
@@ -90,7 +103,9 @@ rule_topology <- function(input, output, params, log = snakemake_log()) {
                 paste("On one host the nodes share its CPUs and disks: the shapes are a cluster's,",
                       "not its absolute figures."))
   write_md_table(table, output[["table_md"]], preamble = preamble, caption = caption)
-  p <- plot_replication(counters, axes, caption, event_spans(read_events(input[["events"]], axes), axes))
+  samples <- if (length(input[["samples"]])) read_table(input[["samples"]], axes, c("rep", "second"))
+  p <- plot_replication(counters, axes, caption, event_spans(read_events(input[["events"]], axes), axes),
+                        samples)
   save_plot(p, output[["replication"]])
   log_line("replication -> %s", output[["replication"]])
   invisible(p)

@@ -9,6 +9,7 @@ headline plots.
 from __future__ import annotations
 
 import csv
+import gzip
 import math
 import statistics
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ from pathlib import Path
 AXIS_PLOTS = {"threads": ["ci_vs_threads", "throughput_vs_threads"], "memory": ["tps_vs_memory"],
               "version": ["tps_vs_memory_by_version"]}
 FALLBACK_PLOTS = ["throughput_vs_threads", "violin", "ci_vs_threads"]
+# A study with no compared axis (one cell, workloads side by side, a query or insert-benchmark study): the
+# first of these it made, beside its answer.
+UNCOMPARED_PLOTS = ["timeseries_steady", "query_timing", "insert_benchmark", "violin"]
 
 
 @dataclass
@@ -36,6 +40,24 @@ class Noise:
     run_to_run_pct: float | None  # median over cells with 2 repetitions or more of sd / median of their medians
     detectable_pct: float | None  # median half-width of the ratios' CIs: a smaller difference is within noise
     cells_with_reps: int
+
+
+@dataclass
+class Section:
+    """An answer that is not a comparison with a baseline: a title and its lines (a study's cells, its
+    workloads side by side, its queries)."""
+
+    title: str
+    lines: list[str]
+
+
+# The unit of each metric of cell_stats.csv, and what its per-second value is.
+METRIC_UNITS = {"tps": "transactions/s", "iops": "IOPS", "lat_ms": "ms", "lat_p95_ms": "ms"}
+METRIC_NAMES = {"tps": "throughput", "iops": "throughput", "lat_ms": "latency (median of per-second means)",
+                "lat_p95_ms": "latency (median of per-second p95s)"}
+# The tool's own latency figures over the whole run (summary.csv.gz), as the answer names them.
+TOOL_FIGURES = [("lat_p95_ms", "p95"), ("lat_p99_ms", "p99"), ("lat_max_ms", "max")]
+ANSWER_CELLS = 12  # cells an answer lists one by one; the rest are in cell_stats.csv
 
 
 def is_latency(metric: str) -> bool:
@@ -121,6 +143,189 @@ def recovery_figures(row: dict) -> list[str]:
     return out
 
 
+def cells(cell_stats_csv: Path, summary_csv: Path, axes: list[str]) -> Section | None:
+    """A study without a comparison answers with its cells' own figures: throughput and latency, each the
+    median of the per-second values with its 95% CI, then the tool's own latency over the whole run
+    (p95, p99: means over repetitions; max: the largest of any repetition). One line per cell, named by
+    the axes that vary (all of them for a one-cell study)."""
+    rows = read_csv(cell_stats_csv)
+    if not rows:
+        return None
+    by_cell = _by_cell(rows, axes)
+    tool = _tool_figures(summary_csv, axes)
+    vary = _varying(list(by_cell), axes) or [a for a in axes if any(k[axes.index(a)] for k in by_cell)]
+    lines = []
+    for key, metrics in list(by_cell.items())[:ANSWER_CELLS]:
+        figures = [_figure_text(m, metrics[m]) for m in _metric_order(metrics)]
+        own = [f"{name} {number(v)} ms" for name, v in tool.get(key, [])]
+        if own:
+            figures.append("the tool's own latency over the whole run: " + ", ".join(own))
+        lines.append(f"{_label(key, axes, vary)}: {'; '.join(figures)}")
+    more = len(by_cell) - ANSWER_CELLS
+    if more > 0:
+        lines.append(f"… and {more} more cells in cell_stats.csv")
+    return Section(f"{'Each cell' if len(by_cell) > 1 else 'The one cell'} (median per-second value [95% CI])",
+                   lines)
+
+
+def side_by_side(cell_stats_csv: Path, comparisons_csv: Path, axes: list[str], axis: str = "workload",
+                 baseline: str | None = None) -> Section | None:
+    """An axis that varies and is not compared with a baseline (workload: different workloads'
+    figures may not share a unit) answers with each figure side by side and their ratio, units named,
+    within each combination of the other axes. The ratio has no interval: the statistics rule tests no
+    pair across this axis."""
+    if any(r["axis"] == axis for r in read_csv(comparisons_csv)):
+        return None
+    by_cell = _by_cell(read_csv(cell_stats_csv), axes)
+    if axis not in axes:
+        return None
+    j = axes.index(axis)
+    values = list(dict.fromkeys(k[j] for k in by_cell if k[j]))
+    if len(values) < 2:
+        return None
+    base = baseline if baseline in values else values[0]
+    others = [a for a in _varying(list(by_cell), axes) if a != axis]
+    lines = []
+    for key, metrics in by_cell.items():
+        if key[j] in ("", base):
+            continue
+        base_key = key[:j] + (base,) + key[j + 1:]
+        if base_key not in by_cell:
+            continue
+        where = ", ".join(f"{a} {key[axes.index(a)]}" for a in others)
+        parts = [_pair_text(kind, metrics, by_cell[base_key]) for kind in ("throughput", "latency")]
+        parts = [p for p in parts if p]
+        if parts:
+            lines.append(f"{key[j]} / {base}{' at ' + where if where else ''}: {'; '.join(parts)}")
+    if not lines:
+        return None
+    return Section(f"{axis} side by side with {base} (medians of per-second values; ratio, no interval: "
+                   f"{axis} is not tested against a baseline)", lines[:ANSWER_CELLS * 2])
+
+
+def queries(query_timing_csv: Path, axes: list[str]) -> Section | None:
+    """A query-timing study answers with each configuration's median time per execution, and, against the
+    baseline configuration, its ratio with the 95% CI and verdict (query_timing.csv, rule query_timing)."""
+    rows = [r for r in read_csv(query_timing_csv) if r.get("name") == "ms"]
+    if not rows:
+        return None
+    lines = []
+    for row in rows:
+        text = f"{row.get('configuration') or 'the query'}: {number(row['value'])} ms per execution"
+        if _float(row.get("executions")) is not None:
+            text += f" (median of {count(row['executions'])} executions)"
+        lines.append(text + _against_baseline(row))
+    return Section("Time per execution of the query (median; ratio to the baseline [95% CI], verdict)", lines)
+
+
+# The insert benchmark's rates (insert_benchmark.csv, rule insert_benchmark) the answer states, per phase.
+INSERT_RATES = {"inserts_s": "inserted rows/s", "queries_s": "queries/s"}
+
+
+def insert_phases(insert_csv: Path, axes: list[str]) -> Section | None:
+    """An insert-benchmark study answers, per phase and configuration, with its rates (medians over
+    repetitions; a phase's rate that is 0, queries in the load phase, is left out), the target it fell
+    short of, and its ratio to the baseline configuration with the 95% CI and verdict."""
+    rows = [r for r in read_csv(insert_csv) if r.get("metric") in INSERT_RATES and _float(r.get("value"))]
+    if not rows:
+        return None
+    lines = []
+    for row in rows:
+        text = (f"{row.get('phase', '?')} phase, {row.get('configuration') or 'the cell'}: "
+                f"{number(row['value'])} {INSERT_RATES[row['metric']]}")
+        if row.get("short_of_target") == "TRUE":
+            text += f" (short of the target {number(row['target_inserts_s'])})"
+        lines.append(text + _against_baseline(row))
+    return Section("Each phase's rates (median over repetitions; ratio to the baseline [95% CI], verdict)",
+                   lines[:ANSWER_CELLS * 2])
+
+
+def _against_baseline(row: dict) -> str:
+    """'; 2.00 [1.80, 2.20] of the baseline's, higher', ' (the baseline)', or '' without a baseline."""
+    relative = _float(row.get("relative"))
+    if relative is None:
+        return ""
+    if row.get("baseline") == "TRUE" or (relative == 1 and _float(row.get("ratio_low")) is None):
+        return " (the baseline)"
+    ci = (f" [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
+          if _float(row.get("ratio_low")) is not None else "")
+    return f"; {number(row['relative'])}{ci} of the baseline's, {row.get('verdict') or 'no verdict'}"
+
+
+def _by_cell(rows: list[dict], axes: list[str]) -> dict[tuple, dict[str, dict]]:
+    """cell_stats rows as cell (its axis values) -> metric -> row, in the table's order."""
+    out: dict[tuple, dict[str, dict]] = {}
+    for row in rows:
+        key = tuple(_axis_value(row.get(a)) for a in axes)
+        out.setdefault(key, {})[row["metric"]] = row
+    return out
+
+
+def _axis_value(text) -> str:
+    return "" if text in (None, "NA") else str(text)
+
+
+def _varying(keys: list[tuple], axes: list[str]) -> list[str]:
+    return [a for i, a in enumerate(axes) if len({k[i] for k in keys}) > 1]
+
+
+def _label(key: tuple, axes: list[str], vary: list[str]) -> str:
+    return ", ".join(f"{a} {key[axes.index(a)]}" for a in vary if key[axes.index(a)]) or "the cell"
+
+
+def _metric_order(metrics: dict) -> list[str]:
+    return sorted(metrics, key=lambda m: (is_latency(m), m))
+
+
+def _figure_text(metric: str, row: dict) -> str:
+    unit = METRIC_UNITS.get(metric, metric)
+    name = METRIC_NAMES.get(metric, metric)
+    ci = (f" [{number(row['ci_low'])}, {number(row['ci_high'])}]"
+          if _float(row.get("ci_low")) is not None else " (no interval)")
+    return f"{name} {number(row['median'])} {unit}{ci}"
+
+
+def _pair_text(kind: str, metrics: dict, base: dict) -> str:
+    """'throughput 450 transactions/s / 12,300 IOPS = 0.0366 (units differ)' for the first metric of
+    `kind` each cell has."""
+    def first(m: dict) -> str | None:
+        return next((k for k in _metric_order(m) if is_latency(k) == (kind == "latency")), None)
+
+    a, b = first(metrics), first(base)
+    if not a or not b:
+        return ""
+    x, y = _float(metrics[a]["median"]), _float(base[b]["median"])
+    ratio = number(str(x / y)) if x is not None and y else "NA"
+    same = a == b
+    names = METRIC_NAMES[a] if same else kind
+    text = (f"{names} {number(metrics[a]['median'])} {METRIC_UNITS.get(a, a)} / "
+            f"{number(base[b]['median'])} {METRIC_UNITS.get(b, b)} = {ratio}")
+    if not same:
+        text += f" (different figures: {METRIC_NAMES.get(a, a)} / {METRIC_NAMES.get(b, b)})" if (
+            METRIC_UNITS.get(a) == METRIC_UNITS.get(b)) else " (units differ)"
+    return text
+
+
+def _tool_figures(summary_csv: Path, axes: list[str]) -> dict[tuple, list[tuple[str, float]]]:
+    """Per cell, the tool's own p95 and p99 (means over repetitions) and max (the largest) latency."""
+    if not summary_csv.exists():
+        return {}
+    with gzip.open(summary_csv, "rt", newline="") if summary_csv.suffix == ".gz" else open(summary_csv) as f:
+        rows = list(csv.DictReader(f))
+    per_cell: dict[tuple, dict[str, list[float]]] = {}
+    for row in rows:
+        key = tuple(_axis_value(row.get(a)) for a in axes)
+        for column, _ in TOOL_FIGURES:
+            x = _float(row.get(column))
+            if x is not None:
+                per_cell.setdefault(key, {}).setdefault(column, []).append(x)
+    out = {}
+    for key, figures in per_cell.items():
+        out[key] = [(name, max(figures[c]) if c == "lat_max_ms" else statistics.mean(figures[c]))
+                    for c, name in TOOL_FIGURES if c in figures]
+    return out
+
+
 def noise(comparisons_csv: Path, cell_stats_csv: Path) -> Noise:
     spreads = []
     for row in read_csv(cell_stats_csv):
@@ -150,7 +355,8 @@ def noise_text(n: Noise, rounds: bool = False) -> str:
     """rounds: the study has repeat_until (its own line says how its rounds went); otherwise the text names
     the key that runs repetitions until a difference can be told."""
     if n.run_to_run_pct is not None:
-        text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {n.cells_with_reps} cells of the "
+        cells = f"{n.cells_with_reps} cell{'s' if n.cells_with_reps != 1 else ''}"
+        text = (f"Run-to-run noise: {n.run_to_run_pct:.1f}% (median over {cells} of the "
                 "sd of their repetitions' medians, relative to the median). To tell a difference of 5% from "
                 f"noise would take about {repetitions_needed(n.run_to_run_pct, 5)} repetitions per cell, "
                 f"10% about {repetitions_needed(n.run_to_run_pct, 10)}"
@@ -167,9 +373,11 @@ def noise_text(n: Noise, rounds: bool = False) -> str:
 def headline(declared: list[str], compared_axes: list[str], made: list[str]) -> tuple[list[str], list[str]]:
     """The headline plots (names among `made`) and the declared ones the study did not make. Without
     a declaration: one per compared axis (AXIS_PLOTS, else ratio_heatmap for the first axis, else
-    FALLBACK_PLOTS), no plot twice."""
+    FALLBACK_PLOTS), no plot twice; with no compared axis, the first of UNCOMPARED_PLOTS made."""
     if declared:
         return [p for p in declared if p in made], [p for p in declared if p not in made]
+    if not compared_axes:
+        return [p for p in UNCOMPARED_PLOTS if p in made][:1], []
     chosen: list[str] = []
     for i, axis in enumerate(compared_axes):
         candidates = AXIS_PLOTS.get(axis) or ((["ratio_heatmap"] if i == 0 else []) + FALLBACK_PLOTS)

@@ -2,7 +2,8 @@
 
 The reader picks cells (repetitions) and server counters; the page draws, one panel above the other
 and zooming together, the tool's throughput and latency, vmstat's CPU, iostat's device IOPS and the
-chosen counters, with each repetition's steady-state window shaded and its stalls marked (both from
+chosen counters (only the panels the study has data for, the x axis under the last; no counters picker
+in a study without counters), with each repetition's steady-state window shaded and its stalls marked (both from
 results/tables/steady_state.csv, written by rule statistics, when the study has it).
 
 Self-contained and offline: plotly.js (from the plotly package on PyPI) is embedded once; the data are
@@ -55,8 +56,9 @@ def build(tables: Path, axes: list[str], steady_state: Path | None = None,
         s["lat_name"] = next((m for m in LATENCY if part[m].notna().any()), LATENCY[-1])
         s["t0"], s["thr"] = _dense(part, s["thr_name"])
         s["lat"] = _dense(part, s["lat_name"])[1]
-    system = system.groupby(keys + ["second"], sort=False, as_index=False).agg(
-        {**{c: "first" for c in CPU}, **{c: "sum" for c in DEVICE}})
+    by_second = system.groupby(keys + ["second"], sort=False)
+    # a second without a device (tmpfs: no iostat) stays missing, not 0 IO/s
+    system = by_second[CPU].first().join(by_second[DEVICE].sum(min_count=1)).reset_index()
     for key, part in system.groupby(keys, sort=False):
         if _key(key) not in index:
             continue
@@ -182,7 +184,7 @@ h1 { font-size: 1.3em; margin: 0.2em 0; } #controls { display: flex; flex-wrap: 
 <div id="controls">
  <div><label for="filter">cells (repetitions): filter, then pick (Ctrl/Shift for several)</label>
   <input id="filter" placeholder="e.g. xfs 4" size="30"><br><select id="cells" multiple size="8"></select></div>
- <div><label for="counters">server counters (per second)</label><select id="counters" multiple size="9"></select></div>
+ <div id="counter-picker"><label for="counters">server counters (per second)</label><select id="counters" multiple size="9"></select></div>
 </div>
 <p class="note">Shaded: each repetition's steady-state window; &#x2715;: stalls (seconds of the window below the
 stall threshold). Drag to zoom: every panel follows; double-click to reset.</p>
@@ -213,11 +215,11 @@ function draw(data) {
     const common = {type: "scatter", mode: "lines", legendgroup: name, line: {color: colour, width: 1.5}};
     if (s.thr) {
       const t = seq(s.t0, s.thr.length);
-      traces.push({...common, x: t, y: s.thr, name: name, yaxis: "y", hovertemplate: s.thr_name + " %{y}"});
-      traces.push({...common, x: t, y: s.lat, showlegend: false, yaxis: "y2", hovertemplate: s.lat_name + " %{y}"});
+      traces.push({...common, x: t, y: s.thr, name: name, yaxis: "thr", hovertemplate: s.thr_name + " %{y}"});
+      traces.push({...common, x: t, y: s.lat, showlegend: false, yaxis: "lat", hovertemplate: s.lat_name + " %{y}"});
       if (s.win && s.stall != null) {
         const stalls = t.map((x, j) => [x, s.thr[j]]).filter(([x, y]) => y != null && y < s.stall && x >= s.win[0] && x <= s.win[1]);
-        traces.push({type: "scatter", mode: "markers", x: stalls.map(p => p[0]), y: stalls.map(p => p[1]), yaxis: "y",
+        traces.push({type: "scatter", mode: "markers", x: stalls.map(p => p[0]), y: stalls.map(p => p[1]), yaxis: "thr",
                      legendgroup: name, showlegend: false, marker: {symbol: "x", size: 9, color: colour}, hovertemplate: "stall %{y}"});
       }
     }
@@ -225,27 +227,41 @@ function draw(data) {
                             fillcolor: colour, opacity: 0.08, line: {width: 0}, layer: "below"});
     if (s.us) {
       const t = seq(s.st0, s.us.length);
-      ["us", "sy", "wa"].forEach((m, d) => traces.push({...common, x: t, y: s[m], showlegend: false, yaxis: "y3",
+      ["us", "sy", "wa"].forEach((m, d) => traces.push({...common, x: t, y: s[m], showlegend: false, yaxis: "cpu",
         line: {color: colour, width: 1.2, dash: DASH[d]}, hovertemplate: m + " %{y}%"}));
-      ["r_s", "w_s"].forEach((m, d) => traces.push({...common, x: t, y: s[m], showlegend: false, yaxis: "y4",
+      ["r_s", "w_s"].forEach((m, d) => traces.push({...common, x: t, y: s[m], showlegend: false, yaxis: "dev",
         line: {color: colour, width: 1.2, dash: DASH[d]}, hovertemplate: m + " %{y}"}));
     }
     // the first cell with counters names them in the legend (its line style); other cells share the styles
     const named = cells.find(j => data.series[j].ctr) === i;
     if (s.ctr) counters.forEach((m, d) => s.ctr[m] && traces.push({...common, x: seq(s.ct0, s.ctr[m].length), y: s.ctr[m],
-      name: m, legendgroup: named ? "counter " + m : name, showlegend: named, yaxis: "y5",
+      name: m, legendgroup: named ? "counter " + m : name, showlegend: named, yaxis: "ctr",
       line: {color: colour, width: 1.2, dash: DASH[d % DASH.length]}, hovertemplate: m + " %{y}"}));
   });
   const thr = [...new Set(cells.map(i => data.series[i].thr_name))].join(", ");
   const lat = [...new Set(cells.map(i => data.series[i].lat_name))].join(", ");
-  const panel = (title, top) => ({title: {text: title, font: {size: 12}}, domain: [top - 0.17, top], anchor: "x", rangemode: "tozero"});
+  // only the panels this study has data for (a storage study on tmpfs: no device IO, no counters), stacked
+  // top down and sharing the x axis, which is drawn under the last of them
+  const has = key => traces.some(t => t.yaxis === key && t.y.some(v => v != null));
+  const panels = [["thr", thr || "throughput"], ["lat", "latency, ms (" + (lat || "-") + ")"],
+                  ["cpu", "CPU % (us, sy dashed, wa dotted)"], ["dev", "device IO/s (read, write dashed)"],
+                  ["ctr", counters.length ? "server counters/s" : "server counters/s: pick some above"]]
+    .filter(([key]) => key === "thr" || has(key) || (key === "ctr" && data.counters.length));
+  const ids = {}, height = 1 / panels.length, gap = Math.min(0.03, height * 0.15);
   const layout = {
     margin: {t: 10, r: 10, b: 40, l: 70}, showlegend: true, legend: {orientation: "h", y: -0.05}, shapes: shapes,
-    hovermode: "x unified", xaxis: {title: {text: "second of the run"}, anchor: "y5"},
-    yaxis: panel(thr || "throughput", 1.0), yaxis2: panel("latency, ms (" + (lat || "-") + ")", 0.8),
-    yaxis3: panel("CPU % (us, sy dashed, wa dotted)", 0.6), yaxis4: panel("device IO/s (read, write dashed)", 0.4),
-    yaxis5: panel(counters.length ? "server counters/s" : "server counters/s: pick some above", 0.2),
+    hovermode: "x unified",
   };
+  panels.forEach(([key, title], k) => {
+    const id = k ? "y" + (k + 1) : "y", top = 1 - k * height;
+    ids[key] = id;
+    layout["yaxis" + (k ? k + 1 : "")] = {title: {text: title, font: {size: 12}}, domain: [top - height + gap, top],
+                                          anchor: "x", rangemode: "tozero"};
+  });
+  layout.xaxis = {title: {text: "second of the run"}, anchor: ids[panels[panels.length - 1][0]]};
+  traces.forEach(t => { t.yaxis = ids[t.yaxis]; });
+  layout.height = Math.max(400, 220 * panels.length);
+  document.getElementById("plot").style.height = layout.height + "px";
   return Plotly.react("plot", traces, layout, {responsive: true, displaylogo: false});
 }
 unpack().then(data => {
@@ -255,6 +271,7 @@ unpack().then(data => {
   if (first.length < 2 || first[0] === first[1]) first[1] = Math.min(1, data.cells.length - 1);
   data.cells.forEach((_, i) => cells.add(new Option(label(data, i), i, false, first.includes(i))));
   data.counters.forEach(name => counters.add(new Option(name, name, false, data.top.includes(name))));
+  if (!data.counters.length) document.getElementById("counter-picker").hidden = true;  // nothing to pick
   document.getElementById("filter").addEventListener("input", e => {
     const words = e.target.value.toLowerCase().split(/\\s+/).filter(w => w);
     for (const o of cells.options) o.hidden = !words.every(w => o.text.toLowerCase().includes(w));

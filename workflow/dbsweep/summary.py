@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from . import answer, canary, delivered, disturbances, markdown
+from . import answer, canary, definitions, delivered, disturbances, markdown
 
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
@@ -45,6 +45,7 @@ class Study:
     images: dict[str, str] = field(default_factory=dict)  # cell -> its prepared image (logs/prepare/<image>.log)
     rounds: str = ""  # with repeat_until: each round's smallest detectable difference (rounds.text)
     include_deviated: bool = False  # analysis.include_deviated: deviated repetitions stay in the comparisons
+    baseline: dict[str, str] = field(default_factory=dict)  # axis -> its baseline value (the study's)
 
 
 @dataclass
@@ -99,14 +100,17 @@ def problems(rep_dirs: list[Path], images: dict[str, str] | None = None) -> list
     return out
 
 
-def write(study: Study, results: Path, targets: list[Path], complete: bool, log: str | None = None) -> dict[str, Path]:
+def write(study: Study, results: Path, targets: list[Path], complete: bool, log: str | None = None,
+          user: list[Path] = ()) -> dict[str, Path]:
     """Write index.html, summary.md and the report's .rst files under results/; return their paths.
     targets: the analysis outputs (tables as .md, plots as .png) shown when complete; log: Snakemake's
-    log of a run that failed."""
+    log of a run that failed; user: the folders of the study's own analysis scripts (results/user/<stem>)."""
     tables_dir = results / "tables"
     provenance = _json(tables_dir / "provenance.json") if complete else None
     tables = [p for p in targets if p.suffix == ".md"] if complete else []
-    plots = [p for p in targets if p.suffix == ".png"] if complete else []
+    skipped = _csv(tables_dir / "skipped_plots.csv") if complete else []
+    # a skipped plot is listed with its reason, not shown as an image of that reason
+    plots = [p for p in targets if p.suffix == ".png" and p.stem not in {r["plot"] for r in skipped}] if complete else []
     axes = list(study.matrix)
     parsed = {p: markdown.parse(p.read_text()) for p in tables}
     # the longest first: the statistics' method before short repeated notes (the provenance footer)
@@ -121,9 +125,13 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "comparisons": compared,
         "recovery": answer.recovery(tables_dir / "recovery.csv", axes) if complete else [],
+        "sections": shape_answers(tables_dir, study, compared) if complete else [],
         "noise": " ".join(filter(None, [
             answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"),
-                              rounds=bool(study.rounds)) if compared else "", study.rounds if complete else ""])),
+                              rounds=bool(study.rounds))
+            if complete and (compared or (tables_dir / "cell_stats.csv").exists()) else "",
+            study.rounds if complete else ""])),
+        "user": user_outputs(list(user)) if complete else [],
         "headline": [next(p for p in plots if p.stem == name) for name in shown],
         "headline_missing": missing,
         "tables": [(p, markdown.tidy(blocks, axes, set(method))) for p, blocks in parsed.items()],
@@ -134,12 +142,13 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "provenance": provenance,
         "commands": _commands(study.rep_dirs) if complete else [],
         "problems": problems(study.rep_dirs, study.images),
-        "skipped_plots": _csv(tables_dir / "skipped_plots.csv") if complete else [],
+        "skipped_plots": skipped,
         "canary": next((canary.line(p) for p in targets if p.name == "canary.csv"), "") if complete else "",
         "host": disturbances.line(study.rep_dirs) if complete else "",
         "delivered": delivered.report(tables_dir / "delivered.csv.gz", axes, study.include_deviated)
         if complete else None,
     }
+    page["figures"] = page_figures(page, study)
     out = {"html": results / "index.html", "md": results / "summary.md",
            "caption": results / "report" / "provenance.rst", "front": results / "report" / "study.rst"}
     out["caption"].parent.mkdir(parents=True, exist_ok=True)
@@ -151,7 +160,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
 
 
 def cells_line(study: Study) -> str:
-    return f"{study.cells} cells × {study.repetitions} repetition{'s' if study.repetitions != 1 else ''}"
+    return (f"{study.cells} cell{'s' if study.cells != 1 else ''} × {study.repetitions} "
+            f"repetition{'s' if study.repetitions != 1 else ''}")
 
 
 def matrix_line(study: Study) -> str:
@@ -178,6 +188,155 @@ def provenance_lines(provenance: dict | None) -> list[tuple[str, str]]:
     return lines
 
 
+# --- answers for every shape of study, and the study's own analysis -----------------------------
+
+def shape_answers(tables_dir: Path, study: Study, compared: list) -> list[answer.Section]:
+    """What the answer says besides the comparisons with a baseline: a workload axis side by side (never
+    compared by the statistics rule), each cell's own figures when nothing was compared, a query
+    study's time per execution and an insert-benchmark study's rates per phase."""
+    axes = list(study.matrix)
+    out = [answer.side_by_side(tables_dir / "cell_stats.csv", tables_dir / "comparisons.csv", axes,
+                               baseline=study.baseline.get("workload"))]
+    if not compared and out[0] is None:
+        out.append(answer.cells(tables_dir / "cell_stats.csv", tables_dir / "summary.csv.gz", axes))
+    out.append(answer.queries(tables_dir / "query_timing.csv", axes))
+    out.append(answer.insert_phases(tables_dir / "insert_benchmark.csv", axes))
+    return [section for section in out if section]
+
+
+@dataclass
+class UserOutput:
+    """What one of the study's own analysis scripts wrote (its outputs.json): tables to show, plots,
+    and other files to link."""
+
+    name: str
+    folder: Path
+    tables: list[tuple[Path, list[markdown.Block]]]
+    plots: list[Path]
+    links: list[Path]
+
+
+USER_PLOTS = (".png", ".svg", ".jpg")  # shown as images; a PDF is linked
+USER_TABLE_ROWS = 50  # rows of a CSV the page shows; the file has them all
+
+
+def user_outputs(folders: list[Path]) -> list[UserOutput]:
+    """Each script's folder as its outputs.json lists it: .md tables parsed, .csv ones as a table (a CSV
+    with a .md of the same name is shown once, as the .md), plots as images, the rest as links."""
+    out = []
+    for folder in folders:
+        listed = _json(folder / "outputs.json") or {}
+        files = [folder / name for kind in ("tables", "plots", "other") for name in listed.get(kind, [])]
+        tables, plots, links = [], [], []
+        for path in files:
+            if path.suffix == ".md":
+                tables.append((path, markdown.parse(path.read_text(errors="replace"))))
+            elif path.suffix == ".csv" and not path.with_suffix(".md").exists():
+                tables.append((path, _csv_table(path)))
+            elif path.suffix in USER_PLOTS:
+                plots.append(path)
+            elif path.suffix != ".csv":
+                links.append(path)
+        out.append(UserOutput(folder.name, folder, tables, plots, links))
+    return out
+
+
+def _csv_table(path: Path) -> list[markdown.Block]:
+    """A CSV as a table of its first USER_TABLE_ROWS rows, saying so when it has more."""
+    with open(path, newline="", errors="replace") as f:
+        rows = list(csv.reader(f))
+    if not rows:
+        return [markdown.Para(f"{path.name}: empty")]
+    out: list[markdown.Block] = [markdown.Table(rows[0], ["left"] * len(rows[0]), rows[1:USER_TABLE_ROWS + 1])]
+    if len(rows) - 1 > USER_TABLE_ROWS:
+        out.append(markdown.Para(f"The first {USER_TABLE_ROWS} of {len(rows) - 1} rows; the file has them all."))
+    return out
+
+
+def _user_html(outputs: list[UserOutput], results: Path) -> str:
+    e = html.escape
+    if not outputs:
+        return ""
+    parts = ['<h2 id="user">Your own analysis</h2>']
+    for o in outputs:
+        parts.append(f'<section class="user" id="user-{e(o.name)}"><h3>{e(o.name)} <span class="links">'
+                     f'<a href="{e(_rel(o.folder, results))}/">folder</a></span></h3>')
+        if not (o.tables or o.plots or o.links):
+            parts.append("<p>The script wrote nothing.</p>")
+        for path, blocks in o.tables:
+            parts.append(f'<h4>{e(path.name)} <span class="links"><a href="{e(_rel(path, results))}">file</a>'
+                         f"</span></h4>{markdown.to_html(blocks, level=4)}")
+        parts += [_figure_html(path, results) for path in o.plots]
+        if o.links:
+            parts.append("<p>Other files: " + ", ".join(f'<a href="{e(_rel(p, results))}">{e(p.name)}</a>'
+                                                         for p in o.links) + "</p>")
+        parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _user_markdown(outputs: list[UserOutput], results: Path) -> list[str]:
+    if not outputs:
+        return []
+    out = ["## Your own analysis", ""]
+    for o in outputs:
+        out += [f"### {md_escape(o.name)}", ""]
+        for path, blocks in o.tables:
+            out += [f"#### {md_escape(path.name)}", "", markdown.to_markdown(blocks, 4).strip(), ""]
+        out += [f"![{md_escape(p.stem)}]({_md_link(_rel(p, results))})\n" for p in o.plots]
+        out += [f"[{md_escape(p.name)}]({_md_link(_rel(p, results))})\n" for p in o.links]
+    return out
+
+
+# The names the answer's lines use for their figures, defined in the Method section with the tables',
+# each with the words that show it is on the page.
+ANSWER_FIGURES = {"ratio": " ratio", "run-to-run noise": "Run-to-run noise",
+                  "throughput": "throughput ", "latency (median of per-second means)": "per-second means",
+                  "latency (median of per-second p95s)": "per-second p95s",
+                  "the tool's own latency over the whole run": "the tool's own latency",
+                  "side by side ratio": "side by side", "ms per execution": "ms per execution",
+                  "inserts_s": "inserted rows/s", "queries_s": " queries/s"}
+
+
+def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
+    """Each figure the page's tables and answer show, with its one-sentence definition (definitions.py):
+    the columns of every table (axes and their values are not figures) and the answer's names."""
+    said = " ".join([page.get("noise") or ""] + [f"{c.axis} {c.metric} ratio {' '.join(c.lines)}"
+                                                  for c in page["comparisons"]]
+                    + [f"{x.title} {' '.join(x.lines)}" for x in page["sections"]])
+    headers = [name for name, words in ANSWER_FIGURES.items() if words in said]
+    for _, blocks in page["tables"]:
+        for block in blocks:
+            if isinstance(block, markdown.Table):
+                headers += block.header + [h for part in block.parts for h in part.header]
+    not_figures = set(study.matrix) | {v for values in study.matrix.values() for v in values}
+    return definitions.figures(headers, not_figures)[0]
+
+
+def plot_definitions(page: dict) -> list[tuple[str, str]]:
+    """What each plot the page shows draws, with its units (definitions.PLOTS); the user's own are theirs."""
+    shown = [p.stem for p in page["headline"] + page["plots"]]
+    return [(name, definitions.PLOTS[name]) for name in shown if name in definitions.PLOTS]
+
+
+def _figures_html(figures: list[tuple[str, str]], plots: list[tuple[str, str]] = ()) -> str:
+    def dl(items):
+        return "".join(f"<dt>{html.escape(n)}</dt><dd>{html.escape(d)}.</dd>" for n, d in items)
+    out = ""
+    if figures:
+        out += f'<h3 id="figures">Figures on this page</h3><dl class="figures">{dl(figures)}</dl>'
+    if plots:
+        out += f'<h3 id="plot-figures">What each plot draws</h3><dl class="figures">{dl(plots)}</dl>'
+    return out
+
+
+def _figures_markdown(figures: list[tuple[str, str]], plots: list[tuple[str, str]] = ()) -> list[str]:
+    out = []
+    for title, items in (("Figures on this page", figures), ("What each plot draws", plots)):
+        if items:
+            out += [f"### {title}", ""] + [f"- **{md_escape(n)}**: {md_escape(d)}." for n, d in items] + [""]
+    return out
+
+
 # --- HTML ---------------------------------------------------------------------------------------
 
 STYLE = """
@@ -192,6 +351,8 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f
 .scroll { overflow: auto; max-width: 100%; max-height: 32em; margin: 0.5em 0 1.5em; }
 .table td, .table th { white-space: nowrap; } .part { margin: 0.8em 0 0; font-style: italic; } .links { font-size: 0.8em; font-weight: normal; }
 img { max-width: 100%; height: auto; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
+@media (max-width: 700px) {  /* a plot's 11-point labels stay readable: the plot scrolls sideways */
+  figure.plot { overflow-x: auto; } figure.plot img { max-width: none; } }
 code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
 dt { font-weight: bold; } dd { margin: 0 0 0.3em 1.5em; }
 .deviated { padding: 0.6em 1em; border-radius: 4px; background: #fff4e5; border: 1px solid #e37400; }
@@ -224,9 +385,11 @@ def to_html(page: dict, results: Path) -> str:
                 body = f"<details><summary>no rows for this study</summary>{body}</details>"
             parts.append(f'<section class="table" id="table-{e(path.stem)}"><h3>{e(path.stem)} '
                          f'<span class="links">{" · ".join(links)}</span></h3>{body}</section>')
-    if page["method"]:
+    parts.append(_user_html(page["user"], results))
+    if page["method"] or page["figures"] or plot_definitions(page):
         parts.append('<h2 id="method">Method</h2>' + "".join(f"<p>{markdown.inline_html(t)}</p>"
                                                              for t in page["method"]))
+        parts.append(_figures_html(page["figures"], plot_definitions(page)))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         parts.append("<p>Tables as CSV only: " + ", ".join(
@@ -257,7 +420,7 @@ RECOVERY_TITLE = "Through each timed event (results/tables/recovery.csv)"
 
 def _answer_html(page: dict, results: Path) -> str:
     e = html.escape
-    if not (page["comparisons"] or page["recovery"] or page["headline"] or page["explore"]):
+    if not (page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["explore"]):
         return ""
     out = ['<section class="answer" id="answer"><h2>Answer</h2>']
     if page["recovery"]:
@@ -268,6 +431,8 @@ def _answer_html(page: dict, results: Path) -> str:
                 "</ul></details>") if len(items) > ANSWER_LINES else ""
         out.append(f"<h3>{e(c.axis)} against {e(c.baseline)} ({e(c.metric)}, ratio [95% CI], verdict)</h3>"
                    f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
+    for section in page["sections"]:
+        out.append(f"<h3>{e(section.title)}</h3><ul>{''.join(f'<li>{e(line)}</li>' for line in section.lines)}</ul>")
     if page["noise"]:
         out.append(f'<p class="noise">{e(page["noise"])} <a href="#method">Method</a>.</p>')
     if page["explore"]:
@@ -356,8 +521,11 @@ def _query_plans_html(page: dict, results: Path) -> str:
 
 
 def _figure_html(path: Path, results: Path) -> str:
+    """The image links to itself at full size; on a phone it scrolls sideways at a readable width
+    (STYLE: at its natural size)."""
     src, name = html.escape(_rel(path, results)), html.escape(path.stem)
-    return f'<figure><img src="{src}" alt="{name}"><figcaption>{name}</figcaption></figure>'
+    return (f'<figure class="plot"><a href="{src}"><img src="{src}" alt="{name}"></a>'
+            f"<figcaption>{name} (tap or click for full size)</figcaption></figure>")
 
 
 def _status_html(page: dict) -> str:
@@ -432,13 +600,15 @@ def to_markdown(page: dict, results: Path) -> str:
             out += [m(line), ""]
     if _deviated(page):
         out += _delivered_md(page)
-    if page["comparisons"] or page["recovery"] or page["headline"]:
+    if page["comparisons"] or page["recovery"] or page["sections"] or page["headline"]:
         out += ["## Answer", ""]
         if page["recovery"]:
             out += [f"### {RECOVERY_TITLE}", ""] + [f"- {m(line)}" for line in page["recovery"]] + [""]
         for c in page["comparisons"]:
             out += [f"### {m(c.axis)} against {m(c.baseline)} ({m(c.metric)}, ratio [95% CI], verdict)", ""]
             out += [f"- {m(line)}" for line in c.lines] + [""]
+        for section in page["sections"]:
+            out += [f"### {m(section.title)}", ""] + [f"- {m(line)}" for line in section.lines] + [""]
         if page["noise"]:
             out += [m(page["noise"]), ""]
         if page["explore"]:
@@ -450,8 +620,10 @@ def to_markdown(page: dict, results: Path) -> str:
         out += ["## Tables", ""]
         for path, blocks in page["tables"]:
             out += [f"### {m(path.stem)}", "", markdown.to_markdown(blocks, 3).strip(), ""]
-    if page["method"]:
+    out += _user_markdown(page["user"], results)
+    if page["method"] or page["figures"] or plot_definitions(page):
         out += ["## Method", ""] + [line for t in page["method"] for line in (t, "")]
+        out += _figures_markdown(page["figures"], plot_definitions(page))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
         out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only), ""]

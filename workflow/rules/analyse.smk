@@ -13,6 +13,13 @@ def report(path, caption, category):
     return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
 
 
+def sweep_skipped_plots(wildcards):
+    """Rule plots' skipped plots, when the study draws them (storage cells): rule figures lists them in
+    skipped_plots.csv with its own, so the page has one list."""
+    path = rules.plots.output.skipped
+    return [path] if path in analysis_targets() else []
+
+
 rule statistics:
     localrule: True
     input:
@@ -71,6 +78,7 @@ rule plots:
         latency=report(f"{PLOTS}/latency_vs_threads.png", caption="../report/latency.rst", category="Plots"),
         jitter=report(f"{PLOTS}/jitter.png", caption="../report/jitter.rst", category="Plots"),
         boxplot=report(f"{PLOTS}/boxplot.png", caption="../report/boxplot.rst", category="Plots"),
+        skipped=f"{TABLES}/skipped_sweep_plots.csv",
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
@@ -242,6 +250,7 @@ rule topology:
     localrule: True
     input:
         summary=rules.aggregate.output.summary,
+        samples=rules.aggregate.output.samples,
         counters=rules.aggregate.output.counters,
         provenance=rules.aggregate.output.provenance,
         events=rules.aggregate.output.events,
@@ -288,6 +297,7 @@ rule figures:
         cell_stats_csv=rules.statistics.output.cell_stats_csv,
         comparisons_csv=rules.statistics.output.comparisons_csv,
         events=rules.aggregate.output.events,
+        sweep_skipped=sweep_skipped_plots,
         library=R_LIBRARY,
     output:
         **{

@@ -425,7 +425,8 @@ def summary_study(reps: int, verdicts: list[str] = ()):
     return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), reps,
                          [Path(d) for d in rep_dirs(reps)], STUDY.not_applicable, STUDY.headline, images,
                          rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "",
-                         STUDY.analysis["include_deviated"])
+                         STUDY.analysis["include_deviated"],
+                         {axis: str(value) for axis, value in STUDY.baseline.items()})
 
 
 def summary_after_error(log):
