@@ -109,6 +109,15 @@ DEFINITIONS = {
     "datadir_mb_start": "the data directory's size at the window's start, in MB",
     "datadir_mb_end": "the data directory's size at the window's end, in MB",
     "memory_limit_mb": "the server's memory cap, in MB (NA when none)",
+    # declared vs delivered (delivered.py)
+    "deviated_reps": "the cell's repetitions with a setting that ran otherwise than declared (a count; "
+                     "results/tables/delivered.csv.gz)",
+    "includes_deviated": "whether the comparison's cell or baseline cell has such a repetition (TRUE/FALSE, "
+                         "no unit; kept only with analysis.include_deviated)",
+    "deviations": "the repetition's settings that ran otherwise than declared (a count)",
+    "settings_checked": "the repetition's declared settings read back and compared (a count)",
+    "settings_verified": "of those, the ones equal to the declaration or within the kind's tolerance (a count)",
+    "settings_not_read": "the repetition's declared settings that what ran gives no reading of (a count)",
     # query_timing
     "name": "the figure of a query row: ms (time per execution), rows, or a server counter's delta",
     "configuration": "the cell's values of the axes that vary",
