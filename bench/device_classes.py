@@ -115,7 +115,8 @@ def main() -> None:
         args.seconds, args.runs = 1, 1
     tmp = tempdir("devices", where="/var/tmp")
     active = tmp / "active"
-    spec = FS_DEFAULTS | {"type": "ext4", "size": "2G", "mkfs_options": ["-E", "lazy_itable_init=0,lazy_journal_init=0"]}
+    spec = FS_DEFAULTS | {"type": "ext4", "size": "2G",
+                          "mkfs_options": ["-E", "lazy_itable_init=0,lazy_journal_init=0"]}
     image = tmp / "image.img"
     storage.prepare_image(spec, image, fill, active)
     caps = {"read_iops": args.iops, "write_iops": args.iops, "read_bps": args.mibs << 20, "write_bps": args.mibs << 20}
