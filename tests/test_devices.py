@@ -102,6 +102,7 @@ def test_the_cap_is_set_read_back_and_removed_even_on_error(tmp_path):
             assert record["device"] == storage.major_minor(dev) and record["blkio_cgroup"] == "/"
             assert blkio.classes[record["device"]] == caps
             raise RuntimeError("boom")
+    assert record["delivered_at_end"] == caps, "read back before removal, a failed run too"
     assert root_rules(dev) == {} and record["device"] not in blkio.classes
     assert leftovers(tmp_path) == [] and list((tmp_path / "active").iterdir()) == []
 

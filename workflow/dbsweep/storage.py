@@ -142,17 +142,17 @@ def throttled(dev: str, device_class: dict, active: Path):
     caps = {key: int(device_class[key]) for key in blkio.LIMITS if key in device_class}
     entry = register(active, {"throttle": number, "blkio": str(h.mount), "device": dev, "image": _backing(dev)})
     home = h.home()
+    facts = {"name": device_class["name"], "device": number, "declared": caps,
+             "blkio_cgroup": "/" + str(home.relative_to(h.mount)).removeprefix(".")}
     try:
         if home != h.mount:
             cgroup.move(os.getpid(), h.mount)
         blkio.set_rules(h.mount, number, caps)
         blkio.classes[number] = caps
-        facts = {"name": device_class["name"], "device": number, "declared": caps,
-                 "delivered": blkio.rules(h.mount, number),
-                 "blkio_cgroup": "/" + str(home.relative_to(h.mount)).removeprefix(".")}
+        facts["delivered"] = blkio.rules(h.mount, number)
         yield facts
-        facts["delivered_at_end"] = blkio.rules(h.mount, number)
     finally:
+        facts["delivered_at_end"] = blkio.rules(h.mount, number)
         blkio.classes.pop(number, None)
         blkio.set_rules(h.mount, number, {})
         if home != h.mount:
