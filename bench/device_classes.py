@@ -12,7 +12,8 @@ fio runs each IO path for --seconds, --runs times, and the table gives the media
 Buffered writes without fsync go to the page cache at memory speed (so would a real device's); the
 writeback that follows is then timed with `sync`, done by the kernel's flusher threads, and its
 device rate is the figure. "The class allows" is the IOPS or bandwidth cap, whichever binds at the
-path's block size.
+size of the IOs the device received (the kernel splits a 1M direct write in two, and writeback makes
+its own sizes; blkio counts each as an IO).
 
     .venv/bin/python bench/device_classes.py [--iops 1000] [--mibs 20] [--seconds 5] [--runs 3]
     .venv/bin/python bench/device_classes.py --smoke      # 1 s per path, one run: checks it still runs
@@ -69,17 +70,17 @@ def fill(root: Path) -> list[list[str]]:
     return [argv]
 
 
-def expected(caps: dict, args: list[str], direction: str, bound: str) -> float:
-    """What the class lets through on a path: the IOPS cap or the bandwidth cap, whichever binds at the
-    path's block size (buffered writes are written back in bios of about 1M)."""
-    size = 4096 if "--bs=4k" in args and ("--direct=1" in args or "--fsync=1" in args or direction == "read") \
-        else 2**20
+def allowed(caps: dict, direction: str, bound: str, size: float) -> float:
+    """What the class lets through in a direction for IOs of `size` bytes as the device receives them (the
+    kernel may split fio's blocks, or merge them, and writeback makes its own): the IOPS cap or the
+    bandwidth cap, whichever binds at that size; in IOs/s or MiB/s."""
     per_second = min(caps[f"{direction}_iops"] * size, caps[f"{direction}_bps"])
     return per_second / size if bound == "iops" else per_second / 2**20
 
 
 def measure(fs, args: list[str], direction: str, bound: str, seconds: int, mibs: float) -> tuple:
-    """One fio run of a path on the mounted filesystem: (fio's figure, the device's figure). Buffered
+    """One fio run of a path on the mounted filesystem: (fio's figure, the device's figure, the device's
+    mean IO size in bytes). Buffered
     sequential writes write a fixed amount (about `seconds` at the cap), so that fio's figure includes its
     fsync, or the writeback after it can be timed."""
     dev = fs.devices[0]
@@ -94,13 +95,17 @@ def measure(fs, args: list[str], direction: str, bound: str, seconds: int, mibs:
     job = json.loads(out)["jobs"][0][direction]
     figure = job["iops"] if bound == "iops" else job["bw_bytes"] / 2**20
     device = rate(before, after, job["runtime"] / 1000, direction, bound)  # fio's own time, not its start-up
+    end = after
     if "--fsync=1" not in args and "--end_fsync=1" not in args and "--direct=1" not in args and direction == "write":
         start = time.monotonic()  # the writeback of what fio left dirty, by the flusher threads
         subprocess.run(["sync", "-f", str(fs.path / "scratch")], check=True)
         took = time.monotonic() - start
-        device = rate(after, device_stat(dev), took, direction, bound)
+        end = device_stat(dev)
+        device = rate(after, end, took, direction, bound)
+        before = after
     (fs.path / "scratch").unlink(missing_ok=True)
-    return figure, device
+    ios = end[f"{direction}_ios"] - before[f"{direction}_ios"]
+    return figure, device, (end[f"{direction}_bytes"] - before[f"{direction}_bytes"]) / max(ios, 1)
 
 
 def main() -> None:
@@ -124,19 +129,18 @@ def main() -> None:
     with storage.filesystem(spec | {"device_class": {"name": "bench"} | caps}, tmp / "scratch", active, image) as fs:
         delivered = fs.facts["device_class"]["delivered"]
         for name, (fio_args, direction, bound) in PATHS.items():
-            want = expected(caps, fio_args, direction, bound)
-            mibs = expected(caps, fio_args, direction, "bw")
+            mibs = allowed(caps, direction, "bw", 4096 if "--bs=4k" in fio_args else 2**20)
             got = [measure(fs, fio_args, direction, bound, args.seconds, mibs) for _ in range(args.runs)]
-            fio = statistics.median(g[0] for g in got)
-            device = statistics.median(g[1] for g in got)
-            rows.append((name, bound, want, fio, device))
+            fio, device, size = (statistics.median(g[i] for g in got) for i in range(3))
+            rows.append((name, bound, size, allowed(caps, direction, bound, size), fio, device))
     unit = {"iops": "IOs/s", "bw": "MiB/s"}
     print(f"class: {args.iops} IOPS, {args.mibs} MiB/s each way; read back from blkio: {delivered}")
     print(f"{args.runs} runs of {args.seconds} s per path (medians)\n")
-    print("| IO path | unit | the class allows | fio saw | device saw | device / class |")
-    print("|---|---|---:|---:|---:|---:|")
-    for name, bound, want, fio, device in rows:
-        print(f"| {name} | {unit[bound]} | {want:g} | {fio:.1f} | {device:.1f} | {device / want:.3f} |")
+    print("| IO path | unit | device IO size (KiB) | the class allows | fio saw | device saw | device / class |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for name, bound, size, want, fio, device in rows:
+        print(f"| {name} | {unit[bound]} | {size / 1024:.0f} | {want:.1f} | {fio:.1f} | {device:.1f} | "
+              f"{device / want:.3f} |")
 
 
 if __name__ == "__main__":
