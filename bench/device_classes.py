@@ -13,7 +13,8 @@ Buffered writes without fsync go to the page cache at memory speed (so would a r
 writeback that follows is then timed with `sync`, done by the kernel's flusher threads, and its
 device rate is the figure. "The class allows" is the IOPS or bandwidth cap, whichever binds at the
 size of the IOs the device received (the kernel splits a 1M direct write in two, and writeback makes
-its own sizes; blkio counts each as an IO).
+its own sizes; blkio counts each as an IO). Flushes (an fsync's cache flush) are a column of their own:
+the throttle counts an empty flush as a write IO, while the device's stat counts it apart from writes.
 
     .venv/bin/python bench/device_classes.py [--iops 1000] [--mibs 20] [--seconds 5] [--runs 3]
     .venv/bin/python bench/device_classes.py --smoke      # 1 s per path, one run: checks it still runs
@@ -52,9 +53,10 @@ PATHS = {
 
 
 def device_stat(dev: str) -> dict[str, int]:
-    """Completed IOs and bytes of a block device, from its sysfs stat."""
+    """Completed IOs, bytes and flushes of a block device, from its sysfs stat (Documentation/block/stat)."""
     f = [int(x) for x in Path(f"/sys/block/{dev}/stat").read_text().split()]
-    return {"read_ios": f[0], "read_bytes": f[2] * 512, "write_ios": f[4], "write_bytes": f[6] * 512}
+    return {"read_ios": f[0], "read_bytes": f[2] * 512, "write_ios": f[4], "write_bytes": f[6] * 512,
+            "flushes": f[15]}
 
 
 def rate(before: dict, after: dict, seconds: float, direction: str, bound: str) -> float:
@@ -80,7 +82,7 @@ def allowed(caps: dict, direction: str, bound: str, size: float) -> float:
 
 def measure(fs, args: list[str], direction: str, bound: str, seconds: int, mibs: float) -> tuple:
     """One fio run of a path on the mounted filesystem: (fio's figure, the device's figure, the device's
-    mean IO size in bytes). Buffered
+    mean IO size in bytes, its flushes per second). Buffered
     sequential writes write a fixed amount (about `seconds` at the cap), so that fio's figure includes its
     fsync, or the writeback after it can be timed."""
     dev = fs.devices[0]
@@ -94,18 +96,20 @@ def measure(fs, args: list[str], direction: str, bound: str, seconds: int, mibs:
     after = device_stat(dev)
     job = json.loads(out)["jobs"][0][direction]
     figure = job["iops"] if bound == "iops" else job["bw_bytes"] / 2**20
-    device = rate(before, after, job["runtime"] / 1000, direction, bound)  # fio's own time, not its start-up
+    seconds = job["runtime"] / 1000  # fio's own time, not its start-up
+    device = rate(before, after, seconds, direction, bound)
     end = after
     if "--fsync=1" not in args and "--end_fsync=1" not in args and "--direct=1" not in args and direction == "write":
         start = time.monotonic()  # the writeback of what fio left dirty, by the flusher threads
         subprocess.run(["sync", "-f", str(fs.path / "scratch")], check=True)
-        took = time.monotonic() - start
+        seconds = time.monotonic() - start
         end = device_stat(dev)
-        device = rate(after, end, took, direction, bound)
+        device = rate(after, end, seconds, direction, bound)
         before = after
     (fs.path / "scratch").unlink(missing_ok=True)
     ios = end[f"{direction}_ios"] - before[f"{direction}_ios"]
-    return figure, device, (end[f"{direction}_bytes"] - before[f"{direction}_bytes"]) / max(ios, 1)
+    size = (end[f"{direction}_bytes"] - before[f"{direction}_bytes"]) / max(ios, 1)
+    return figure, device, size, (end["flushes"] - before["flushes"]) / seconds
 
 
 def main() -> None:
@@ -131,16 +135,17 @@ def main() -> None:
         for name, (fio_args, direction, bound) in PATHS.items():
             mibs = allowed(caps, direction, "bw", 4096 if "--bs=4k" in fio_args else 2**20)
             got = [measure(fs, fio_args, direction, bound, args.seconds, mibs) for _ in range(args.runs)]
-            fio, device, size = (statistics.median(g[i] for g in got) for i in range(3))
-            rows.append((name, bound, size, allowed(caps, direction, bound, size), fio, device))
+            fio, device, size, flushes = (statistics.median(g[i] for g in got) for i in range(4))
+            rows.append((name, bound, size, allowed(caps, direction, bound, size), fio, device, flushes))
     unit = {"iops": "IOs/s", "bw": "MiB/s"}
     print(f"class: {args.iops} IOPS, {args.mibs} MiB/s each way; read back from blkio: {delivered}")
     print(f"{args.runs} runs of {args.seconds} s per path (medians)\n")
-    print("| IO path | unit | device IO size (KiB) | the class allows | fio saw | device saw | device / class |")
-    print("|---|---|---:|---:|---:|---:|---:|")
-    for name, bound, size, want, fio, device in rows:
+    print("| IO path | unit | device IO size (KiB) | the class allows | fio saw | device saw | device / class "
+          "| device flushes/s |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|")
+    for name, bound, size, want, fio, device, flushes in rows:
         print(f"| {name} | {unit[bound]} | {size / 1024:.0f} | {want:.1f} | {fio:.1f} | {device:.1f} | "
-              f"{device / want:.3f} |")
+              f"{device / want:.3f} | {flushes:.1f} |")
 
 
 if __name__ == "__main__":
