@@ -128,7 +128,7 @@ class Throttles:
         cls = classes.get(dev, {})
         for key in sorted(set_):
             (group.path / f"blkio.throttle.{key}_device").write_text(f"{dev} {cls.get(key, 0)}")
-        set_ -= set(cls)
+        set_ &= set(cls)  # the class's stay set, at its rates
         return dev
 
     def close(self) -> None:
