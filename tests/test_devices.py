@@ -107,6 +107,24 @@ def test_the_cap_is_set_read_back_and_removed_even_on_error(tmp_path):
     assert leftovers(tmp_path) == [] and list((tmp_path / "active").iterdir()) == []
 
 
+def test_an_io_throttle_event_on_a_class_is_held_to_it_and_lifted_back_to_it(tmp_path):
+    with storage.filesystem(spec(read_iops=300), tmp_path / "scratch", tmp_path / "active") as fs:
+        dev = fs.facts["device_class"]["device"]
+        throttles = blkio.Throttles()
+        sleeper = subprocess.Popen(["sleep", "60"])
+        try:
+            throttles.limit("node1", [sleeper.pid], dev, {"read_iops": 1000, "write_iops": 50})
+            group = throttles.owner.path / "node1"
+            assert blkio.rules(group, dev) == {"read_iops": 300, "write_iops": 50}
+            throttles.lift("node1")  # the node stays in its cgroup until close: at the class's rates
+            assert blkio.rules(group, dev) == {"read_iops": 300}
+        finally:
+            throttles.close()
+            sleeper.kill()
+            sleeper.wait()
+    assert leftovers(tmp_path) == []
+
+
 def test_a_sigkilled_runs_cap_is_removed_by_the_next_one(tmp_path):
     child = textwrap.dedent(f"""
         import sys, time
