@@ -78,12 +78,21 @@ ROWS = [
      "topologies.r.sync_standbys:", "2"),
     ("topologies.*.hosts", topology("r", {"replicas": 1, "replication": "async", "hosts": {"replica9": "n2"}}),
      "topologies.r.hosts.replica9:", "'n2'"),
+    # issue 32: a placement the run would not honour (every node on the job's host) is refused, not recorded
+    ("topologies.*.hosts", topology("r", {"replicas": 1, "replication": "async",
+                                          "hosts": {"primary": "db1", "replica1": "db2"}}),
+     "topologies.r.hosts.primary:", "'db1': placement across hosts is not built yet (issue 34); every node would "
+                                    "run on the job's host"),
     ("network", topology("r", {"replicas": 1, "replication": "async"}, network={"latency": 1}), "network.latency:",
      "unknown key"),
     ("network.client_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
                                            network={"client_latency_ms": -1}), "network.client_latency_ms:", "-1"),
     ("network.node_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
                                          network={"node_latency_ms": "1ms"}), "network.node_latency_ms:", "'1ms'"),
+    # issue 32: below the least this host's delay mechanism (the user-space delayer) adds; 0.001 ms is 1 µs
+    ("network.client_latency_ms", topology("r", {"replicas": 1, "replication": "async"},
+                                           network={"client_latency_ms": 0.001}), "network.client_latency_ms:",
+     "0.001 is below what a link delay can deliver on this host"),
     ("network.jitter_ms", topology("r", {"replicas": 1, "replication": "async"}, network={"jitter_ms": -2}),
      "network.jitter_ms:", "-2"),
     ("networks", both(put("axes.topology", ["single"]), put("axes.network", ["../x"]),
@@ -181,6 +190,7 @@ ROWS = [
     ("analysis.plots", put("analysis.plots", ["pie"]), "analysis.plots[0]:", "'pie'"),
     ("analysis.headline", put("analysis.headline", ["pie"]), "analysis.headline[0]:", "'pie'"),
     ("analysis.statistics", put("analysis.statistics", ["mode"]), "analysis.statistics[0]:", "'mode'"),
+    ("analysis.include_deviated", put("analysis.include_deviated", "no"), "analysis.include_deviated:", "'no'"),
     ("analysis.scripts", put("analysis.scripts", ["nosuch/mine.R"]), "analysis.scripts[0]:", "'nosuch/mine.R'"),
     ("filesystems", lambda c: c["filesystems"].update({"../x": {"type": "ext4"}}), "filesystems:", "'../x'"),
     ("filesystems.*", put("filesystems.ext4", "big"), "filesystems.ext4:", "'big'"),
@@ -330,6 +340,11 @@ ROWS = [
      "server_options.log.a.mariadb.log_bin:", "'/var/tmp/bin' names a path outside"),
     ("server_options.*.*.postgresql", option_set("postgresql", {"port": 1}),
      "server_options.log.a.postgresql.port:", "1"),
+    # issue 32: values of dataset-shaping settings the bootstrap or initdb would refuse only in prepare
+    ("server_options.*.*.mariadb", option_set("mariadb", {"innodb_page_size": "12k"}),
+     "server_options.log.a.mariadb.innodb_page_size:", "'12k' is not an InnoDB page size"),
+    ("server_options.*.*.postgresql", option_set("postgresql", {"wal_segment_size": "48MB"}),
+     "server_options.log.a.postgresql.wal_segment_size:", "'48MB' is not a power of two"),
     # hostile-input audit (the case numbers are its files'): each was a traceback, a MemoryError, or accepted
     # 37, 115: a bare 1: is YAML's integer, not a name (and integer and string keys do not sort together)
     ("(top level)", lambda c: c.update({1: "x", "foo": "y"}), "1:", "the key 1 is a number"),

@@ -168,7 +168,8 @@ def test_baseline_off_means_the_word_and_analysis_has_defaults():
     # headline shapes only the summary page: not in the analysis rules' params (changing it reruns nothing)
     assert load(config).headline == ["tps_vs_memory", "violin"] and "headline" not in load(config).analysis
     assert load(config).analysis == {"trim_s": 30, "steady_state": True, "stall_share": 0.5, "plots": ["violin"],
-                                     "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
+                                     "statistics": ["median", "mean", "sd", "p95", "max"], "include_deviated": False,
+                                     "scripts": []}
     config["analysis"] = {"statistics": ["mean", "sd", "p95", "max"], "scripts": ["config/scripts/per_thread.R"]}
     assert load(config).analysis["statistics"] == ["mean", "sd", "p95", "max"]
     assert load(config).analysis["scripts"] == [str(ROOT / "config/scripts/per_thread.R")]  # relative to the folder

@@ -153,13 +153,13 @@ def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir)
     assert not (rep / "rejected.json").exists()
     (attempt,) = rep.glob("attempt~*")
     failed = json.loads((attempt / "run.json").read_text())
-    assert "died while serving" in failed["error"]
+    assert failed["error"].startswith(f"mariadbd (pid {server.pid}) was killed by signal 9 (SIGKILL) at ")
     # its engine status from before the window is kept; the dead server had none to give after it
     assert failed["engine_status"]["start"] == {"primary": "engine_status.start.txt"}
     assert "error" in failed["engine_status"]["end"]["primary"]
     assert "BUFFER POOL AND MEMORY" in (attempt / "raw/engine_status.start.txt").read_text()
     log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
-    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text() and "died while serving" in log.read_text()
+    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text() and "was killed by signal 9 (SIGKILL)" in log.read_text()
     assert "warning: engine status at the window's end, node primary: not taken: " in log.read_text()
 
     config["workloads"]["oltp"]["options"]["time"] = 2

@@ -310,6 +310,66 @@ def test_mariadb_takes_whole_option_names_only(tmp_path):
     assert re.search(r"^getopt-prefix-matching\s+FALSE$", done.stdout, re.M)
 
 
+HELP_FIXTURE = Path(__file__).parent / "fixtures" / "mariadbd_help" / "verbose_help.txt.gz"
+# `  -C, --character-set-server=name`: an option with a short alias (the alias may be a sign, -# or -?).
+ALIASED = re.compile(r"^  -\S, --([A-Za-z0-9][A-Za-z0-9_-]*)", re.M)
+
+
+def aliased_names(text: str) -> list[str]:
+    return ALIASED.findall(text)
+
+
+def test_options_with_a_short_alias_are_known_in_either_spelling():
+    """mariadbd --verbose --help lists `-C, --character-set-server=name`: such names were missed, so a study
+    setting character-set-server was refused as unknown (issue 32). Real output of Debian's 10.11."""
+    import gzip
+    from dbsweep.engines import _known
+    text = gzip.decompress(HELP_FIXTURE.read_bytes()).decode()
+    known = mariadb.help_option_names(text)
+    aliased = aliased_names(text)
+    assert len(aliased) >= 15 and "character-set-server" in aliased
+    for name in aliased:
+        for spelling in (name, name.replace("-", "_"), name.replace("_", "-"), "loose_" + name):
+            assert _known(spelling, known), spelling
+    assert {"collation_server", "innodb_page_size", "lower_case_table_names"} <= known  # no alias: known before
+    assert not _known("character_set_servr", known)
+
+
+@pytest.mark.skipif(shutil.which("mariadbd") is None, reason="no mariadbd")
+def test_the_installed_server_knows_its_aliased_options_at_load():
+    """The check at load (installed=True) against the installed mariadbd: every aliased option of its own help
+    passes, in either spelling, unless dbsweep refuses it for another reason (datadir, port, user …)."""
+    from dbsweep.engines import check_options
+    done = subprocess.run(["mariadbd", "--no-defaults", "--verbose", "--help"], capture_output=True, text=True,
+                          cwd="/")
+    aliased = aliased_names(done.stdout)
+    assert "character-set-server" in aliased
+    for name in aliased:
+        for spelling in (name, name.replace("-", "_")):
+            if mariadb.refused(spelling, "x") is None:
+                check_options("mariadb", {spelling: "x"}, "server.options.mariadb", installed=True)
+    check_options("mariadb", {"character-set-server": "latin1", "collation-server": "latin1_swedish_ci"},
+                  "server_options.charset.latin1.mariadb", installed=True)
+    with pytest.raises(ConfigError, match="has no option 'character-set-servr'"):
+        check_options("mariadb", {"character-set-servr": "latin1"}, "server.options.mariadb", installed=True)
+
+
+@pytest.mark.skipif(not list(Path("/usr/lib/postgresql").glob("*/bin/postgres")), reason="no postgres")
+def test_postgresql_knows_the_settings_initdb_fixes_at_load():
+    """`postgres --describe-config` leaves out read-only parameters, among them those initdb fixes
+    (data_checksums, wal_segment_size, server_encoding, lc_collate, lc_ctype): a study sets those as options
+    (initdb gets them), so the check at load knows them; another read-only one (block_size) is still refused."""
+    from dbsweep.engines import check_options, postgresql
+    described = subprocess.run([str(postgresql.bindir() / "postgres"), "--describe-config"], capture_output=True,
+                               text=True, cwd="/").stdout
+    listed = {line.split("\t", 1)[0] for line in described.splitlines()}
+    assert not listed & set(postgresql.INITDB)  # the gap: none of them is described
+    check_options("postgresql", {"data_checksums": "on", "wal_segment_size": "64MB", "server_encoding": "UTF8",
+                                 "lc_collate": "C", "lc_ctype": "C"}, "server.options.postgresql", installed=True)
+    with pytest.raises(ConfigError, match="has no option 'block_size'"):
+        check_options("postgresql", {"block_size": 16384}, "server.options.postgresql", installed=True)
+
+
 def test_option_sets_shape():
     sets = option_sets()
     assert set(sets) == {"binlog", "durability", "isolation"}

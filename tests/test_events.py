@@ -77,6 +77,8 @@ def test_every_action_at_its_time_and_the_stall_it_makes(study_factory):
     page = study.path("results/summary.md").read_text()  # the answer starts with each event's recovery
     answer = page.split("## Answer", 1)[1]
     assert answer.lstrip().startswith("### Through each timed event")
-    assert re.search(r"- mixed: pause at 4 s for 2.50 s: [\d,]+ tps before; under 95% for \d+ s; under 50% for [2-9] s", answer)
+    # (not back by the window's end, on a noisy host: the seconds counted to it, and said so)
+    assert re.search(r"- mixed: pause at 4 s for 2.50 s: [\d,]+ tps before; under 95% for \d+ s( of the \d+ s after "
+                     r"it)?; under 50% for [2-9] s", answer)
 
     assert leftovers(study.root) == []

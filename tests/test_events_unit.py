@@ -73,7 +73,8 @@ def test_the_fatal_line_of_a_lost_query_fails_a_run_that_did_not_reconnect(tmp_p
 
 
 def test_recovery_figures_of_a_real_outage():
-    """The semi-sync replica's link cut at 3 s for 4 s, timeout 1 s (tests/fixtures/topology_tables)."""
+    """The semi-sync replica's link cut at 3 s for 4 s, timeout 1 s (tests/fixtures/topology_tables): the
+    replica was still 6,600 transactions and 6 s behind at the window's end, and its lag still growing."""
     tables = FIXTURES / "topology_tables"
 
     def cell(path):
@@ -84,11 +85,13 @@ def test_recovery_figures_of_a_real_outage():
     counters = [{"second": int(r["second"]), "node": r["node"], "name": r["name"], "value": float(r["value"])}
                 for r in cell(tables / "counters.csv.gz")]
     schedule = [{"at": 3, "for": 4, "action": "cut", "target": "link primary-replica1"}]
-    (row,) = recovery_rows(schedule, samples, counters)
+    (row,) = recovery_rows(schedule, samples, counters, replicated=True, behind_unit="transactions")
     recorded = cell(tables / "recovery.csv.gz")[0]
-    for key in ("before_tps", "below95_s", "below50_s", "lost_tx", "sync_off_s", "lag_peak_s"):
+    for key in ("before_tps", "below95_s", "below50_s", "lost_tx", "sync_off_s", "lag_end_s", "behind_end"):
         assert row[key] == pytest.approx(float(recorded[key])), key
     assert row["below50_s"] >= 1 and row["sync_off_s"] >= 2
+    assert row["catch_up_s"] is None and row["lag_peak_s"] is None  # not the window's end as an answer
+    assert row["catch_up_why"] == "replicas not caught up by the window's end: 6,600 transactions behind"
     assert row["unacked_tx"] is None  # captured before unacked_tx was derived
 
 

@@ -3,11 +3,14 @@ import io
 import os
 import logging
 import re
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
 
 from dbsweep import study_progress
+from dbsweep.runtime import lock
 from dbsweep.progress import Follow
 from dbsweep.workloads import fio, sysbench_fileio, sysbench_oltp
 
@@ -166,3 +169,51 @@ def test_study_progress_on_a_terminal_redraws_in_place_and_gives_way_to_snakemak
     assert before.endswith("\r\x1b[K") and "\r\x1b[Kdbsweep: 1/2 repetitions done" in after
     assert re.search(r"\r\x1b\[Kdbsweep: 1/2 repetitions done, \d s elapsed, about \d s left\n$", text)
     assert text.count("\n") == 2, "only Snakemake's line and the last line end in a newline"
+
+
+def test_a_repetition_waiting_for_the_measuring_lock_is_said_to_wait_and_for_whom(tmp_path):
+    """A real holder of the host's measuring lock (another process, runtime/lock.py) and a job waiting for
+    it, writing its run log as the run job does: the line says it waits, and for whom, not "running"."""
+    runs = study_tree(tmp_path, reps=2)
+    lock_path = tmp_path / "measure.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom pathlib import Path\n"
+         "from dbsweep.runtime.lock import measuring\n"
+         "with measuring('run other/rep~1', sys.stdout, Path(sys.argv[1])):\n    print('held', flush=True)\n"
+         "    time.sleep(60)\n", str(lock_path)],
+        stdout=subprocess.PIPE, text=True,
+        env=os.environ | {"PYTHONPATH": str(Path(study_progress.__file__).parents[1])})
+    assert holder.stdout.readline() == "held\n"
+    start_log(runs[0], "restoring\n")
+    taken, release = threading.Event(), threading.Event()
+
+    def job():
+        with open(study_progress.run_log(runs[0]), "a") as log, lock.measuring("run", log, lock_path):
+            log.write("progress: run 1/5 s, 100 tps\n")
+            log.flush()
+            taken.set()
+            release.wait(30)
+
+    waiter = threading.Thread(target=job)
+    waiter.start()
+    try:
+        progress = study_progress.StudyProgress(runs, dict.fromkeys(runs, 5.0), io.StringIO())
+        deadline = time.monotonic() + 10
+        while progress.status().waiting is None:
+            assert time.monotonic() < deadline, study_progress.run_log(runs[0]).read_text()
+            time.sleep(0.05)
+        text = study_progress.line(progress.status())
+        assert re.search(rf"; filesystem~xfs/threads~4 rep~1 waiting for the host's measuring lock \(held by pid "
+                         rf"{holder.pid} on \S+ in \S+: run other/rep~1 since [^)]+\)$", text), text
+        assert "running" not in text
+        holder.kill()
+        holder.wait()
+        assert taken.wait(10)
+        text = study_progress.line(progress.status())
+        assert text.endswith("; running filesystem~xfs/threads~4 rep~1: run 1/5 s, 100 tps"), text
+    finally:
+        release.set()
+        waiter.join()
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()

@@ -1,8 +1,9 @@
 """The query workload through the real workflow: a setup file, a join run cold and warm on InnoDB and
-PostgreSQL, counters per execution; bad setup and missing files."""
+PostgreSQL, counters per execution, the plan of each cell and its fingerprint; bad setup and missing files."""
 import csv
 import gzip
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,25 @@ def query_study(engines=("innodb", "postgresql"), setup="setup.sql", **options) 
     return config
 
 
+# Session settings that change the join's plan (MariaDB: a hash join, BNLH, instead of eq_ref on customers'
+# primary key; PostgreSQL: nested loops instead of a hash join), each run warm beside the plain join.
+PLAN_CHANGES = {"innodb": ("join_hash", {"session.join_cache_level": 4}),
+                "postgresql": ("join_nohash", {"session.enable_hashjoin": "off"})}
+
+
+def plan_study() -> dict:
+    """query_study's four cells and, per engine, the join under its PLAN_CHANGES setting (warm): six cells,
+    compared with the warm plain join."""
+    config = query_study()
+    for engine, (name, session) in PLAN_CHANGES.items():
+        config["workloads"][name] = {"tool": "query", "options": config["workloads"]["join"]["options"] | session}
+        config["axes"]["workload"].append(name)
+        config.setdefault("exclude", []).append({"workload": name, "cache": "cold"})
+        config["exclude"] += [{"workload": name, "engine": other} for other in PLAN_CHANGES if other != engine]
+    config["baseline"] = {"cache": "warm", "workload": "join"}
+    return config
+
+
 def rows(path):
     with gzip.open(path, "rt", newline="") as f:
         return list(csv.DictReader(f))
@@ -31,12 +51,13 @@ def rows(path):
 
 @pytest.mark.workflow
 def test_cold_reads_from_disk_and_warm_does_not(study_factory, workdir):  # noqa: F811
-    study = study_factory(query_study())
+    study = study_factory(plan_study())
     study.run()
     assert servers_in(workdir) == []
     got = {}
     for r in rows(study.path("results/tables/executions.csv.gz")):
-        got.setdefault((r["engine"], r["cache"], r["name"]), []).append(float(r["value"]))
+        if r["workload"] == "join":
+            got.setdefault((r["engine"], r["cache"], r["name"]), []).append(float(r["value"]))
     for engine, reads in (("innodb", "Innodb_buffer_pool_reads"), ("postgresql", "statio.heap_blks_read")):
         assert len(got[engine, "cold", "ms"]) == 2 and len(got[engine, "warm", "ms"]) == 2
         assert got[engine, "cold", "rows"] == [10.0, 10.0]  # ten regions
@@ -48,6 +69,39 @@ def test_cold_reads_from_disk_and_warm_does_not(study_factory, workdir):  # noqa
     table = study.path("results/tables/query_timing.md").read_text()
     assert "Innodb_buffer_pool_reads" in table and "statio.heap_blks_read" in table
     assert study.path("results/plots/query_timing.png").stat().st_size > 1000
+    check_plans(study)
+
+
+def check_plans(study):
+    """Each cell kept its plan (the server's JSON, listed in run.json); cold and warm ran one plan, the
+    PLAN_CHANGES settings another, and the table and the page say which."""
+    plans = {(r["engine"], r["cache"], r["workload"]): r for r in rows(study.path("results/tables/plans.csv.gz"))}
+    assert len(plans) == 6
+    for (engine, cache, workload), plan in plans.items():
+        path = study.path("results") / plan["file"]
+        json.loads(path.read_text())  # the server's JSON
+        record = json.loads(next(path.parents[2].glob("run.json")).read_text())
+        assert record["checksums"]["plans/join.json"]
+        assert plan["statement"] == ("ANALYZE FORMAT=JSON" if engine == "innodb" else
+                                     "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)")
+        assert 0 < float(plan["seconds"]) < 5
+    for engine, (changed, _) in PLAN_CHANGES.items():
+        assert plans[engine, "cold", "join"]["fingerprint"] == plans[engine, "warm", "join"]["fingerprint"]
+        assert plans[engine, "warm", changed]["fingerprint"] != plans[engine, "warm", "join"]["fingerprint"]
+    hashed = json.loads((study.path("results") / plans["innodb", "warm", "join_hash"]["file"]).read_text())
+    assert "BNLH" in json.dumps(hashed)  # the session's join_cache_level reached the plan's session
+    with open(study.path("results/tables/query_timing.csv"), newline="") as f:
+        table = {(r["engine"], r["cache"], r["workload"], r["name"]): r for r in csv.DictReader(f)}
+    for engine, (changed, _) in PLAN_CHANGES.items():
+        assert table[engine, "warm", "join", "ms"]["plan_vs_baseline"] == "baseline"
+        assert table[engine, "cold", "join", "ms"]["plan_vs_baseline"] == "same plan"
+        assert table[engine, "warm", changed, "ms"]["plan_vs_baseline"] == "other plan"
+        assert table[engine, "cold", "join", "ms"]["plan_fingerprint"] == plans[engine, "cold", "join"]["fingerprint"]
+    page = study.path("results/index.html").read_text()
+    assert 'id="query-plans"' in page
+    assert page.count("<details><summary>Plan <code>") == len({p["fingerprint"] for p in plans.values()}) == 4
+    for plan in plans.values():
+        assert f'href="{plan["file"]}"' in page
 
 
 @pytest.mark.workflow
@@ -121,3 +175,112 @@ def test_summary_refuses_a_run_without_measured_executions(tmp_path):
         query.summary(tmp_path)
     with pytest.raises(ValueError, match="missing"):
         query.summary(tmp_path / "nowhere")
+
+
+# Real captured plans (tests/fixtures/capture_plans.py): the join, cold and warm, and under a setting that
+# changes its plan; EXPLAIN's plan of the same join, not run.
+PLANS = FIXTURES / "plans"
+CHANGED = {"innodb": "innodb_warm_join_hash", "postgresql": "postgresql_warm_join_nohash"}
+
+
+@pytest.mark.parametrize("engine", ["innodb", "postgresql"])
+def test_one_plan_run_twice_has_one_fingerprint_and_another_plan_another(engine):
+    from dbsweep.plans import fingerprint
+    cold, warm = (PLANS / f"{engine}_{cache}_join.json" for cache in ("cold", "warm"))
+    assert cold.read_text() != warm.read_text()  # the timings (and PostgreSQL's buffers) differ
+    assert fingerprint(cold.read_text()) == fingerprint(warm.read_text())
+    assert fingerprint((PLANS / f"{engine}_explain.json").read_text()) == fingerprint(warm.read_text())
+    assert fingerprint((PLANS / f"{CHANGED[engine]}.json").read_text()) != fingerprint(warm.read_text())
+
+
+def _edited(name: str, path: tuple, value) -> str:
+    """A captured plan with the value at path (keys and list indexes) replaced."""
+    plan = json.loads((PLANS / name).read_text())
+    node = plan
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value(node[path[-1]]) if callable(value) else value
+    return json.dumps(plan)
+
+
+MARIADB_C = ("query_block", "filesort", "temporary_table", "nested_loop", 1, "table")
+PG_SCAN = (0, "Plan", "Plans", 0, "Plans", 0, "Plans", 0)  # Sort > Aggregate > Hash Join > Seq Scan of orders
+
+
+@pytest.mark.parametrize("name, path, value, same", [
+    ("innodb_warm_join.json", MARIADB_C + ("r_rows",), 7, True),
+    ("innodb_warm_join.json", MARIADB_C + ("rows",), 999, True),
+    ("innodb_warm_join.json", MARIADB_C + ("r_table_time_ms",), 1e6, True),
+    ("innodb_warm_join.json", MARIADB_C + ("r_engine_stats",), {"pages_read_count": 5}, True),
+    ("innodb_warm_join.json", ("query_block", "r_total_time_ms"), 0.5, True),
+    ("innodb_warm_join.json", MARIADB_C + ("access_type",), "ref", False),
+    ("innodb_warm_join.json", MARIADB_C + ("key",), "customers_region", False),
+    ("innodb_warm_join.json", ("query_block", "filesort", "temporary_table", "nested_loop"), lambda t: t[::-1], False),
+    ("postgresql_warm_join.json", PG_SCAN + ("Actual Total Time",), 99.0, True),
+    ("postgresql_warm_join.json", PG_SCAN + ("Total Cost",), 1.0, True),
+    ("postgresql_warm_join.json", PG_SCAN + ("Shared Read Blocks",), 900, True),
+    ("postgresql_warm_join.json", PG_SCAN + ("Actual Loops",), 4, True),
+    ("postgresql_warm_join.json", (0, "Execution Time"), 1.0, True),
+    ("postgresql_warm_join.json", PG_SCAN + ("Node Type",), "Index Scan", False),
+    ("postgresql_warm_join.json", PG_SCAN + ("Index Name",), "orders_pkey", False),
+    ("postgresql_warm_join.json", (0, "Plan", "Plans", 0, "Plans", 0, "Plans"), lambda p: p[::-1], False),
+])
+def test_a_fingerprint_leaves_out_figures_and_keeps_the_plans_shape(name, path, value, same):
+    from dbsweep.plans import fingerprint
+    assert (fingerprint(_edited(name, path, value)) == fingerprint((PLANS / name).read_text())) is same
+
+
+def test_the_plans_table_gives_each_plan_its_fingerprint_and_file(tmp_path):
+    from dbsweep.plans import fingerprint
+    from dbsweep.workloads import query
+    raw = tmp_path / "results" / "runs" / "engine~postgresql" / "rep~1" / "attempt~1" / "raw"
+    (raw / "plans").mkdir(parents=True)
+    shutil.copyfile(PLANS / "postgresql_warm_join.executions.jsonl", raw / "executions.jsonl")
+    shutil.copyfile(PLANS / "postgresql_warm_join.json", raw / "plans" / "join.json")
+    [row] = query.WORKLOAD.tables["plans"].rows(raw, None)
+    assert row["fingerprint"] == fingerprint((PLANS / "postgresql_warm_join.json").read_text())
+    assert row["file"] == "runs/engine~postgresql/rep~1/attempt~1/raw/plans/join.json"
+    assert row["statement"] == "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)" and row["query"] == "join"
+    assert 0 < row["seconds"] < 1
+    assert [e["execution"] for e in query.executions(raw)] == [1, 2]  # the plan's pass is no execution
+    assert query.WORKLOAD.tables["plans"].rows(FIXTURES / "query_innodb_warm", None) == []  # kept before plans
+
+
+def _timing_row(configuration, fingerprint, versus, verdict="", relative="1", name="ms", files=""):
+    return {"name": name, "configuration": configuration, "plan_fingerprint": fingerprint,
+            "plan_vs_baseline": versus, "relative": relative, "verdict": verdict, "plan_files": files}
+
+
+def test_the_page_lists_each_configurations_plan_and_links_its_json(tmp_path):
+    from dbsweep import summary
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    rows = [_timing_row("plan=default", "aaaa11112222", "baseline", files="runs/plan~default/rep~1/a/raw/plans/q.json "
+                                                                          "runs/plan~default/rep~2/b/raw/plans/q.json"),
+            _timing_row("plan=nested", "aaaa11112222", "same plan", "higher (same plan: not an optimizer effect)",
+                        "1.28", files="runs/plan~nested/rep~1/c/raw/plans/q.json"),
+            _timing_row("plan=hash", "bbbb33334444", "other plan", "lower", "0.5",
+                        files="runs/plan~hash/rep~1/d/raw/plans/q.json"),
+            _timing_row("plan=hash", "bbbb33334444", "other plan", "lower", "0.5", name="rows")]
+    for name, file in (("postgresql_warm_join", rows[0]["plan_files"].split()[0]),
+                       ("postgresql_warm_join_nohash", rows[2]["plan_files"])):
+        (results / file).parent.mkdir(parents=True)
+        shutil.copyfile(PLANS / f"{name}.json", results / file)
+    with open(results / "tables" / "query_timing.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    page = {"complete": True}
+    html = summary._query_plans_html(page, results)
+    assert html.count("<tr>") == 4  # the header and one row per configuration (ms only)
+    # each plan's shape once, side by side: the hash join and the nested loops, without their figures
+    assert html.count("<details>") == 2
+    assert "Plan <code>aaaa11112222</code>, as in plan=default" in html and "&quot;Hash Join&quot;" in html
+    assert "Plan <code>bbbb33334444</code>, as in plan=hash" in html and "&quot;Nested Loop&quot;" in html
+    assert "Actual Total Time" not in html and "Total Cost" not in html
+    assert "1 of 2 compared configurations ran their baseline&#x27;s plan: what differs there is not" in html
+    assert '<a href="runs/plan~default/rep~2/b/raw/plans/q.json">rep 2</a>' in html
+    assert "higher (same plan: not an optimizer effect)" in html and "<td>1.28</td>" in html
+    assert summary._query_plans_html({"complete": False}, results) == ""
+    (results / "tables" / "query_timing.csv").write_text("name,configuration,value\nms,plan=default,3\n")
+    assert summary._query_plans_html(page, results) == ""  # results without plans

@@ -196,11 +196,16 @@ def test_an_events_study_answers_with_each_event_s_recovery_first():
     killed, a semi-sync replica cut off for 4 s)."""
     axes = ["engine", "memory", "filesystem", "threads", "workload", "topology", "proxy", "events"]
     lines = answer.recovery(ROOT / "tests/fixtures/topology_tables/recovery_table.csv", axes)
-    assert lines[0].startswith("loss at topology galera3: kill node2 at 4 s: 471 tps before; under 95% for 6 s")
-    assert "not back within 95% by the window's end; transactions lost 2,825" in lines[0]
+    assert lines[0].startswith("loss at topology galera3: kill node2 at 4 s: 471 tps before; "
+                               "under 95% for 6 s of the 6 s after it")
+    assert ("not back within 95% by the window's end: 0 tps in its last second; "
+            "transactions lost by the window's end 2,825") in lines[0]
+    assert "no transaction completed in the window's last 6 s: one had waited 5,989 ms by its end" in lines[0]
+    assert "longest transaction" not in lines[0]  # 12.6 ms, while one waited 6 s
     assert lines[1].startswith("outage at topology semisync: cut link primary-replica1 at 3 s for 4 s: 743 tps before")
-    assert lines[1].endswith("replica lag peak 6 s; replicas caught up after 7 s; semi-sync off 5 s "
-                             "(median of 1 repetition)")
+    assert lines[1].endswith("replica lag still at its largest at the window's end, 6 s: no peak seen; "
+                             "replicas not caught up by the window's end: 6,600 transactions behind; "
+                             "semi-sync off 5 s (median of 1 repetition)")
     assert answer.recovery(ROOT / "tests/fixtures/topology_tables/missing.csv", axes) == []
 
 

@@ -8,6 +8,8 @@ import time
 
 import pytest
 
+from conftest import ROOT, leftovers
+
 pytestmark = pytest.mark.workflow
 
 CELL = "filesystem~tmpfs/threads~1/workload~w"
@@ -45,3 +47,52 @@ def test_ctrl_c_during_the_window_is_one_line(study_factory):
     assert proc.returncode != 0
     assert "Traceback" not in out, out[-3000:]
     assert f"dbsweep: run {CELL}/rep~1: stopped by SIGINT" in out, out[-3000:]
+
+
+def dbsweep_run(s, *args: str) -> subprocess.CompletedProcess:
+    """`./dbsweep run` (the entry script, its checks before snakemake included) on the study."""
+    return subprocess.run([str(ROOT / "dbsweep"), "run", *s.argv(*args)[1:]], capture_output=True, text=True,
+                          env=os.environ | {"LC_ALL": "C.UTF-8"})
+
+
+def test_after_snakemake_is_sigkilled_dbsweep_run_says_how_to_unlock(study_factory):
+    """Snakemake SIGKILLed in a window leaves its lock (.snakemake/locks), which stops the next run on
+    "Directory cannot be locked". ./dbsweep run says so in one line, with what to check and the command
+    that removes it; a snakemake still running is named instead."""
+    s = study_factory(study(30))
+    proc = subprocess.Popen(s.argv(), cwd=s.root, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
+    try:
+        log = s.path("results", "logs", "run", CELL, "rep~1.log")
+        deadline = time.monotonic() + 120
+        while not (log.exists() and "progress: run" in log.read_text()):
+            assert proc.poll() is None and time.monotonic() < deadline, "the run never started measuring"
+            time.sleep(0.2)
+        running = dbsweep_run(s)
+        assert running.returncode == 1
+        assert f"dbsweep: a snakemake runs in {s.root} (pid {proc.pid}) and holds its lock" in running.stderr
+        proc.kill()  # snakemake only: its job goes on, and is stopped below
+        proc.wait()
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGINT)  # the job (and snakemake, when an assertion stopped the test)
+        except ProcessLookupError:
+            pass
+        proc.wait(120)
+    deadline = time.monotonic() + 60
+    while leftovers(s.root):
+        assert time.monotonic() < deadline, leftovers(s.root)
+        time.sleep(0.2)
+    assert "Directory cannot be locked" in s.run(check=False).stderr  # what snakemake itself says
+    stale = dbsweep_run(s)
+    assert stale.returncode == 1 and "Traceback" not in stale.stderr
+    (line,) = [ln for ln in stale.stderr.splitlines() if ln.startswith("dbsweep: ")]
+    assert line.startswith(f"dbsweep: Snakemake's lock ({s.root}/.snakemake/locks) was left by a snakemake that no "
+                           f"longer runs (killed, or a power loss): no snakemake holds {s.root}/results/.lock and "
+                           f"none runs in {s.root} on this host. If none runs there from another host either, "
+                           "remove the lock with `./dbsweep run ")
+    assert line.endswith(" --unlock`, then run again")
+    assert dbsweep_run(s, "--unlock").returncode == 0
+    s.write(study(3))  # the same cell, measured this time
+    done = dbsweep_run(s)
+    assert done.returncode == 0, done.stderr[-3000:]

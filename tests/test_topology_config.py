@@ -94,3 +94,49 @@ def test_postgresql_refuses_more_sync_standbys_than_replicas_at_load():
     config["topologies"]["sync"]["replicas"] = 0
     with pytest.raises(ConfigError, match=r"^topologies.sync"):
         load(config)
+
+
+# --- issue 32: a link delay below what this host's delay mechanism can deliver is refused at load ---------
+
+@pytest.fixture
+def floor_file(tmp_path):
+    """link_floor with a file of its own and nothing known in this process: the floor is measured (real
+    namespaces, the real delayer) and stored there."""
+    from dbsweep.topology import link_floor
+    saved = (link_floor.FILE, dict(link_floor._KNOWN))
+    link_floor.FILE, link_floor._KNOWN = tmp_path / "resources" / "link-floor.json", {}
+    yield link_floor
+    link_floor.FILE, link_floor._KNOWN = saved[0], saved[1]
+
+
+def test_the_link_floor_is_measured_once_per_host_and_kept(floor_file):
+    import json
+    found = floor_file.floor()
+    stored = json.loads(floor_file.FILE.read_text())
+    assert list(stored.values()) == [{"mechanism": found.mechanism, "floor_ms": found.floor_ms, "how": found.how}]
+    assert found.how.startswith("measured on ") or found.mechanism == "netem"
+    if found.mechanism == "delayer":  # BENCHMARKS.md link_delay: about 0.1 ms each way, more under load
+        assert 0.02 < found.floor_ms < 1.0
+    floor_file._KNOWN.clear()  # another process (a job) reads it back instead of measuring
+    assert floor_file.floor() == found
+
+
+def test_a_link_delay_below_the_floor_is_refused_and_one_above_it_loads(floor_file):
+    found = floor_file.floor()
+    if found.floor_ms == 0:
+        pytest.skip("this kernel has netem: no floor to refuse below")
+    config = copy.deepcopy(STUDY)
+    config["network"] = {"client_latency_ms": round(found.floor_ms / 2, 4), "node_latency_ms": 2}
+    with pytest.raises(ConfigError) as err:
+        load(config)
+    assert str(err.value).startswith(f"network.client_latency_ms: {found.floor_ms / 2:g} is below what a link "
+                                     f"delay can deliver on this host: the delayer adds at least "
+                                     f"{found.floor_ms} ms of round trip (measured on ")
+    assert f"so the link would run at about {found.floor_ms} ms" in str(err.value)
+    config["network"] = {"client_latency_ms": 0, "node_latency_ms": round(found.floor_ms + 0.05, 3)}
+    load(config)
+    del config["network"]
+    config["axes"]["network"] = ["lan", "near"]
+    config["networks"] = {"lan": {}, "near": {"node_latency_ms": round(found.floor_ms / 2, 4)}}
+    with pytest.raises(ConfigError, match=r"^networks\.near\.node_latency_ms: "):
+        load(config)

@@ -111,3 +111,72 @@ test_that("the plot names each metric's row in lines that fit it", {
   strips <- p$facet$params$labeller(data.frame(metric = c("server_kb_written_per_insert", "db_mb")))
   expect_equal(strips[[1]], c("server kb\nwritten per\ninsert", "db mb"))
 })
+
+# Plans: one fingerprint per repetition (plans.csv.gz), compared with the baseline's.
+plan_rows <- function(plan, fingerprint, rep = 1L, engine = "innodb") {
+  data.table(engine = engine, plan = plan, rep = rep, query = "join", statement = "ANALYZE FORMAT=JSON",
+             fingerprint = fingerprint, seconds = 0.1, file = sprintf("runs/plan~%s/rep~%d/p.json", plan, rep))
+}
+
+test_that("a configuration that ran the baseline's plan says so, and its verdict is no optimizer effect", {
+  ex <- CJ(engine = "innodb", plan = c("default", "nested", "hash"), rep = 1L, execution = 1:6)
+  ex[, `:=`(name = "ms", value = execution + c(default = 10, nested = 100, hash = 1)[plan])]
+  plans <- rbind(plan_rows("default", "aaaa11112222"), plan_rows("nested", "aaaa11112222"),
+                 plan_rows("hash", "bbbb33334444"))
+  t <- query_table(ex, c("engine", "plan"), list(plan = "default"), plans = plans)
+  expect_equal(t[plan == "default"]$plan_vs_baseline, "baseline")
+  expect_equal(t[plan == "nested"]$plan_vs_baseline, "same plan")
+  expect_equal(t[plan == "nested"]$verdict, "higher (same plan: not an optimizer effect)")
+  expect_equal(t[plan == "hash"]$plan_vs_baseline, "other plan")
+  expect_equal(t[plan == "hash"]$verdict, "lower")
+  expect_equal(t[plan == "hash"]$plan_fingerprint, "bbbb33334444")
+  expect_equal(t[plan == "nested"]$plan_files, "runs/plan~nested/rep~1/p.json")
+  expect_true(is.na(t[plan == "default"]$verdict))
+})
+
+test_that("plans that vary between repetitions, a missing plan and no plans at all claim no same plan", {
+  ex <- CJ(engine = "innodb", plan = c("default", "nested", "hash"), rep = 1:2, execution = 1:3)
+  ex[, `:=`(name = "ms", value = execution + c(default = 10, nested = 100, hash = 1)[plan])]
+  plans <- rbind(plan_rows("default", "aaaa11112222", 1:2), plan_rows("nested", "aaaa11112222", 1L),
+                 plan_rows("nested", "cccc55556666", 2L))  # hash: no plan kept
+  t <- query_table(ex, c("engine", "plan"), list(plan = "default"), plans = plans)
+  expect_equal(t[plan == "nested"]$plan_vs_baseline, "plans vary")
+  expect_equal(t[plan == "nested"]$plan_fingerprint, "aaaa11112222 / cccc55556666")
+  expect_false(any(grepl("same plan", t$verdict)))
+  expect_true(is.na(t[plan == "hash"]$plan_vs_baseline) && is.na(t[plan == "hash"]$plan_fingerprint))
+  none <- query_table(ex, c("engine", "plan"), list(plan = "default"))
+  expect_true(all(is.na(none$plan_fingerprint)) && all(is.na(none$plan_vs_baseline)))
+  expect_equal(none$verdict, t$verdict)
+  # the baseline's own plan missing: nothing to compare with
+  t <- query_table(ex, c("engine", "plan"), list(plan = "default"), plans = plans[plan != "default"])
+  expect_true(all(is.na(t[plan != "default"]$plan_vs_baseline)))
+})
+
+test_that("one configuration: its plan, as its own baseline; each group has its own baseline plan", {
+  ex <- data.table(engine = "innodb", plan = "default", rep = 1L, execution = 1:3, name = "ms", value = 1:3)
+  t <- query_table(ex, c("engine", "plan"), plans = plan_rows("default", "aaaa11112222"))
+  expect_equal(t$plan_fingerprint, "aaaa11112222")
+  expect_equal(t$plan_vs_baseline, "baseline")
+  ex <- CJ(engine = c("innodb", "postgresql"), plan = c("default", "nested"), rep = 1L, execution = 1:3)
+  ex[, `:=`(name = "ms", value = execution)]
+  plans <- rbind(plan_rows("default", "aaaa11112222"), plan_rows("nested", "aaaa11112222"),
+                 plan_rows("default", "dddd77778888", engine = "postgresql"),
+                 plan_rows("nested", "eeee99990000", engine = "postgresql"))
+  t <- query_table(ex, c("engine", "plan"), list(plan = "default"), plans = plans)
+  expect_equal(t[plan == "nested"]$plan_vs_baseline, c("same plan", "other plan"))
+})
+
+test_that("the plans table is read with its fingerprints as text", {
+  path <- tempfile(fileext = ".csv.gz")
+  con <- gzfile(path, "w")
+  writeLines(c("engine,threads,rep,host,query,statement,fingerprint,seconds,file",
+               "innodb,1,1,h,join,EXPLAIN FORMAT=JSON,012345678901,0.25,runs/a.json",
+               "innodb,1,2,h,join,EXPLAIN FORMAT=JSON,,0.25,runs/b.json"), con)
+  close(con)
+  p <- read_plans(path, c("engine", "threads"))
+  expect_identical(p$fingerprint, c("012345678901", NA))
+  expect_identical(p$threads, c(1L, 1L))
+  expect_equal(p$seconds, c(0.25, 0.25))
+  expect_null(read_plans(file.path(tempdir(), "nowhere.csv.gz"), "engine"))
+  expect_error(read_plans(path, c("engine", "cache")), "missing column\\(s\\) cache")
+})

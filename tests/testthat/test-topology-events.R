@@ -47,3 +47,26 @@ test_that("the recovery table has one row per event with what it cost", {
   expect_gte(table[action == "cut", sync_off_s], 2)
   expect_match(paste(readLines(output$table_md), collapse = "\n"), "Recovery from timed events")
 })
+
+test_that("a repetition whose replica never caught up counts as later than any in the median", {
+  # oracle: catch-up times 4, 6 and never; then 4, never, never
+  expect_equal(censored_median(c(4, 6, NA), c(NA, "", "not caught up")), 6)
+  expect_true(is.na(censored_median(c(4, NA, NA), c(NA, "not caught up", "not caught up"))))
+  expect_equal(censored_median(c(4, NA), c(NA, NA)), 4)  # a figure that does not apply is left out
+  expect_equal(why_text(c(NA, "not caught up", "not caught up")), "not caught up (2 of 3 repetitions)")
+  expect_equal(why_text("not caught up"), "not caught up")
+  expect_true(is.na(why_text(c(NA, ""))))
+})
+
+test_that("the recovery table keeps an empty figure beside the words that say why", {
+  dir <- tempfile("recovery-")
+  dir.create(dir)
+  output <- list(table_csv = file.path(dir, "recovery.csv"), table_md = file.path(dir, "recovery.md"))
+  input <- list(recovery = fixture("recovery.csv.gz"), provenance = fixture("provenance.json"))
+  table <- rule_recovery(input, output, list(axes = AXES), log = file.path(dir, "recovery.log"))
+  cut <- table[action == "cut"]
+  expect_true(is.na(cut$catch_up_s))  # not the window's end (7 s) as a catch-up time
+  expect_match(cut$catch_up_why, "not caught up by the window's end: 6,600 transactions behind")
+  expect_true(is.na(cut$lag_peak_s))
+  expect_equal(cut$lag_end_s, 6)
+})

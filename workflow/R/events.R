@@ -58,6 +58,31 @@ spans_for <- function(spans, dt, axes, columns = character()) {
   out[]
 }
 
+# A recovery figure and the column that says why it is empty when the window did
+# not show its condition (events/recovery.py): such a repetition's figure is
+# larger than any seen (later, longer), so it counts as +Inf in the median.
+RECOVERY_WHY <- c(recovered_s = "recovered_why", lag_peak_s = "lag_peak_why",
+                  catch_up_s = "catch_up_why", worst_lat_pct_ms = "worst_lat_why",
+                  worst_lat_max_ms = "worst_lat_why")
+
+# The median of x over repetitions, a repetition with a why counted as +Inf:
+# NA when that median is one no repetition saw.
+censored_median <- function(x, why) {
+  unseen <- !is.na(why) & why != ""
+  x[unseen] <- Inf
+  m <- median_or_na(x)
+  if (is.infinite(m)) NA_real_ else m
+}
+
+# The whys of a group's repetitions in one text: the first one's words and,
+# with several repetitions, in how many of them ("" when none had one).
+why_text <- function(why) {
+  seen <- why[!is.na(why) & why != ""]
+  if (length(seen) == 0) return(NA_character_)
+  if (length(why) == 1) return(seen[1])
+  sprintf("%s (%d of %d repetitions)", seen[1], length(seen), length(why))
+}
+
 rule_recovery <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
@@ -65,11 +90,24 @@ rule_recovery <- function(input, output, params, log = snakemake_log()) {
   axes <- axes_param(params)
   recovery <- read_table(input[["recovery"]], axes, c("rep", "index", "action", "at_s"))
   caption <- caption_text(read_provenance(input[["provenance"]]))
-  cols <- setdiff(names(recovery)[vapply(recovery, is.numeric, TRUE)],
-                  c(axes, "rep", "index", "at_s", "for_s"))
-  table <- recovery[, c(list(reps = .N), lapply(.SD, median_or_na)),
-                    by = c(axes, "index", "action", "target", "at_s", "for_s"), .SDcols = cols]
-  keep <- names(table)[vapply(names(table), function(n) !all(is.na(table[[n]])), TRUE) |
+  by <- c(axes, "index", "action", "target", "at_s", "for_s")
+  whys <- grep("_why$", names(recovery), value = TRUE)
+  cols <- setdiff(names(recovery)[vapply(recovery, is.numeric, TRUE)], c(axes, "rep", "index", "at_s", "for_s"))
+  censored <- intersect(names(RECOVERY_WHY)[RECOVERY_WHY %in% whys], cols)
+  table <- recovery[, c(list(reps = .N), lapply(.SD, median_or_na)), by = by, .SDcols = setdiff(cols, censored)]
+  for (f in censored) {
+    medians <- recovery[, .(v = censored_median(get(f), get(RECOVERY_WHY[[f]]))), by = by]
+    table[medians, (f) := i.v, on = by]
+  }
+  for (w in whys) {
+    text <- recovery[, .(v = why_text(get(w))), by = by]
+    table[text, (w) := i.v, on = by]
+  }
+  setcolorder(table, intersect(c(by, "reps", names(recovery)), names(table)))
+  said <- function(n) !all(is.na(table[[n]]))
+  # a figure empty in every row stays when its why says why
+  keep <- names(table)[vapply(names(table), function(n) said(n) ||
+                                (n %in% censored && said(RECOVERY_WHY[[n]])), TRUE) |
                          names(table) %in% c(axes, "target", "for_s")]
   table <- table[, ..keep]
   order_by_axes(table, axes)
@@ -78,13 +116,17 @@ rule_recovery <- function(input, output, params, log = snakemake_log()) {
   preamble <- c("# Recovery from timed events",
                 "",
                 paste("Per event, medians over repetitions. before_tps: median throughput before the",
-                      "event; below95_s / below50_s: seconds under 95% / 50% of it after the event;",
-                      "recovered_s: seconds from the event until back within 95% for 3 s in a row",
-                      "(empty: never); lost_tx: transactions short of before_tps until then;",
-                      "worst_lat_*: the worst per-second latency after the event; lag_peak_s,",
-                      "catch_up_s: replica lag peak and seconds until replicas were back;",
-                      "sync_off_s: seconds the primary did not wait for a replica; unacked_tx:",
-                      "commits no replica acknowledged."))
+                      "event; after_s: seconds measured after it; below95_s / below50_s: seconds under",
+                      "95% / 50% of before_tps after the event; recovered_s: seconds from the event until",
+                      "back within 95% for 3 s in a row; lost_tx: transactions short of before_tps until",
+                      "then, or until the window's end; worst_lat_*: the worst per-second latency after",
+                      "the event; lag_peak_s: the largest replica lag after the event, once it came down",
+                      "from it; lag_end_s: the lag at the window's end; catch_up_s: seconds until replicas",
+                      "were back; behind_end: how far the furthest replica was behind at the window's end;",
+                      "sync_off_s: seconds the primary did not wait for a replica; unacked_tx: commits no",
+                      "replica acknowledged. An empty figure with a *_why beside it is one the window did",
+                      "not show (a replica not caught up by its end), counted as later than any seen in",
+                      "the median."))
   write_md_table(table, output[["table_md"]], preamble = preamble, caption = caption)
   invisible(table)
 }

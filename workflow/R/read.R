@@ -76,7 +76,8 @@ read_table <- function(path, axes, required = character(), select = NULL) {
     stop(path, ": missing column(s) ", paste(missing, collapse = ", "))
   }
   if (!is.null(select)) header <- intersect(header, unique(c(axes, required, select)))
-  as_text <- intersect(header, c(setdiff(axes, "threads"), TEXT_COLUMNS))
+  # *_why: the words that say why a figure beside them is empty (events/recovery.py)
+  as_text <- intersect(header, c(setdiff(axes, "threads"), TEXT_COLUMNS, grep("_why$", header, value = TRUE)))
   dt <- fread(csv, colClasses = list(character = as_text),
               na.strings = c("", "NA"), select = if (!is.null(select)) header)
   for (col in setdiff(names(dt), as_text)) {

@@ -291,6 +291,7 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
            nrow(samples), paste(axes, collapse = ", "))
   s <- study_statistics(summary, samples, axes, params[["baseline"]], settings)
+  s <- with_deviations(s, summary, axes, isTRUE(params[["analysis"]][["include_deviated"]]))
 
   write_csv(s$windows, output[["steady_state"]])
   write_csv(s$cells, output[["cell_stats_csv"]])

@@ -7,7 +7,7 @@ import json
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
-from dbsweep import engines, workloads
+from dbsweep import delivered, engines, workloads
 from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS
 from dbsweep.topology.figures import FIGURE_KEYS
 from dbsweep.collect import (COUNTER_COLUMNS, DATABASE_KEYS, PERCENTILE_COLUMNS, RATE_KEYS, SUMMARY_KEYS,
@@ -30,9 +30,10 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
     # Where each repetition ran: a column of every table (an axis of its own when the study names hosts).
     keys = axes + ["rep"] + ([] if "host" in axes else ["host"])
     summary_cols = (keys + ["tool", "kind", "per_second", "duration_s", "seconds"] + SUMMARY_KEYS + DATABASE_KEYS
-                    + FIGURE_KEYS + RATE_KEYS + workloads.summary_keys())
+                    + FIGURE_KEYS + RATE_KEYS + workloads.summary_keys() + delivered.COUNT_KEYS)
     per_rep = {"samples": sample_columns(), "system": SYSTEM_COLUMNS, "counters": COUNTER_COLUMNS,
-               "percentiles": PERCENTILE_COLUMNS, "events": EVENT_COLUMNS, "recovery": RECOVERY_COLUMNS} \
+               "percentiles": PERCENTILE_COLUMNS, "events": EVENT_COLUMNS, "recovery": RECOVERY_COLUMNS,
+               "delivered": delivered.COLUMNS} \
         | {name: list(cols) for name, cols in workloads.tables().items()}
     with ExitStack() as stack:
         summary = stack.enter_context(_gz(out["summary"], summary_cols))
@@ -47,7 +48,7 @@ def aggregate(rep_dirs: list[Path], axes: list[str], study: str, out: dict[str, 
             summary.writerow(ident | final | {"kind": workload.kind, "per_second": int(workload.per_second)})
             for name, writer in writers.items():
                 path = rep_dir / f"{name}.csv"
-                if not path.exists() and (name not in workload.tables or name in ("events", "recovery")):
+                if not path.exists() and (name not in workload.tables or name in ("events", "recovery", "delivered")):
                     continue  # collected before that table existed; its workload has none
                 with open(path, newline="") as f:
                     for row in csv.DictReader(f):

@@ -60,23 +60,32 @@ def pair_line(row: dict, axis: str, context: list[str]) -> str:
     where = ", ".join(f"{a} {row[a]}" for a in context)
     ci = f"{number(row['ratio'])} [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
     verdict = row.get("verdict") or "no verdict"
+    if row.get("includes_deviated") in ("TRUE", "True", "1"):  # analysis.include_deviated kept it (delivered.py)
+        verdict += " (includes a repetition that ran otherwise than declared: see Declared vs delivered)"
     return f"{row['axis_value']} / {row['baseline']}{' at ' + where if where else ''}: {ci}, {verdict}"
 
 
-# What each recovery figure (results/tables/recovery.csv, medians over repetitions) says, in reading order.
-RECOVERY_PARTS = [("before_tps", "{} tps before"), ("below95_s", "under 95% for {} s"),
-                  ("below50_s", "under 50% for {} s"), ("recovered_s", "back within 95% after {} s"),
-                  ("lost_tx", "transactions lost {}"), ("worst_lat_pct_ms", "worst second's percentile {} ms"),
-                  ("worst_lat_max_ms", "longest transaction {} ms"), ("errors", "client errors {}"),
-                  ("reconnects", "reconnects {}"), ("lag_peak_s", "replica lag peak {} s"),
-                  ("catch_up_s", "replicas caught up after {} s"), ("sync_off_s", "semi-sync off {} s"),
-                  ("unacked_tx", "commits no replica acknowledged {}")]
+# What each recovery figure (results/tables/recovery.csv, medians over repetitions) says, in reading order,
+# and the column that says in words why it is empty (events/recovery.py): a figure the window did not show
+# (a replica not caught up by its end) is that sentence, never a number.
+RECOVERY_PARTS = [("before_tps", "{} tps before", "before_why"), ("below95_s", "under 95% for {} s", None),
+                  ("below50_s", "under 50% for {} s", None),
+                  ("recovered_s", "back within 95% after {} s", "recovered_why"),
+                  ("lost_tx", "transactions lost {}", None),
+                  ("worst_lat_pct_ms", "worst second's percentile {} ms", "worst_lat_why"),
+                  ("worst_lat_max_ms", "longest transaction {} ms", None), ("errors", "client errors {}", None),
+                  ("reconnects", "reconnects {}", None), ("lag_peak_s", "replica lag peak {} s", "lag_peak_why"),
+                  ("catch_up_s", "replicas caught up after {} s", "catch_up_why"),
+                  ("sync_off_s", "semi-sync off {} s", None),
+                  ("unacked_tx", "commits no replica acknowledged {}", None)]
 
 
 def recovery(path: Path, axes: list[str]) -> list[str]:
     """One line per timed event and cell of an events study, from the recovery table (rule recovery): what
-    the event was, then how the cell's throughput and latency went through it. A cell that never got back
-    within 95% says so. The context names the axes that vary among the events."""
+    the event was, then how the cell's throughput and latency went through it. A figure the window did not
+    show says what was seen instead (its *_why); the seconds under 95% and the transactions lost of a cell
+    that was not back by the window's end are counted to that end, and say so. The context names the axes
+    that vary among the events."""
     rows = read_csv(path)
     context = [a for a in axes if rows and a in rows[0] and a != "events" and len({r[a] for r in rows}) > 1]
     lines = []
@@ -85,13 +94,31 @@ def recovery(path: Path, axes: list[str]) -> list[str]:
         event = " ".join(part for part in (row["action"], row.get("target")) if part) + f" at {count(row['at_s'])} s"
         if _float(row.get("for_s")) is not None:
             event += f" for {count(row['for_s'])} s"
-        figures = [text.format(count(row[key])) for key, text in RECOVERY_PARTS if _float(row.get(key)) is not None]
-        if _float(row.get("recovered_s")) is None and _float(row.get("before_tps")):
-            figures.insert(min(3, len(figures)), "not back within 95% by the window's end")
         reps = row.get("reps") or "1"
-        lines.append(f"{row.get('events', '')}{' at ' + where if where else ''}: {event}: {'; '.join(figures)} "
-                     f"(median of {reps} repetition{'s' if reps != '1' else ''})")
+        lines.append(f"{row.get('events', '')}{' at ' + where if where else ''}: {event}: "
+                     f"{'; '.join(recovery_figures(row))} (median of {reps} repetition{'s' if reps != '1' else ''})")
     return lines
+
+
+def recovery_figures(row: dict) -> list[str]:
+    """The recovery line's figures of one table row (RECOVERY_PARTS), each a number or the words of its why."""
+    not_back = _float(row.get("recovered_s")) is None and _float(row.get("before_tps"))
+    out, said = [], set()
+    for key, text, why_key in RECOVERY_PARTS:
+        why = (row.get(why_key) or "").strip() if why_key else ""
+        if _float(row.get(key)) is not None:
+            figure = text.format(count(row[key]))
+            if not_back and key in ("below95_s", "below50_s") and _float(row.get("after_s")) is not None:
+                figure += f" of the {count(row['after_s'])} s after it"
+            if not_back and key == "lost_tx":
+                figure = f"transactions lost by the window's end {count(row[key])}"
+            out.append(figure)
+        elif why and why not in said:
+            out.append(why)
+            said.add(why)
+        elif key == "recovered_s" and not_back:
+            out.append("not back within 95% by the window's end")
+    return out
 
 
 def noise(comparisons_csv: Path, cell_stats_csv: Path) -> Noise:

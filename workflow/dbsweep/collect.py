@@ -4,9 +4,10 @@ from __future__ import annotations
 import csv
 import json
 import math
+import sys
 from pathlib import Path
 
-from dbsweep import accounting, engines, monitors, workloads
+from dbsweep import accounting, delivered, engines, monitors, workloads
 from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS, event_rows, recovery_rows
 from dbsweep.recipe import Recipe
 from dbsweep.topology import figures as topology_figures
@@ -39,8 +40,10 @@ DATABASE_KEYS = ["hit_ratio", "kb_read_per_txn", "kb_written_per_txn", "log_kb_p
 
 
 def collect(run_json: Path, out: dict[str, Path]) -> None:
-    """out: samples, system, counters, percentiles, events, recovery (CSV), summary (JSON), and one CSV per
-    table a workload declares (workloads.tables(): every one, with only its header for other workloads)."""
+    """out: samples, system, counters, percentiles, events, recovery, delivered (CSV: every declared setting
+    against what ran, delivered.py), summary (JSON), and one CSV per table a workload declares
+    (workloads.tables(): every one, with only its header for other workloads). A deviation is also a warning
+    on stderr (the rule's log)."""
     record = json.loads(run_json.read_text())
     raw = run_json.parent / record["attempt"] / "raw"
     recipe = Recipe.from_dict(record["recipe"])
@@ -70,6 +73,13 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         summary |= server_summary(recipe, raw / "counters.jsonl", window_start, samples)
         summary |= topology_figures.figures(counters, record, len(samples))
         summary |= server_per_txn(record.get("server_accounting"), counters, samples)
+    if "delivered" in out:
+        checks = delivered.checks(recipe, record, raw) + delivered.extra(recipe, summary, counters)
+        delivered.write(out["delivered"], checks)
+        summary |= delivered.counts(checks)
+        for check in checks:
+            if check.verdict == delivered.DEVIATED:
+                print(f"warning: deviated: {check.line()}", file=sys.stderr)
     out["summary"].write_text(json.dumps(summary, indent=2) + "\n")
     if "percentiles" in out:
         rows = [{"percentile": p, "lat_ms": ms, "source": tool.percentile_source}
@@ -77,7 +87,9 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
         write_csv(out["percentiles"], PERCENTILE_COLUMNS, rows)
     if "events" in out:
         write_csv(out["events"], EVENT_COLUMNS, event_rows(raw))
-        write_csv(out["recovery"], RECOVERY_COLUMNS, recovery_rows(recipe.events or [], samples, counters))
+        unit = engines.family(engine).POSITION_UNIT if engine else None
+        write_csv(out["recovery"], RECOVERY_COLUMNS,
+                  recovery_rows(recipe.events or [], samples, counters, topology_figures.has_replicas(record), unit))
     run = Run(system=system, cpus=record["host"]["cpus"])
     for name, columns in workloads.tables().items():
         if name in out:

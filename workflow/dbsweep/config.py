@@ -47,7 +47,7 @@ PLOT_KINDS = ["timeseries_steady", "violin", "ci_vs_threads", "ratio_heatmap", "
 # Workload keys beside tool, options and warmup; a workload declares which it takes (Workload.settings).
 SETTINGS = ("dataset_options", "prepare_threads")
 ANALYSIS_DEFAULTS = {"trim_s": 0, "steady_state": True, "stall_share": 0.5, "plots": PLOT_KINDS,
-                     "statistics": ["median", "mean", "sd", "p95", "max"], "scripts": []}
+                     "statistics": ["median", "mean", "sd", "p95", "max"], "include_deviated": False, "scripts": []}
 
 
 @dataclass(frozen=True)
@@ -193,7 +193,9 @@ class Study:
 
     def image_spec(self, cell: Cell) -> dict | None:
         """What shapes a cell's prepared image: the filesystem, the tool and its dataset options,
-        and for a database the engine and the study-wide server options (some fix the on-disk format)."""
+        and for a database the engine and the study-wide server options (some fix the on-disk format), with
+        the cell's own values of the options that shape the dataset (engines.dataset_options: a charset
+        axis makes an image per charset, loaded by a server running with it)."""
         r = self.recipe(cell)
         fs = devices.without_class(r.filesystem)
         if fs["type"] not in LOOP_TYPES or fs.get("device"):
@@ -202,7 +204,8 @@ class Study:
         if r.database:
             family = engines.ENGINES[r.engine]
             spec |= {"engine": r.engine, "version": r.version, "basedir": r.basedir,
-                     "server_options": self.server.get("options", {}).get(family, {}),
+                     "server_options": self.server.get("options", {}).get(family, {})
+                     | engines.dataset_options(family, r.server_options),
                      "statistics": "analyzed after the load"}  # images made before that are made again
         return spec
 

@@ -124,7 +124,7 @@ def load(recipe: Recipe, root: Path, log) -> list[list[str]]:
     stopped right after its load has not), shut down cleanly."""
     family = engines.family(recipe.engine)
     workload = workloads.get(recipe.tool)
-    commands = family.initialize(root / DATADIR, log, basedir=basedir(recipe))
+    commands = family.initialize(root / DATADIR, log, basedir=basedir(recipe), options=recipe.server_options)
     creds = new_credentials(root)
     with running(recipe, root, log) as db:
         family.create_user(db.handle, creds["user"], creds["password"], creds["database"])

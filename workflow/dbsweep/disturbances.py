@@ -4,7 +4,14 @@ in its run.json (`disturbances`), with a warning line in its log for each that i
     cpu       over the window, more than 5% of the CPUs' time used by processes that are not this
               repetition's (something else runs: another study's jobs, this study's own analysis of an
               earlier cell, a build); read per process at the window's two edges, the kernel's own threads
-              left out (their work is mostly the window's IO: a loop device's, writeback)
+              left out (their work is mostly the window's IO: a loop device's, writeback). A share of the
+              CPUs' time is a share of the host's capacity: CPU seconds / (window seconds x CPUs), at most
+              100%. Each process counts its own user and system time between the edges, never its children's
+              (a parent that reaps a child gains the child's whole life's CPU at once: PID 1 reaping orphans
+              gained a minute in a 15 s window); one that ended inside the window counts nothing (its last
+              reading is gone with it), one that started inside it all it used. A process of the repetition
+              at the window's start stays the repetition's at its end, even out of its cgroup by then (a
+              server killed in the window is a zombie, which no cgroup lists).
     swap      swap in use (a server may be paged out)
     servers   database servers or benchmark tools running that this repetition did not start
     thp       transparent huge pages `always` (khugepaged compacts memory behind a server's back)
@@ -52,6 +59,7 @@ OTHERS = ("mariadbd", "mysqld", "postgres", "sysbench", "fio", "pgbench", "hapro
 STEAL = 0.01  # share of the CPUs' time over a window above which steal is a warning
 FOREIGN = 0.05  # share of the CPUs' time over a window used by other processes, above which it is a warning
 KTHREADD = 2  # the kernel threads' parent
+INTERPRETER = re.compile(r"^(python[\d.]*|perl|ruby|node|bash|dash|sh)$")  # named with the script they run
 TICK_S = 1 / os.sysconf("SC_CLK_TCK")
 # How Snakemake runs a rule's `script:`: python3 .snakemake/scripts/tmp<random>.<the script's name>.py
 JOB_SCRIPT = re.compile(r"\.snakemake/scripts/tmp[^/.]+\.(?P<script>[^/]+\.py)$")
@@ -154,40 +162,48 @@ def cpu_ticks(stat: Path = Path("/proc/stat")) -> list[int]:
 
 
 def cpu_use(own: Callable[[], set[int]]) -> dict:
-    """A reading for after_window(), at one edge of a window: the host's CPU ticks (cpu_ticks) and, for
-    each process that is not the repetition's (own(): its cgroup's pids, read after the scan, as look()
-    does) nor a kernel thread, its name, its start and the CPU seconds it and the children it has reaped
-    have used so far."""
+    """A reading for after_window(), at one edge of a window: the host's CPU ticks (cpu_ticks), the
+    repetition's processes (own(): its cgroup's pids, read after the scan, as look() does) with their
+    starts, and, for each other process that is neither a kernel thread nor a zombie, its name, its start
+    and the CPU seconds it has used so far (its own: not its reaped children's)."""
     procs = {}
-    for proc in psutil.process_iter(["ppid", "name", "create_time", "cpu_times"]):
+    for proc in psutil.process_iter(["ppid", "name", "create_time", "cpu_times", "status"]):
         info = proc.info
-        if KTHREADD in (proc.pid, info["ppid"]) or info["cpu_times"] is None:
+        if KTHREADD in (proc.pid, info["ppid"]) or info["cpu_times"] is None or info["status"] == psutil.STATUS_ZOMBIE:
             continue
         used = info["cpu_times"]
-        procs[proc.pid] = (info["create_time"], _named(proc, info["name"]),
-                           used.user + used.system + used.children_user + used.children_system)
+        procs[proc.pid] = (info["create_time"], _named(proc, info["name"]), used.user + used.system)
     mine = own()
-    return {"time": time.time(), "ticks": cpu_ticks(), "procs": {pid: p for pid, p in procs.items() if pid not in mine}}
+    return {"time": time.time(), "ticks": cpu_ticks(), "procs": {pid: p for pid, p in procs.items() if pid not in mine},
+            "own": {pid: procs[pid][0] for pid in mine if pid in procs}}
 
 
 def _named(proc: psutil.Process, name: str) -> str:
-    """A process's name as the warning gives it: a Snakemake job's Python as the script it runs ("snakemake
-    job collect.py": a study's own job of another repetition, beside this one's window), else its own."""
-    if not name.startswith("python"):
+    """A process's name as the warning gives it: its command's name (stress-ng-cpu, mariadbd); a Snakemake
+    job's Python as the script it runs ("snakemake job collect.py": a study's own job of another
+    repetition, beside this one's window), an interpreter running a script as both ("python3 build.py")."""
+    if not INTERPRETER.match(name):
         return name
     try:
-        found = next(filter(None, map(JOB_SCRIPT.search, proc.cmdline()[1:3])), None)
+        args = proc.cmdline()[1:3]
     except psutil.Error:
         return name
-    return f"snakemake job {found['script']}" if found else name
+    found = next(filter(None, map(JOB_SCRIPT.search, args)), None)
+    if found:
+        return f"snakemake job {found['script']}"
+    script = args[0] if args and not args[0].startswith("-") and ("/" in args[0] or "." in args[0]) else None
+    return f"{name} {Path(script).name}" if script else name
 
 
 def foreign_cpu(start: dict, end: dict) -> dict[str, float]:
     """CPU seconds each name of process (other processes', as cpu_use() read them) used between two
-    readings: a process there at both, the difference; one started in between, all it has used. A process
-    that ended in between counts where its parent reaped it."""
+    readings: a process there at both, the difference; one started in between, all it has used; one that
+    was the repetition's at the start, nothing (see above)."""
     used: Counter = Counter()
+    was_own = start.get("own", {})
     for pid, (created, name, cpu) in end["procs"].items():
+        if was_own.get(pid) == created:
+            continue
         before = start["procs"].get(pid)
         if before is not None and before[0] == created:
             used[name] += max(0.0, cpu - before[2])
@@ -204,7 +220,10 @@ def after_window(found: dict, start: dict, end: dict) -> list[str]:
     total = sum(spent)
     steal = spent[7] / total if total > 0 else 0.0
     others = foreign_cpu(start, end)
-    foreign = sum(others.values()) / (total * TICK_S) if total > 0 else 0.0
+    # never more than the host's busy time (not idle, not waiting on IO): the processes are read a few
+    # ms apart from /proc/stat, so a busy host's share can come out a hair above it
+    busy = total - spent[3] - spent[4]
+    foreign = min(sum(others.values()), busy * TICK_S) / (total * TICK_S) if total > 0 else 0.0
     settings = found["settings"]
     settings |= {"steal_pct": round(100 * steal, 2), "foreign_cpu_pct": round(100 * foreign, 2),
                  "foreign_cpu_s": dict(list(others.items())[:5])}
@@ -250,12 +269,17 @@ def line(rep_dirs: list[Path]) -> str:
                            sorted(kinds.items(), key=lambda item: (-item[1], item[0])))
         said = (f"Host warnings: {disturbed} of {len(found)} repetition(s) measured with one or more ({counts}). "
                 "Each repetition's are in its log and its run.json (disturbances).")
-    most = {name: max((r["settings"][name] for r in found if isinstance(r["settings"].get(name), (int, float))),
-                      default=None) for name in ("foreign_cpu_pct", "steal_pct")}
+    shares = {name: [r["settings"][name] for r in found if isinstance(r["settings"].get(name), (int, float))]
+              for name in ("foreign_cpu_pct", "steal_pct")}
+    impossible = sum(1 for v in shares["foreign_cpu_pct"] if v > 100)
+    most = {name: max((v for v in values if v <= 100), default=None) for name, values in shares.items()}
     if most["foreign_cpu_pct"] is not None:
         said += (f" In any one window, other processes used at most {most['foreign_cpu_pct']:.1f}% of the CPUs' time"
                  + (f", the hypervisor at most {most['steal_pct']:.1f}% (steal)." if most["steal_pct"] is not None
                     else "."))
+    if impossible:
+        said += (f" {impossible} repetition(s) recorded other processes' CPU above 100% of the host's, which cannot "
+                 "be (a run.json of before 2026-11-28 counted reaped children's CPU): left out.")
     halting = sum(1 for r in found if r["settings"].get("halt_poll_ns") == 0)
     if halting:
         said += (f" {halting} of {len(found)} ran on idle vCPUs that halt at once (the haltpoll driver's "

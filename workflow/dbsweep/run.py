@@ -27,8 +27,10 @@ import hashlib
 import json
 import os
 import re
+import select
 import signal
 import subprocess
+import threading
 import time
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -194,7 +196,8 @@ def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw
     log.flush()
     tool = workloads.get(recipe.tool)
     progress = Follow(raw / tool.live_from, tool.live, recipe.duration_s, log)
-    with _window(recipe, raw, devices, record, log, sampler, servers) as pinning:
+    with _window(recipe, raw, devices, record, log, sampler, servers) as pinning, \
+            _death_watch(db.handle.pid if db is not None else None) as death:
         server = {"start": account()} if account else None
         with (timed or _untimed)(record["measure_start"]) as schedule:
             record["exit_status"] = run_tool(argv, cwd, raw / "stdout.txt", raw / "stderr.txt", progress, env,
@@ -204,11 +207,19 @@ def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw
                 record["server_accounting"] = server | {"end": account()}
     if schedule is not None and schedule.errors:
         raise RuntimeError(f"timed events failed: {'; '.join(schedule.errors)}")
-    name = program(argv)
-    if record["exit_status"] > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
-        refused(f"{name} exited with {record['exit_status']}: {_tail(raw, 'stderr.txt', 'stdout.txt')}", db)
-    if record["exit_status"] != 0:
-        raise RuntimeError(f"{name} was killed by signal {-record['exit_status']}")
+    name, status = program(argv), record["exit_status"]
+    if status == 0:
+        return
+    # the client's exit, said after the server's death when the server died first: that is the cause
+    client = (f"{name} exited with {status}: {_tail(raw, 'stderr.txt', 'stdout.txt')}" if status > 0
+              else f"{name} was killed by signal {-status} ({_signal_name(-status)})")
+    gone = _server_death(db, record["measure_start"], death.at) if db is not None else None
+    if gone:
+        what, words = gone
+        raise RuntimeError(f"{what}, then {client}\nthe server's last words: {words}")
+    if status > 0:  # the tool refused; killed by a signal (< 0) is not the cell's doing
+        raise Rejected(client)
+    raise RuntimeError(client)
 
 
 @contextmanager
@@ -254,27 +265,105 @@ def _own() -> set[int]:
 
 def refused(message: str, db=None) -> None:
     """Raise Rejected for a tool that exited with an error, unless its server had died meanwhile: a
-    server killed while serving (SIGKILL, the OOM killer) is a failure, retried, not the cell's refusal."""
+    server killed while serving (SIGKILL, the OOM killer) is a failure, retried, not the cell's refusal,
+    and it is said first, as the cause of the tool's error."""
     gone = _server_gone(db) if db is not None else None
     if gone:
-        raise RuntimeError(f"{message}\n{gone}")
+        raise RuntimeError(f"{gone}\n{message}")
     raise Rejected(message)
 
 
 def _server_gone(db) -> str | None:
-    """What the server said last, when its process is gone (or a zombie); None while it runs."""
+    """What became of the server and what it said last, when its process is gone (or a zombie); None
+    while it runs."""
+    gone = _server_death(db)
+    return f"{gone[0]}; its last words: {gone[1]}" if gone else None
+
+
+def _server_death(db, window_start: float | None = None, died_at: float | None = None) -> tuple[str, str] | None:
+    """(how the server ended, what it said last) when its process is gone or a zombie; None while it runs.
+    How: "postgres (pid 812) was killed by signal 9 (SIGKILL) at 2.1 s into the window" (its exit read
+    without reaping it, as its supervisor will; the time from _death_watch), else "died while serving"."""
+    pid = db.handle.pid
     try:
-        if psutil.Process(db.handle.pid).status() != psutil.STATUS_ZOMBIE:
+        proc = psutil.Process(pid)
+        if proc.status() != psutil.STATUS_ZOMBIE:
             return None
+        who = f"{proc.name()} (pid {pid})"
     except psutil.NoSuchProcess:
-        pass
+        who = f"the server (pid {pid})"
     logs = sorted(db.handle.rundir.glob("*.log"))
     said = " | ".join(line for path in logs for line in _lines(path)[-5:])
     memory = getattr(db, "memory_cgroup", None)
     oom = memory.oom_kills() if memory is not None else 0
     how = (f"was killed by the OOM killer of its memory cgroup (limit {memory.limit_mb()} MB: the memory axis "
-           f"plus server.cgroup_overhead)" if oom else "died while serving")
-    return f"the server (pid {db.handle.pid}) {how}; its last words: {said or '(none)'}"
+           f"plus server.cgroup_overhead)" if oom else _exit_of(pid) or "died while serving")
+    when = f" at {died_at - window_start:.1f} s into the window" if died_at and window_start else ""
+    return f"{who} {how}{when}", said or "(none)"
+
+
+def _exit_of(pid: int) -> str | None:
+    """How a child process that has ended ended, read without reaping it (WNOWAIT: its supervisor still
+    waits for it); None where it is not this process's child, or was reaped already."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except (ChildProcessError, OSError):
+        return None
+    if info is None:
+        return None
+    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        return f"was killed by signal {info.si_status} ({_signal_name(info.si_status)})"
+    return f"exited with code {info.si_status} while serving"
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class _Death:
+    """When a watched process ended (time.time()), or None while it runs or where it was not watched."""
+
+    at: float | None = None
+
+
+@contextmanager
+def _death_watch(pid: int | None):
+    """Note when process pid ends, while the body runs (a thread waiting on its pidfd, which becomes
+    readable when it exits, zombie or not): a server's death is then said at its time in the window."""
+    death = _Death()
+    if pid is None:
+        yield death
+        return
+    try:
+        fd = os.pidfd_open(pid)
+    except OSError:  # gone already, or a kernel without pidfds
+        yield death
+        return
+    if select.select([fd], [], [], 0)[0]:  # it ended before the window: no time in it to say
+        os.close(fd)
+        yield death
+        return
+    stop = threading.Event()
+
+    def watch():
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        while not stop.is_set():
+            if poller.poll(100):
+                death.at = time.time()
+                return
+
+    thread = threading.Thread(target=watch, name=f"death-watch-{pid}", daemon=True)
+    thread.start()
+    try:
+        yield death
+    finally:
+        stop.set()
+        thread.join()
+        os.close(fd)
 
 
 def _lines(path: Path) -> list[str]:
@@ -339,7 +428,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
                         "binary": db.family.server_version(database.basedir(recipe)),
                         "origin": database.origin(recipe), "memory_limit": recipe.memory_limit}
     with open(raw / "variables.tsv", "w") as f:
-        f.writelines(f"{name}\t{value}\n" for name, value in db.family.variables(db.local))
+        f.writelines("\t".join(row) + "\n" for row in db.family.variables(db.local))
+    _dataset_facts(db, raw, log)
     if tool.measure is not None:  # the workload drives the server itself, restarts included
         window = Window(db, recipe, raw)
 
@@ -351,7 +441,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             return window.db
 
         window.restart = restart
-        with (_engine_status_around(lambda: [("primary", window.db)], raw, record, log),
+        with (_readings_around(lambda: [("primary", window.db)], None, recipe, record),
+              _engine_status_around(lambda: [("primary", window.db)], raw, record, log),
               _window(recipe, raw, fs.devices, record, log, servers=[db.handle.pid],
                       not_pinned="the workload is its client in dbsweep's own process")):
             tool.measure(window)
@@ -364,7 +455,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     servers = [node.db.handle.pid for node in nodes]
     account = _accounting(nodes)
     up = lambda: [(node.name, None if node.down else node.db) for node in nodes]  # noqa: E731
-    with _engine_status_around(up, raw, record, log):
+    with _readings_around(up, topology, recipe, record), _engine_status_around(up, raw, record, log):
         if tool.phases is not None:
             _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
                             scratch, record, log, sampler, client, timed, servers, account,
@@ -384,6 +475,36 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             if run_tool(argv, scratch, raw / name, raw / errors, env=env) != 0:
                 gone = _server_gone(db)  # first: the client's "lost connection" is its consequence
                 raise RuntimeError((f"{gone}\n" if gone else "") + f"{argv[-1]}: {_tail(raw, errors, name)}")
+
+
+def _dataset_facts(db, raw: Path, log) -> None:
+    """The benchmark database as its catalog reports it (the family's dataset_facts) into raw/dataset.tsv, for
+    delivered.dataset; one that cannot be read is a warning (its checks are then "not read"), not a failure."""
+    try:
+        facts = db.family.dataset_facts(db.local)
+    except Exception as error:  # noqa: BLE001 - a description of the run, not a measurement
+        log.write(f"warning: the dataset's catalog was not read: {' '.join(str(error).split())}\n")
+        return
+    (raw / "dataset.tsv").write_text("".join(f"{key}\t{value}\n" for key, value in sorted(facts.items())))
+
+
+@contextmanager
+def _readings_around(nodes, topology, recipe: Recipe, record: dict):
+    """What delivered.py checks that can only be read while the cell runs, right before the body (a measured
+    window) and right after it, when it ended well: each node's memory cgroup limit (run.json memory_cap:
+    node -> {start, end}), and at the end, where no timed event changes them, the links' round trips
+    (topology.rtt_end_ms; the start's are the topology's own rtt_ms). nodes() as for _engine_status_around."""
+    def caps(moment: str) -> None:
+        for name, db in nodes():
+            cap = getattr(db, "memory_cgroup", None) if db is not None else None
+            if cap is not None:
+                record.setdefault("memory_cap", {}).setdefault(name, {})[moment] = int(cap.limit_file.read_text())
+
+    caps("start")
+    yield
+    caps("end")
+    if topology is not None and not recipe.events:
+        record["topology"]["rtt_end_ms"] = topology.network.measure_rtt()
 
 
 @contextmanager

@@ -16,6 +16,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -298,8 +299,8 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
             facts = {"loop": dev, "loop_direct_io": _loop_dio(dev), "image_size": spec["size"],
                      "restored_from": str(image) if image else None}
         commands.append(stack.enter_context(mounted(dev, mnt, kind, spec["mount_options"], active)))
-        facts |= {"type": kind, "mkfs_options": spec["mkfs_options"], "queue": block_queue(dev)} | \
-            mount_facts(mnt)
+        facts |= {"type": kind, "mkfs_options": spec["mkfs_options"], "queue": block_queue(dev),
+                  "superblock": superblock(kind, dev, mnt)} | mount_facts(mnt)
         if spec.get("device_class"):
             facts["device_class"] = stack.enter_context(throttled(dev, spec["device_class"], active))
         yield Mounted(mnt, [Path(dev).name], facts, commands)
@@ -348,6 +349,37 @@ def block_queue(device: str) -> dict:
         scheduler = scheduler.split("[", 1)[1].split("]", 1)[0]
     return {"scheduler": scheduler} | {name: int(value) for name in ("read_ahead_kb", "rotational", "nr_requests")
                                        if (value := text[name]) is not None and value.isdigit()}
+
+
+def superblock(kind: str, device: str, mountpoint: Path) -> dict:
+    """What the filesystem's superblock records of its mkfs options (delivered.mkfs compares them): block and
+    inode size in bytes and each feature as "feature <name>": "on" (ext4: tune2fs -l's features, every one it
+    lists; xfs: xfs_info's crc, reflink, finobt, rmapbt, sparse, bigtime); {} for other filesystems or a
+    reading that failed (then each mkfs option is "not read")."""
+    argv = {"ext4": ["tune2fs", "-l", device], "ext3": ["tune2fs", "-l", device], "ext2": ["tune2fs", "-l", device],
+            "xfs": ["xfs_info", str(mountpoint)]}.get(kind)
+    if argv is None:
+        return {}
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        return {}
+    out: dict[str, str] = {}
+    if kind == "xfs":
+        data = re.search(r"^data\s+=\s+bsize=(\d+)", done.stdout, re.M)
+        inode = re.search(r"\bisize=(\d+)", done.stdout)
+        out |= {"block_size": data[1]} if data else {}
+        out |= {"inode_size": inode[1]} if inode else {}
+        for name, value in re.findall(r"\b(crc|reflink|finobt|rmapbt|sparse|bigtime)=(\d)", done.stdout):
+            out[f"feature {name}"] = "on" if value == "1" else "off"
+        return out
+    fields = dict(line.split(":", 1) for line in done.stdout.splitlines() if ":" in line)
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    for name, key in (("block_size", "Block size"), ("inode_size", "Inode size")):
+        if key in fields:
+            out[name] = fields[key]
+    for feature in fields.get("Filesystem features", "").split():
+        out[f"feature {feature}"] = "on"
+    return out
 
 
 def _loop_dio(dev: str) -> bool:

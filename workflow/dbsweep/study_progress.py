@@ -6,8 +6,14 @@
 Read from the results tree itself, once a second, by a thread the workflow's onstart starts: a
 repetition is done when its run.json exists (written last, by rename); the one running is the
 unfinished repetition whose run log (results/logs/run/<cell>/rep~N.log) changed last since the start,
-and its log's latest `progress:` line (dbsweep/progress.py) says how far it is. This needs nothing from
-Snakemake's internals, so it is right whatever the executor (local, Slurm) and whoever runs the jobs.
+and its log's latest `progress:` line (dbsweep/progress.py) says how far it is. A repetition whose log
+says last that it waits for the host's measuring lock (runtime/lock.py), with no `measuring lock taken`
+after it, is said to wait, and for whom, not to run:
+
+    dbsweep: 0/2 repetitions done, 12 s elapsed, about 30 s left; filesystem~xfs/threads~4 rep~1 waiting
+    for the host's measuring lock (held by pid 4242 on vm in /home/me/other-study: run … since …)
+
+This needs nothing from Snakemake's internals, so it is right whatever the executor (local, Slurm) and whoever runs the jobs.
 
 On a terminal the line is redrawn in place: a filter on Snakemake's logger erases it before each of
 Snakemake's own messages, and the next tick draws it again below them. Elsewhere (a log file, a
@@ -26,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .estimate import duration
+from .runtime.lock import TAKEN, WAITING
 
 EVERY_S = 1.0
 SNAKEMAKE_LOGGER = "snakemake.logging"
@@ -39,6 +46,7 @@ class Status:
     left_s: float | None
     running: str | None  # "<cell> rep~N"
     live: str | None  # the running repetition's latest progress line, without "progress: "
+    waiting: str | None = None  # while it waits for the host's measuring lock: who holds it
 
 
 class StudyProgress:
@@ -127,19 +135,19 @@ class StudyProgress:
                 self.done.add(rep_dir)
                 self.done_now.add(rep_dir)
                 self._paced_at = elapsed
-        running, live, newest = None, None, self.start - 1
+        running, newest, log = None, self.start - 1, None
         for rep_dir in self.rep_dirs:
             if rep_dir in self.done:
                 continue
-            log = run_log(rep_dir)
             try:
-                mtime = log.stat().st_mtime
+                mtime = run_log(rep_dir).stat().st_mtime
             except FileNotFoundError:
                 continue
             if mtime > newest:
-                running, live, newest = rep_dir, _last_progress(log), mtime
+                running, newest = rep_dir, mtime
+        live, waiting = _last_progress(run_log(running)) if running else (None, None)
         return Status(len(self.done), len(self.rep_dirs), elapsed, self.left(elapsed),
-                      _name(running) if running else None, live)
+                      _name(running) if running else None, live, waiting)
 
     def _written(self, rep_dir: Path) -> bool:
         try:
@@ -178,7 +186,9 @@ def line(s: Status, running: bool = True) -> str:
     text = f"dbsweep: {s.done}/{s.total} repetitions done, {duration(s.elapsed_s)} elapsed"
     if s.done < s.total and s.left_s is not None:
         text += f", about {duration(s.left_s)} left"
-    if running and s.running:
+    if running and s.running and s.waiting:
+        text += f"; {s.running} waiting for the host's measuring lock (held by {s.waiting})"
+    elif running and s.running:
         text += f"; running {s.running}" + (f": {s.live}" if s.live else "")
     return text
 
@@ -193,14 +203,18 @@ def _name(rep_dir: Path) -> str:
     return f"{str(rep_dir.parent).rsplit('/runs/', 1)[-1]} {rep_dir.name}"
 
 
-def _last_progress(log: Path) -> str | None:
-    """The latest `progress: …` line of a run log (read from its last 4 KB)."""
+def _last_progress(log: Path) -> tuple[str | None, str | None]:
+    """(the latest `progress: …` line of a run log without its prefix, who holds the host's measuring lock
+    while the log's last word is that it waits for it), read from its last 4 KB."""
     try:
         with open(log, "rb") as f:
             f.seek(0, 2)
             f.seek(max(0, f.tell() - 4096))
             tail = f.read().decode(errors="replace")
     except OSError:
-        return None
-    lines = [ln for ln in tail.splitlines() if ln.startswith("progress: ")]
-    return lines[-1][len("progress: "):] if lines else None
+        return None, None
+    lines = tail.splitlines()
+    progress = [ln for ln in lines if ln.startswith("progress: ")]
+    lock = [ln for ln in lines if ln.startswith((WAITING, TAKEN))]
+    waiting = lock[-1].split(", held by ", 1)[-1] if lock and lock[-1].startswith(WAITING) else None
+    return (progress[-1][len("progress: "):] if progress else None), waiting

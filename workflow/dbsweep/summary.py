@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import quote
 
-from . import answer, canary, disturbances, markdown
+from . import answer, canary, delivered, disturbances, markdown
 
 COMMAND_CELLS = 50  # cells whose commands the page lists; the rest are in their run.json
 
@@ -44,6 +44,7 @@ class Study:
     headline: list[str] = field(default_factory=list)  # analysis.headline: plot names; empty: the default
     images: dict[str, str] = field(default_factory=dict)  # cell -> its prepared image (logs/prepare/<image>.log)
     rounds: str = ""  # with repeat_until: each round's smallest detectable difference (rounds.text)
+    include_deviated: bool = False  # analysis.include_deviated: deviated repetitions stay in the comparisons
 
 
 @dataclass
@@ -136,6 +137,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "skipped_plots": _csv(tables_dir / "skipped_plots.csv") if complete else [],
         "canary": next((canary.line(p) for p in targets if p.name == "canary.csv"), "") if complete else "",
         "host": disturbances.line(study.rep_dirs) if complete else "",
+        "delivered": delivered.report(tables_dir / "delivered.csv.gz", axes, study.include_deviated)
+        if complete else None,
     }
     out = {"html": results / "index.html", "md": results / "summary.md",
            "caption": results / "report" / "provenance.rst", "front": results / "report" / "study.rst"}
@@ -191,6 +194,8 @@ th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f
 img { max-width: 100%; height: auto; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
 code, pre { background: #f6f6f6; } pre { padding: 0.5em; overflow-x: auto; white-space: pre-wrap; }
 dt { font-weight: bold; } dd { margin: 0 0 0.3em 1.5em; }
+.deviated { padding: 0.6em 1em; border-radius: 4px; background: #fff4e5; border: 1px solid #e37400; }
+.verified { color: #444; }
 """
 
 
@@ -203,7 +208,10 @@ def to_html(page: dict, results: Path) -> str:
         f"<h1>{e(study.name)}</h1>",
         f'<p class="question">{e(study.description)}</p>' if study.description else "",
         _status_html(page),
+        _delivered_html(page, results) if _deviated(page) else "",
         _answer_html(page, results),
+        "" if _deviated(page) else _delivered_html(page, results),
+        _query_plans_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
@@ -268,6 +276,81 @@ def _answer_html(page: dict, results: Path) -> str:
     out += [_figure_html(path, results) for path in page["headline"]]
     if page["headline_missing"]:
         out.append(f"<p>Headline plots this study did not make: {e(', '.join(page['headline_missing']))}.</p>")
+    out.append("</section>")
+    return "\n".join(out)
+
+
+def _deviated(page: dict) -> bool:
+    return bool(page.get("delivered") and page["delivered"].deviations)
+
+
+def _delivered_html(page: dict, results: Path) -> str:
+    """Declared vs delivered (delivered.report): before the answer when a setting deviated, else after it."""
+    report, e = page.get("delivered"), html.escape
+    if report is None:
+        return ""
+    out = ['<section class="delivered" id="delivered"><h2>Declared vs delivered</h2>']
+    out += [f'<p class="deviated">{e(line)}</p>' for line in report.lines]
+    if report.deviations:
+        items = [f"<li>{e(line)}</li>" for line in report.deviations]
+        more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
+                "</ul></details>") if len(items) > ANSWER_LINES else ""
+        out.append(f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
+    table = results / "tables" / "delivered.csv.gz"
+    out.append(f'<p class="verified">{e(report.verified_line())} Every check: '
+               f'<a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p></section>')
+    return "\n".join(out)
+
+
+def _delivered_md(page: dict) -> list[str]:
+    report = page.get("delivered")
+    if report is None:
+        return []
+    return (["## Declared vs delivered", ""] + [md_escape(line) for line in report.lines]
+            + [f"- {md_escape(line)}" for line in report.deviations] + ["", md_escape(report.verified_line()), ""])
+
+
+def _query_plans_html(page: dict, results: Path) -> str:
+    """The plan each query configuration ran, from results/tables/query_timing.csv: its fingerprint, whether it
+    is the baseline's plan, its time against the baseline, and links to the server's JSON of every repetition
+    (under runs/), and each plan's shape once. Nothing for a study without kept plans."""
+    from . import plans
+
+    e = html.escape
+    rows = [r for r in (_csv(results / "tables" / "query_timing.csv") if page["complete"] else [])
+            if r.get("name") == "ms" and r.get("plan_fingerprint")]
+    if not rows:
+        return ""
+    same = sum(r["plan_vs_baseline"] == "same plan" for r in rows)
+    compared = sum(r["plan_vs_baseline"] in ("same plan", "other plan", "plans vary") for r in rows)
+    said = (f" {same} of {compared} compared configurations ran their baseline's plan"
+            + (": what differs there is not the optimizer's choice." if same else ".")) if compared else ""
+    out = ['<section id="query-plans"><h2>Query plans</h2>',
+           "<p>The plan the server chose in each configuration, kept once per repetition after its timed "
+           "executions. Its fingerprint is a hash of the plan's shape: node and access types, tables, indexes, "
+           "join order and join algorithm, without costs, estimates, timings, rows and buffers."
+           f"{e(said)}</p>",
+           '<div class="scroll"><table><tr><th>configuration</th><th>plan</th><th>against the baseline</th>'
+           "<th>time relative to the baseline</th><th>verdict</th><th>plan JSON</th></tr>"]
+    for r in rows:
+        links = " ".join(f'<a href="{e(_rel(results / f, results))}">rep {e(rep[1] if rep else "?")}</a>'
+                         for f in r.get("plan_files", "").split() for rep in [re.search(r"/rep~(\d+)/", f)])
+        relative = f"{float(r['relative']):.3g}" if r.get("relative") not in (None, "", "NA") else ""
+        out.append(f"<tr><td>{e(r['configuration'])}</td><td><code>{e(r['plan_fingerprint'])}</code></td>"
+                   f"<td>{e(r['plan_vs_baseline'])}</td><td>{e(relative)}</td><td>{e(r.get('verdict') or '')}</td>"
+                   f"<td>{links}</td></tr>")
+    out.append("</table></div>")
+    shown = {}  # each plan's shape once, what its fingerprint is of, to read two plans side by side
+    for r in rows:
+        files = r.get("plan_files", "").split()
+        if r["plan_fingerprint"] not in shown and len(r["plan_fingerprint"].split()) == 1 and files:
+            try:
+                shape = json.dumps(plans.shape(json.loads((results / files[0]).read_text())), indent=1)
+            except (OSError, ValueError):
+                continue
+            shown[r["plan_fingerprint"]] = (r["configuration"], shape)
+    out += [f"<details><summary>Plan <code>{e(fp)}</code>, as in {e(where)} (its shape: what the fingerprint is "
+            f"of)</summary><pre>{e(shape)}</pre></details>" for fp, (where, shape) in shown.items()]
     out.append("</section>")
     return "\n".join(out)
 
@@ -347,6 +430,8 @@ def to_markdown(page: dict, results: Path) -> str:
     for line in (page.get("canary"), page.get("host")):
         if line:
             out += [m(line), ""]
+    if _deviated(page):
+        out += _delivered_md(page)
     if page["comparisons"] or page["recovery"] or page["headline"]:
         out += ["## Answer", ""]
         if page["recovery"]:
@@ -359,6 +444,8 @@ def to_markdown(page: dict, results: Path) -> str:
         if page["explore"]:
             out += [f"[Explore the per-second series]({_md_link(_rel(page['explore'], results))})", ""]
         out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["headline"]]
+    if not _deviated(page):
+        out += _delivered_md(page)
     if page["tables"]:
         out += ["## Tables", ""]
         for path, blocks in page["tables"]:

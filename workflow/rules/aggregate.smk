@@ -15,6 +15,7 @@ rule aggregate:
         percentiles=f"{TABLES}/percentiles.csv.gz",
         events=f"{TABLES}/events.csv.gz",
         recovery=f"{TABLES}/recovery.csv.gz",
+        delivered=f"{TABLES}/delivered.csv.gz",
         summary_parquet=f"{TABLES}/summary.parquet",
         samples_parquet=f"{TABLES}/samples.parquet",
         system_parquet=f"{TABLES}/system.parquet",

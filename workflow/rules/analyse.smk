@@ -199,6 +199,7 @@ rule query_timing:
     localrule: True
     input:
         executions=rules.aggregate.output.executions,
+        plans=rules.aggregate.output.plans,
         provenance=rules.aggregate.output.provenance,
         library=R_LIBRARY,
     output:

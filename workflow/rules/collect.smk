@@ -13,6 +13,7 @@ rule collect:
         percentiles=f"{RUNS}/{{cell}}/rep~{{rep}}/percentiles.csv",
         events=f"{RUNS}/{{cell}}/rep~{{rep}}/events.csv",
         recovery=f"{RUNS}/{{cell}}/rep~{{rep}}/recovery.csv",
+        delivered=f"{RUNS}/{{cell}}/rep~{{rep}}/delivered.csv",
         **{name: f"{RUNS}/{{cell}}/rep~{{rep}}/{name}.csv" for name in workloads.tables()},  # workloads' own
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",

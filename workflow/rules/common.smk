@@ -12,6 +12,7 @@ from snakemake.common import overwrite_function_params
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, tool_answers, workloads
+from dbsweep.topology import link_floor
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -24,6 +25,7 @@ def study_folder():
 
 
 tool_answers.FILE = Path("resources/tool-answers.json")  # fio's answers, for the jobs and the next run
+link_floor.FILE = Path("resources/link-floor.json")  # this host's least link delay, measured once
 try:
     STUDY = load(config, study_folder())
 except ConfigError as error:
@@ -55,7 +57,7 @@ for _warning in STUDY.warnings if workflow.is_main_process else []:
 RUNS = "results/runs"
 # What collect makes of each repetition: the inputs of rule aggregate (and of a round's tables).
 REPETITION_FILES = (["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv",
-                     "events.csv", "recovery.csv"] + [f"{name}.csv" for name in workloads.tables()])
+                     "events.csv", "recovery.csv", "delivered.csv"] + [f"{name}.csv" for name in workloads.tables()])
 # The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
 R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
@@ -422,7 +424,8 @@ def summary_study(reps: int, verdicts: list[str] = ()):
               for path, cell in CELLS.items() if STUDY.image(cell)}
     return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), reps,
                          [Path(d) for d in rep_dirs(reps)], STUDY.not_applicable, STUDY.headline, images,
-                         rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "")
+                         rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "",
+                         STUDY.analysis["include_deviated"])
 
 
 def summary_after_error(log):

@@ -10,9 +10,13 @@ have, and why), FOREIGN_KEYS (per engine), VERSION_PARTS (how much of a fetched
 version its server's --version line names), and what topologies read:
 REPLICATION (the kinds each engine runs), SYNC_KINDS, SYNC_STATUS and
 SYNC_UNACKED (a primary waiting for its replicas, and the commits none
-acknowledged), FLOW_PAUSED_NS (a cluster's flow control), and engine_status
+acknowledged), FLOW_PAUSED_NS (a cluster's flow control), POSITION_UNIT (what
+a replica's replication_position counts, in words), and engine_status
 (the engine's own status text, SHOW ENGINE INNODB STATUS, kept from before and
-after a measured window); a family without such a thing declares None or () or
+after a measured window). DATASET_SETTINGS names the options that shape what
+prepare creates (dataset_options picks them out of a cell's options for the
+image key; check_dataset refuses their bad values at load) and dataset_facts
+reads back what the server's catalog says the dataset is. A family without such a thing declares None or () or
 returns None. Nothing outside
 engines/ tests a family's or an engine's name: it reads these.
 
@@ -51,12 +55,13 @@ ENGINES = {"innodb": "mariadb", "myrocks": "mariadb", "postgresql": "postgresql"
 INTERFACE = (
     "server_version", "initialize", "config_text", "server", "admin_sql", "user_sql", "create_user", "analyze",
     "connect", "sysbench_options", "sysbench_args", "variables", "version", "counters", "CUMULATIVE", "hit_ratio",
-    "engine_status", "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics",
+    "engine_status", "logs_written", "supports", "server_binary", "build_family", "set_session", "flush_statistics", "explain",
     "table_counters", "client", "client_env", "option_names", "refused", "check_replication",
-    "check_cluster_settings", "start_cluster", "Conn",
+    "check_cluster_settings", "start_cluster", "Conn", "check_dataset", "dataset_facts", "DATASET_SETTINGS",
     "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "OPTION_NAME", "OPTION_SPELLING", "DEBIAN_ONLY",
     "FOREIGN_KEYS", "SERVER_PROGRAMS",
     "VERSION_PARTS", "REPLICATION", "SYNC_KINDS", "SYNC_STATUS", "SYNC_UNACKED", "FLOW_PAUSED_NS",
+    "POSITION_UNIT",
 )
 FAMILIES = tuple(dict.fromkeys(ENGINES.values()))
 # Builds of a server another family's adapter runs: MySQL and Percona Server through MariaDB's.
@@ -101,7 +106,8 @@ def check_options(family_name: str, options: dict, where: str, installed: bool =
     dbsweep sets itself, those that run a command, load a library or name a path outside the cell's datadir),
     values with a line break. - and _, case and MariaDB's loose_ prefix do not make another name. With
     installed (every cell runs Debian's build), also names the installed server does not know (its
-    option_names()); loose_ names and names with a dot (an extension's own) pass."""
+    option_names()); loose_ names and names with a dot (an extension's own) pass. Last, the values of the
+    settings that shape the dataset (the family's check_dataset)."""
     module = importlib.import_module(f"{__name__}.{family_name}")
     known = module.option_names() if installed and options else None
     for name, value in (options or {}).items():
@@ -116,6 +122,15 @@ def check_options(family_name: str, options: dict, where: str, installed: bool =
         if known is not None and not _known(name, known):
             raise ConfigError(f"{where}.{name}: {value!r}: the installed {family_name} server has no option "
                               f"{name!r}")
+    module.check_dataset(options or {}, where)
+
+
+def dataset_options(family_name: str, options: dict) -> dict:
+    """The options among a cell's that shape its dataset (the family's DATASET_SETTINGS, in any spelling),
+    for the image key: a cell whose option set changes one of them gets an image of its own, prepared by a
+    server running with it."""
+    shaping = importlib.import_module(f"{__name__}.{family_name}").DATASET_SETTINGS
+    return {name: value for name, value in (options or {}).items() if option_key(name) in shaping}
 
 
 def line_break(value) -> bool:

@@ -77,6 +77,7 @@ IST_ONLY_SCRIPT = Path(__file__).with_name("wsrep_sst_ist_only.py")
 SYNC_STATUS, SYNC_KINDS = "Rpl_semi_sync_master_status", ("semisync",)
 SYNC_UNACKED = "Rpl_semi_sync_master_no_tx"
 FLOW_PAUSED_NS = "wsrep_flow_control_paused_ns"
+POSITION_UNIT = "transactions"  # replication_position: a GTID's sequence number (counters)
 REPLICATION: dict[str, tuple[str, ...]] = {"innodb": ("async", "semisync", "galera"),
                                            "myrocks": ("async", "semisync")}
 # Consecutive ports a node of a replication kind uses from its port (several Galera members may share
@@ -160,6 +161,15 @@ IN_DATADIR = {"log_bin", "log_bin_index", "log_basename", "relay_log", "relay_lo
               "innodb_buffer_pool_filename", "innodb_data_file_path", "innodb_temp_data_file_path"}
 OPTION_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]*")  # a dot: a structured option (a key cache's, hot.key_buffer_size)
 OPTION_SPELLING = "a letter, then letters, digits, _, - and ."
+# Options that shape what prepare creates, compared as engines.option_key: the image key holds a cell's values
+# of them (engines.dataset_options), so two values make two images. The character set and collation are the
+# database's default when prepare creates it, so its tables'; the page size and the case of table names are
+# fixed when the datadir is made (AT_INITIALIZE: given to mariadb-install-db too); the default storage
+# engine and row format are those of a table created without naming one.
+DATASET_SETTINGS = ("character_set_server", "collation_server", "innodb_page_size", "default_storage_engine",
+                    "lower_case_table_names", "innodb_default_row_format")
+AT_INITIALIZE = ("innodb_page_size", "lower_case_table_names")
+PAGE_SIZES = {"4k": 4096, "8k": 8192, "16k": 16384, "32k": 32768, "64k": 65536}
 DEBIAN_PLUGIN_DIR = Path("/usr/lib/mysql/plugin")
 BINLOG_OPTIONS = {"log_bin", "skip_log_bin", "disable_log_bin"}
 
@@ -176,8 +186,18 @@ def option_names() -> frozenset[str] | None:
                               timeout=60)
     except (OSError, RuntimeError, subprocess.TimeoutExpired):
         return None
-    names = re.findall(r"^\s+--([A-Za-z0-9][A-Za-z0-9_-]*)", done.stdout, re.M)
-    return frozenset(_key(name) for name in names) if done.returncode == 0 and names else None
+    names = help_option_names(done.stdout)
+    return names if done.returncode == 0 and names else None
+
+
+# An option's line in `mariadbd --verbose --help`: `  --name[=…]`, or after its short alias,
+# `  -C, --character-set-server=name` (the alias may be a sign: `-#, --debug[=name]`).
+HELP_OPTION = re.compile(r"^\s+(?:-\S, )?--([A-Za-z0-9][A-Za-z0-9_-]*)", re.M)
+
+
+def help_option_names(text: str) -> frozenset[str]:
+    """The options `mariadbd --verbose --help` lists, as _key names: with or without a short alias."""
+    return frozenset(_key(name) for name in HELP_OPTION.findall(text))
 
 
 def _mariadbd() -> str:
@@ -330,9 +350,13 @@ def _install_script(basedir: Path) -> Path:
     return found
 
 
-def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str]]:
-    """An empty datadir at datadir, owned by mysql; root logs in through the socket only, no test database."""
+def initialize(datadir: Path, log, basedir: Path | None = None, options: dict | None = None) -> list[list[str]]:
+    """An empty datadir at datadir, owned by mysql; root logs in through the socket only, no test database.
+    options: the cell's server options; those fixed when the datadir is made (AT_INITIALIZE) are given to
+    the bootstrap too, since a server started later with another page size refuses the datadir."""
     datadir = Path(datadir).absolute()
+    check_dataset(options, "server options")  # the install script splits its arguments at spaces
+    fixed = [f"--{name}={value}" for name, value in (options or {}).items() if option_key(name) in AT_INITIALIZE]
     if datadir.exists() and any(datadir.iterdir()):
         raise RuntimeError(f"datadir {datadir}: not empty; initialize needs an empty or new folder")
     b = build(basedir) if basedir is not None else None
@@ -344,12 +368,12 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
         if b is None:
             argv = [binary("mariadb-install-db", "/usr/bin"), "--no-defaults", f"--datadir={datadir}",
                     f"--user={SERVICE_USER}", "--auth-root-authentication-method=socket", "--skip-test-db",
-                    "--skip-name-resolve", f"--tmpdir={tmpdir}"]
+                    "--skip-name-resolve", f"--tmpdir={tmpdir}", *fixed]
             run_logged(argv, log)
         elif b.family == FAMILY:
-            argv = _install_mariadb(b, datadir, tmpdir, log)
+            argv = _install_mariadb(b, datadir, tmpdir, log, fixed)
         else:
-            argv = _install_mysql(b, datadir, tmpdir, log)
+            argv = _install_mysql(b, datadir, tmpdir, log, fixed)
     chown_tree(datadir, SERVICE_USER)
     datadir.chmod(0o700)  # only the server's user reads its tables (and the benchmark user's entry)
     return [argv]
@@ -369,7 +393,7 @@ def _private_tmpdir(parent: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _install_mariadb(b: Build, datadir: Path, tmpdir: Path, log) -> list[str]:
+def _install_mariadb(b: Build, datadir: Path, tmpdir: Path, log, fixed: list[str]) -> list[str]:
     """mariadb-install-db (or mysql_install_db) of the build, with the options its version has."""
     script = _install_script(b.basedir)
     text = script.read_text(errors="replace")
@@ -380,11 +404,12 @@ def _install_mariadb(b: Build, datadir: Path, tmpdir: Path, log) -> list[str]:
     argv += ["--no-defaults", f"--basedir={b.basedir}", f"--datadir={datadir}", f"--user={SERVICE_USER}",
              "--auth-root-authentication-method=socket", "--skip-name-resolve", f"--tmpdir={tmpdir}"]
     argv += [option for option in ("--skip-test-db", "--skip-auth-anonymous-user") if option in text]
+    argv += fixed  # the script passes options it does not know on to the server it bootstraps
     run_logged(argv, log, env=b.env)
     return argv
 
 
-def _install_mysql(b: Build, datadir: Path, tmpdir: Path, log) -> list[str]:
+def _install_mysql(b: Build, datadir: Path, tmpdir: Path, log, fixed: list[str]) -> list[str]:
     """mysqld --initialize-insecure; its --init-file turns root's empty password into auth_socket before the
     server ever listens (the file holds no secret)."""
     chown_tree(datadir, SERVICE_USER)  # mysqld --initialize writes into it as mysql (install-db chowns by itself)
@@ -393,7 +418,7 @@ def _install_mysql(b: Build, datadir: Path, tmpdir: Path, log) -> list[str]:
     write_config(init, "ALTER USER 'root'@'localhost' IDENTIFIED WITH auth_socket;\n")
     argv = [str(b.server), "--no-defaults", "--initialize-insecure", f"--user={SERVICE_USER}",
             f"--basedir={b.basedir}", f"--datadir={datadir}", f"--plugin-dir={b.plugin_dir}",
-            "--plugin-load-add=auth_socket.so", f"--init-file={init}", f"--tmpdir={tmpdir}"]
+            "--plugin-load-add=auth_socket.so", f"--init-file={init}", f"--tmpdir={tmpdir}", *fixed]
     if b.share_dir is not None:
         argv.append(f"--lc-messages-dir={b.share_dir}")
     run_logged(argv, log, env=b.env)
@@ -413,6 +438,18 @@ def refused(name: str, value) -> str | None:
     if key in IN_DATADIR and "/" in str(value):
         return f"{NAMES_PATH} (a file name there has no /)"
     return None
+
+
+def check_dataset(options: dict, where: str) -> None:
+    """Refuse, at load, a value of a setting fixed when the datadir is made that the bootstrap would refuse
+    only in prepare: innodb_page_size (4k to 64k, or those in bytes), lower_case_table_names (0, 1, 2)."""
+    for name, value in (options or {}).items():
+        key = option_key(name)
+        if key == "innodb_page_size" and str(value).lower() not in PAGE_SIZES and \
+                str(value) not in map(str, PAGE_SIZES.values()):
+            raise ConfigError(f"{where}.{name}: {value!r} is not an InnoDB page size ({', '.join(PAGE_SIZES)})")
+        if key == "lower_case_table_names" and str(value) not in ("0", "1", "2"):
+            raise ConfigError(f"{where}.{name}: {value!r} is not 0, 1 or 2")
 
 
 def _line(name: str, value) -> str:
@@ -790,12 +827,38 @@ def _forget(port: int, socket: Path) -> None:
             pass
 
 
-def variables(conn: Conn) -> list[tuple[str, str]]:
+def variables(conn: Conn) -> list[tuple[str, ...]]:
     return [(name, "" if value is None else str(value)) for name, value in _query(conn, "SHOW GLOBAL VARIABLES")]
 
 
 def version(conn: Conn) -> str:
     return str(_query(conn, "SELECT version()")[0][0])
+
+
+# The dataset as the server's catalog reports it, in two queries: the database's defaults and the datadir's
+# fixed settings, then each base table's engine, collation, approximate rows (InnoDB's estimate) and indexes.
+SCHEMA_FACTS = ("SELECT default_character_set_name, default_collation_name, @@innodb_page_size, "
+                "@@lower_case_table_names FROM information_schema.schemata WHERE schema_name = DATABASE()")
+TABLE_FACTS = ("SELECT t.table_name, t.engine, t.table_collation, t.table_rows, "
+               "(SELECT COUNT(DISTINCT s.index_name) FROM information_schema.statistics s "
+               "WHERE s.table_schema = t.table_schema AND s.table_name = t.table_name) "
+               "FROM information_schema.tables t WHERE t.table_schema = DATABASE() AND t.table_type = 'BASE TABLE' "
+               "ORDER BY t.table_name")
+
+
+def dataset_facts(conn: Conn) -> dict[str, str]:
+    """What the benchmark database holds, as the server's catalog reports it, flat: schema.charset,
+    schema.collation, innodb_page_size, lower_case_table_names, and per base table
+    table.<name>.engine|collation|rows|indexes (rows: the engine's estimate). For comparing what ran with what
+    was declared (the dataset-shaping settings, DATASET_SETTINGS)."""
+    facts = {}
+    for charset, collation, page_size, lower_case in _query(conn, SCHEMA_FACTS):
+        facts |= {"schema.charset": str(charset), "schema.collation": str(collation),
+                  "innodb_page_size": str(page_size), "lower_case_table_names": str(lower_case)}
+    for name, engine, collation, rows, indexes in _query(conn, TABLE_FACTS):
+        facts |= {f"table.{name}.engine": str(engine), f"table.{name}.collation": str(collation),
+                  f"table.{name}.rows": str(rows), f"table.{name}.indexes": str(indexes)}
+    return facts
 
 
 ENGINE_STATUS = {"innodb": "SHOW ENGINE INNODB STATUS", "myrocks": "SHOW ENGINE ROCKSDB STATUS"}
@@ -896,6 +959,28 @@ def set_session(cursor, name: str, value) -> None:
 
 def flush_statistics(session) -> None:
     """SHOW GLOBAL STATUS counts a statement when it ends: nothing to flush."""
+
+
+PLAN = "ANALYZE FORMAT=JSON"  # runs the statement and says what each step did
+PLAN_NOT_RUN = "EXPLAIN FORMAT=JSON"  # the plan alone, the statement not run
+
+
+def explain(session, sql: str) -> tuple[str, str]:
+    """The plan the server chooses for sql in session (with its settings): (the statement used, the server's
+    JSON text). ANALYZE runs sql, so it runs in a read-only transaction that is rolled back; where the server
+    refuses it there (a statement that writes or locks rows; MySQL, which has no ANALYZE FORMAT=JSON), the
+    plan comes from EXPLAIN, which does not run the statement."""
+    with session.cursor() as cursor:
+        try:
+            cursor.execute("START TRANSACTION READ ONLY")
+            cursor.execute(f"{PLAN} {sql}")
+            return PLAN, cursor.fetchone()[0]
+        except pymysql.MySQLError:
+            pass
+        finally:
+            cursor.execute("ROLLBACK")
+        cursor.execute(f"{PLAN_NOT_RUN} {sql}")
+        return PLAN_NOT_RUN, cursor.fetchone()[0]
 
 
 def server_binary(basedir: Path | None = None) -> Path:

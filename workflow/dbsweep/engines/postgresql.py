@@ -88,6 +88,7 @@ BASE = [
 # cluster flow control.
 REPLICATION = {"postgresql": ("async", "sync")}
 SYNC_KINDS, SYNC_STATUS, SYNC_UNACKED, FLOW_PAUSED_NS = (), None, None, None
+POSITION_UNIT = "bytes of WAL"  # replication_position: a WAL position (counters)
 FIRST_START_ONLY = ()  # node options a node started again (a timed event) goes without: none
 
 # Options a study may not set (compared in lower case), and why: the paths and port dbsweep gives the server,
@@ -104,6 +105,15 @@ REFUSED = {
                      "local_preload_libraries", "dynamic_library_path", "jit_provider"), LOADS_LIBRARY),
     **dict.fromkeys(("log_directory", "stats_temp_directory"), NAMES_PATH),
 }
+# Settings fixed when the cluster is made, which postgresql.conf cannot change (the server reports them as
+# read-only parameters of these names): a study sets them as server options, and initdb gets them (INITDB);
+# config_text leaves them out. They shape the dataset: the image key holds a cell's values of them
+# (engines.dataset_options), so two values make two images.
+INITDB = {"data_checksums": "--data-checksums", "wal_segment_size": "--wal-segsize", "server_encoding": "--encoding",
+          "lc_collate": "--lc-collate", "lc_ctype": "--lc-ctype"}
+DATASET_SETTINGS = tuple(INITDB)
+LOCALE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]*")  # C, POSIX, en_US.UTF-8, de_DE@euro, LATIN1
+TRUE, FALSE = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
 # A parameter's name; a dot: an extension's own (pg_stat_statements.max).
 OPTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 OPTION_SPELLING = "a letter or _, then letters, digits, _ and ."
@@ -133,7 +143,8 @@ def option_names() -> frozenset[str] | None:
     except (OSError, RuntimeError, subprocess.TimeoutExpired):
         return None
     names = [line.split("\t", 1)[0].lower() for line in done.stdout.splitlines() if "\t" in line]
-    return frozenset(names) if done.returncode == 0 and names else None
+    # --describe-config leaves out read-only parameters; those initdb sets are options here (INITDB)
+    return frozenset(names) | frozenset(INITDB) if done.returncode == 0 and names else None
 
 
 def _client(name: str, basedir: Path | None) -> str:
@@ -196,8 +207,10 @@ def major(basedir: Path | None = None) -> int:
     return int(match.group(1))
 
 
-def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str]]:
-    """An empty cluster at datadir, owned by postgres: peer login on the socket, SCRAM over TCP."""
+def initialize(datadir: Path, log, basedir: Path | None = None, options: dict | None = None) -> list[list[str]]:
+    """An empty cluster at datadir, owned by postgres: peer login on the socket, SCRAM over TCP; UTF8, locale
+    C and no data checksums unless options (the cell's server options) set them (INITDB)."""
+    check_dataset(options, "server options")
     datadir = Path(datadir).absolute()
     if datadir.exists() and any(datadir.iterdir()):
         raise RuntimeError(f"datadir {datadir}: not empty; initialize needs an empty or new folder")
@@ -210,10 +223,57 @@ def initialize(datadir: Path, log, basedir: Path | None = None) -> list[list[str
     datadir.chmod(0o700)
     argv = [str(bindir(basedir) / "initdb"), "-D", str(datadir), "--auth-local=peer", "--auth-host=scram-sha-256",
             "-U", "postgres", "--encoding=UTF8", "--locale=C"]
-    if basedir is not None and major(basedir) >= 18:
+    fixed = initdb_args(options)
+    if basedir is not None and major(basedir) >= 18 and "--data-checksums" not in fixed:
         argv.append("--no-data-checksums")  # 18 turns them on by default, as no earlier version does
-    run_logged(argv, log, user=SERVICE_USER, env=program_env(basedir))
-    return [argv]
+    run_logged(argv + fixed, log, user=SERVICE_USER, env=program_env(basedir))
+    return [argv + fixed]
+
+
+def initdb_args(options: dict | None) -> list[str]:
+    """initdb's arguments for the INITDB settings among options (checked by check_dataset); later ones
+    override the defaults initialize gives (--encoding=UTF8 --locale=C)."""
+    args = []
+    for name, value in (options or {}).items():
+        key = str(name).lower()
+        if key == "data_checksums":
+            args += ["--data-checksums"] if _flag(value) else []
+        elif key == "wal_segment_size":
+            args.append(f"--wal-segsize={parse_size(_bytes_text(value)) >> 20}")
+        elif key in INITDB:
+            args.append(f"{INITDB[key]}={value}")
+    return args
+
+
+def _flag(value) -> bool | None:
+    """A boolean setting's value as PostgreSQL reads one (on/off, true/false, yes/no, 1/0), None if not one."""
+    text = str(value).lower() if not isinstance(value, bool) else ("on" if value else "off")
+    return True if text in TRUE else False if text in FALSE else None
+
+
+def _bytes_text(value) -> str:
+    """A size as PostgreSQL writes it (16MB, 1GB) or as dbsweep does (16M), for units.parse_size."""
+    text = str(value).strip().upper()
+    return text[:-1] if text.endswith("B") and len(text) > 1 and text[-2] in "KMGT" else text
+
+
+def check_dataset(options: dict | None, where: str) -> None:
+    """Refuse, at load, a value of a setting initdb takes (INITDB) that it would refuse only in prepare:
+    data_checksums a boolean; wal_segment_size a power of two from 1MB to 1GB; server_encoding, lc_collate,
+    lc_ctype a plain name (C, en_US.UTF-8, LATIN1)."""
+    for name, value in (options or {}).items():
+        key = str(name).lower()
+        if key == "data_checksums" and _flag(value) is None:
+            raise ConfigError(f"{where}.{name}: {value!r} is not on or off")
+        if key == "wal_segment_size":
+            try:
+                size = parse_size(_bytes_text(value))
+            except ConfigError:
+                size = 0
+            if not (1 << 20 <= size <= 1 << 30 and size & (size - 1) == 0):
+                raise ConfigError(f"{where}.{name}: {value!r} is not a power of two from 1MB to 1GB")
+        if key in ("server_encoding", "lc_collate", "lc_ctype") and not LOCALE_NAME.fullmatch(str(value)):
+            raise ConfigError(f"{where}.{name}: {value!r} is not a locale or encoding name")
 
 
 def refused(name: str, value) -> str | None:
@@ -257,7 +317,8 @@ def config_text(engine: str, memory: str | None, options: dict, datadir: Path, r
         why = refused(name, value)
         if why:
             raise ConfigError(f"server option {name}: {value!r} {why}; remove it")
-        settings[name.lower()] = (name, value)
+        if name.lower() not in INITDB:  # fixed in the datadir by initdb (initialize), read-only here
+            settings[name.lower()] = (name, value)
     datadir, rundir = Path(datadir).absolute(), Path(rundir).absolute()
     hba = datadir / "pg_hba.conf"
     for name, value in (node_options or {}).items():
@@ -380,6 +441,30 @@ def flush_statistics(session) -> None:
             time.sleep(0.6)  # PGSTAT_STAT_INTERVAL is 500 ms before 15
 
 
+PLAN = "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"  # runs the statement and says what each node did
+PLAN_NOT_RUN = "EXPLAIN (FORMAT JSON)"  # the plan alone, the statement not run
+
+
+def explain(session, sql: str) -> tuple[str, str]:
+    """The plan the server chooses for sql in session (with its settings): (the statement used, the server's
+    JSON text, as it sent it: psycopg would parse a json column). ANALYZE runs sql, so it runs in a read-only
+    transaction that is rolled back; where the server refuses it there (a statement that writes), the plan
+    comes from EXPLAIN, which does not run the statement."""
+    import psycopg
+
+    with session.cursor() as cursor:
+        try:
+            cursor.execute("BEGIN READ ONLY")
+            cursor.execute(f"{PLAN} {sql}")
+            return PLAN, cursor.pgresult.get_value(0, 0).decode()
+        except psycopg.Error:
+            pass
+        finally:
+            cursor.execute("ROLLBACK")
+        cursor.execute(f"{PLAN_NOT_RUN} {sql}")
+        return PLAN_NOT_RUN, cursor.pgresult.get_value(0, 0).decode()
+
+
 def table_counters(conn: Conn) -> dict[str, float]:
     return statio(conn)
 
@@ -486,13 +571,40 @@ def _forget(port: int) -> None:
             session.close()
 
 
-def variables(conn: Conn) -> list[tuple[str, str]]:
-    return [(name, "" if value is None else str(value))
-            for name, value in _query(conn, "SELECT name, setting FROM pg_settings ORDER BY name")]
+def variables(conn: Conn) -> list[tuple[str, ...]]:
+    """pg_settings' name, setting and unit (8kB, ms, …: delivered.py compares sizes and times through it)."""
+    return [(name, "" if value is None else str(value), unit or "")
+            for name, value, unit in _query(conn, "SELECT name, setting, unit FROM pg_settings ORDER BY name")]
 
 
 def version(conn: Conn) -> str:
     return str(_query(conn, "SELECT version()")[0][0])
+
+
+# The dataset as the server's catalog reports it, in two queries: the database's encoding and locale and
+# the cluster's settings fixed by initdb, then each user table's estimated rows (reltuples; -1: never
+# vacuumed or analyzed) and indexes.
+DATABASE_FACTS = ("SELECT pg_encoding_to_char(encoding), datcollate, datctype, current_setting('data_checksums'), "
+                  "current_setting('wal_segment_size') FROM pg_database WHERE datname = current_database()")
+TABLE_FACTS = ("SELECT CASE WHEN n.nspname = 'public' THEN c.relname ELSE n.nspname || '.' || c.relname END, "
+               "c.reltuples::bigint, (SELECT count(*) FROM pg_index i WHERE i.indrelid = c.oid) "
+               "FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.relkind IN ('r', 'p') "
+               "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%' "
+               "ORDER BY 1")
+
+
+def dataset_facts(conn: Conn) -> dict[str, str]:
+    """What the benchmark database holds, as the server's catalog reports it, flat: database.encoding,
+    database.collate, database.ctype, data_checksums, wal_segment_size, and per user table (outside public:
+    schema.table) table.<name>.rows (the estimate) and table.<name>.indexes. For comparing what ran with what
+    was declared (the settings initdb fixed, DATASET_SETTINGS)."""
+    facts = {}
+    for encoding, collate, ctype, checksums, segment in _query(conn, DATABASE_FACTS):
+        facts |= {"database.encoding": str(encoding), "database.collate": str(collate),
+                  "database.ctype": str(ctype), "data_checksums": str(checksums), "wal_segment_size": str(segment)}
+    for name, rows, indexes in _query(conn, TABLE_FACTS):
+        facts |= {f"table.{name}.rows": str(rows), f"table.{name}.indexes": str(indexes)}
+    return facts
 
 
 def engine_status(handle: Handle, engine: str) -> None:

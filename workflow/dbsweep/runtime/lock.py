@@ -21,6 +21,10 @@ from typing import Iterator
 from dbsweep import lock as results_lock, manifest
 
 PATH = Path(os.environ.get("DBSWEEP_MEASURE_LOCK", "/run/dbsweep/measure.lock"))
+# How a run log says that its job waits for the lock, and that it took it (the study's progress line
+# reads them: study_progress.py)
+WAITING = "dbsweep: waiting for the host's measuring lock"
+TAKEN = "measuring lock taken after"
 
 
 def holder(path: Path | None = None) -> str | None:
@@ -40,13 +44,13 @@ def measuring(what: str, log, path: Path | None = None) -> Iterator[int]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             who = os.pread(fd, 4096, 0).decode(errors="replace").strip() or "another process"
-            line = f"dbsweep: waiting for the host's measuring lock {path}, held by {who}"
+            line = f"{WAITING} {path}, held by {who}"
             for out in (log, sys.stderr):
                 out.write(line + "\n")
                 out.flush()
             waited = time.monotonic()
             fcntl.flock(fd, fcntl.LOCK_EX)
-            log.write(f"measuring lock taken after {time.monotonic() - waited:.1f} s\n")
+            log.write(f"{TAKEN} {time.monotonic() - waited:.1f} s\n")
             log.flush()
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()} in {Path.cwd()}: {what} since {manifest.now()}\n"

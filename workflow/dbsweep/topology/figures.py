@@ -12,8 +12,11 @@ counters: SYNC_STATUS, FLOW_PAUSED_NS):
     flow_paused         per second and member: the share of that second replication was paused
 
 Figures of a repetition (summary columns, FIGURE_KEYS):
-    lag_max_s         the largest replication_lag_s any replica reported in the measured window
+    lag_max_s         the largest replication_lag_s any replica reported in the measured window (a negative
+                      lag is MariaDB's unknown, left out; None: no replica reported one)
+    lag_end_s         the largest replication_lag_s at the window's last second: a replica still behind then
     behind_max        the largest replication_behind of any replica
+    behind_end        the largest replication_behind at the window's last second
     sync_off_s        seconds the primary did not wait for a replica while it was meant to
                       (the family's SYNC_STATUS counter at 0: MariaDB's semi-sync fallen back to async)
     unacked_tx        commits in the window no replica acknowledged
@@ -26,8 +29,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-FIGURE_KEYS = ["lag_max_s", "behind_max", "sync_off_s", "unacked_tx", "flow_paused_share", "rtt_client_ms",
-               "rtt_node_ms"]
+FIGURE_KEYS = ["lag_max_s", "lag_end_s", "behind_max", "behind_end", "sync_off_s", "unacked_tx", "flow_paused_share",
+               "rtt_client_ms", "rtt_node_ms"]
 PROXY = "proxy"
 
 
@@ -92,10 +95,12 @@ def figures(rows: list[dict], record: dict, seconds: int) -> dict:
                 and row["value"] not in (None, "")]
 
     replicas = {node["name"] for node in topology["nodes"][1:]}
-    lag = values("replication_lag_s", replicas)
-    out["lag_max_s"] = max(lag) if lag else None
-    behind = values("replication_behind")
-    out["behind_max"] = max(behind) if behind else None
+    lag = _by_second(row for row in inside if row["name"] == "replication_lag_s" and row["node"] in replicas)
+    out["lag_max_s"] = max(lag.values()) if lag else None
+    out["lag_end_s"] = lag[max(lag)] if lag else None
+    behind = _by_second(row for row in inside if row["name"] == "replication_behind")
+    out["behind_max"] = max(behind.values()) if behind else None
+    out["behind_end"] = behind[max(behind)] if behind else None
     on = values("sync_on", {primary})
     out["sync_off_s"] = sum(1 for v in on if v == 0) if on else None
     unacked = values("unacked_tx", {primary})
@@ -108,6 +113,22 @@ def figures(rows: list[dict], record: dict, seconds: int) -> dict:
     out["rtt_client_ms"] = _rtt(rtt, "client", names[0])
     out["rtt_node_ms"] = _rtt(rtt, names[0], names[1]) if len(names) > 1 else None
     return out
+
+
+def _by_second(rows) -> dict[int, float]:
+    """The largest known (non-negative) value of rows at each second."""
+    out: dict[int, float] = {}
+    for row in rows:
+        if row["value"] not in (None, "") and row["value"] >= 0:
+            out[row["second"]] = max(out.get(row["second"], row["value"]), row["value"])
+    return out
+
+
+def has_replicas(record: dict) -> bool:
+    """The repetition's topology has replicas that report a lag and a position behind their primary (a
+    Galera cluster's members do not: they are no one's replicas)."""
+    replication = (record.get("topology") or {}).get("replication")
+    return replication is not None and replication != "galera"
 
 
 def _rtt(rtt: dict, a: str, b: str) -> float | None:

@@ -84,7 +84,7 @@ class _Link:
 class Network:
     """The namespaces of one repetition, their addresses and their links (see the module's doc)."""
 
-    def __init__(self, hosts: list[str], links: list[LinkSpec], tag: str, log):
+    def __init__(self, hosts: list[str], links: list[LinkSpec], tag: str, log, floor_ms: float = 0.0):
         self.addresses = {h: str(FIRST_ADDRESS + i) for i, h in enumerate(hosts)}
         self.namespaces = {h: f"{tag}-{h}" for h in hosts}
         self._index = {h: i for i, h in enumerate(hosts)}
@@ -94,6 +94,7 @@ class Network:
         self._queued: dict[str, dict[int, tuple[float, float]]] = {}  # host -> queue -> what its delayer was told
         self._rtt: dict[str, float] = {}
         self._shaped: dict[tuple[str, str], tuple[float, float]] = {}  # (host, its link end) -> netem delay, jitter
+        self._floor_ms = floor_ms  # the round trip the user-space delayer adds by itself (link_floor)
 
     def enter(self, host: str, user: str | None = None) -> list[str]:
         return enter_argv(self.namespaces[host], user)
@@ -185,7 +186,8 @@ class Network:
                               "--probability", f"{link.loss_percent / 100:.6f}", "-j", "DROP"])
             if link.latency_ms > 0 and not netem_available():
                 queue = self._index[peer]
-                self._delay(host, queue, link.latency_ms / 2, link.jitter_ms / 2)
+                # the delayer's own trip is part of the round trip: it holds each packet for the rest
+                self._delay(host, queue, max(0.0, link.latency_ms - self._floor_ms) / 2, link.jitter_ms / 2)
                 rules.append(["-A", "INPUT", "-i", dev, "-j", "NFQUEUE", "--queue-num", str(queue)])
         return "*filter\n:INPUT ACCEPT [0:0]\n" + "".join(" ".join(rule) + "\n" for rule in rules) + "COMMIT\n"
 
@@ -309,11 +311,14 @@ def check(hosts: list[str], links: list[LinkSpec]) -> None:
 
 
 @contextmanager
-def network(hosts: list[str], links: list[LinkSpec], log, active: Path | None = None) -> Iterator[Network]:
+def network(hosts: list[str], links: list[LinkSpec], log, active: Path | None = None,
+            floor_ms: float = 0.0) -> Iterator[Network]:
     """A namespace per host, a veth pair per link with its latency, measured once (facts["rtt_ms"]);
-    all of it deleted on exit, and after a SIGKILL through the record in active."""
+    all of it deleted on exit, and after a SIGKILL through the record in active. floor_ms: the round trip
+    the user-space delayer adds by itself (link_floor.floor()), taken off what it is told to hold, so a
+    link delivers its declared round trip (0: hold the whole delay, as the floor's own probe does)."""
     check(hosts, links)
-    net = Network(hosts, links, f"dbs{os.getpid()}{secrets.token_hex(2)}", log)
+    net = Network(hosts, links, f"dbs{os.getpid()}{secrets.token_hex(2)}", log, floor_ms)
     entry = storage.register(active, {"netns": list(net.namespaces.values())}) if active is not None else None
     try:
         net._build()

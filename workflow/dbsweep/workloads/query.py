@@ -7,6 +7,13 @@ Raw output, raw/executions.jsonl: one line per pass (warmup, idle, measured) wit
 and the server's counters (SHOW GLOBAL STATUS; pg_stat_database and pg_statio_user_tables summed) right
 before and after. The idle pass reads the counters twice with nothing between: what reading them costs,
 subtracted from each execution's deltas.
+
+The plan the server chose, raw/plans/<query>.json (the query file's name): once, after the measured executions
+(so their times are those of executions alone), in the session of the last one (the cell's session settings),
+the server's JSON as it sent it (engines' explain: ANALYZE where the statement only reads, else EXPLAIN); its
+pass in executions.jsonl ("plan") says the statement used and its seconds. The plans table gives each plan's
+fingerprint (dbsweep.plans: its shape without costs, estimates and what the run measured), which tells the
+cells that ran the same plan.
 """
 from __future__ import annotations
 
@@ -17,7 +24,7 @@ import statistics
 import time
 from pathlib import Path
 
-from dbsweep import engines
+from dbsweep import engines, plans
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import check_names
 from dbsweep.workloads.contract import DATABASE, Table, Workload
@@ -34,6 +41,8 @@ OPTION = re.compile(rf"[A-Za-z][A-Za-z0-9_-]*|{re.escape(SESSION)}.*")
 # rest stay in the raw file.
 REPORTED = re.compile("|".join(f"^(?:{family.QUERY_COUNTERS})$" for family in engines.families()), re.I)
 EXECUTION_COLUMNS = ["execution", "name", "value"]
+PLANS = "plans"  # raw/plans/<query>.json
+PLAN_COLUMNS = ["query", "statement", "fingerprint", "seconds", "file"]
 
 
 def check(options: dict, where: str) -> None:
@@ -120,6 +129,24 @@ def _pass(db, session, sql: str, kind: str, n: int) -> dict:
             "before": before, "after": _counters(db)}
 
 
+def _plan(db, session, sql: str, query: str, raw: Path) -> dict:
+    """The plan the server chooses for sql in session, into raw/plans/<query>.json byte for byte; its pass. A plan
+    the server would not give fails the repetition, naming the query: its timings alone cannot say which plan
+    they are of."""
+    start = time.time()
+    t0 = time.perf_counter()
+    try:
+        statement, text = db.family.explain(session, sql)
+    except Exception as e:  # the driver's own errors (PyMySQL, psycopg)
+        raise RuntimeError(f"plan of {query}: {e}") from None
+    seconds = time.perf_counter() - t0
+    path = raw / PLANS / f"{query}.json"
+    path.parent.mkdir(exist_ok=True)
+    path.write_bytes(text.encode())
+    return {"pass": "plan", "execution": None, "start": start, "seconds": seconds, "statement": statement,
+            "file": str(path.relative_to(raw))}
+
+
 def measure(window) -> None:
     """The executions: window gives db, restart() (stop, drop the OS caches, start), raw and recipe."""
     options = window.recipe.options
@@ -144,6 +171,7 @@ def measure(window) -> None:
                     session = _session(window.db, options)
                 write(_pass(window.db, session, sql, "idle", n))
                 write(_pass(window.db, session, sql, "measured", n))
+            write(_plan(window.db, session, sql, Path(options["query"]).stem, window.raw))
         finally:
             if session is not None:
                 session.close()
@@ -194,6 +222,22 @@ def execution_rows(rawdir: Path, run) -> list[dict]:
             for e in executions(rawdir) for name, value in e.items() if name != "execution"]
 
 
+def plan_rows(rawdir: Path, run) -> list[dict]:
+    """The plans table: per plan the server gave (the plan passes), the query, the statement that asked for it,
+    its fingerprint, the seconds it took and its file, relative to the results folder (runs/<cell>/...) when
+    it lies in one."""
+    out = []
+    for p in _passes(rawdir):
+        if p["pass"] != "plan":
+            continue
+        path = Path(rawdir) / p["file"]
+        runs = [i for i, part in enumerate(path.parts) if part == "runs"]
+        out.append({"query": Path(p["file"]).stem, "statement": p["statement"],
+                    "fingerprint": plans.fingerprint(path.read_text()), "seconds": p["seconds"],
+                    "file": str(Path(*path.parts[runs[-1]:])) if runs else p["file"]})
+    return out
+
+
 def version() -> str:
     import psycopg
     import pymysql
@@ -204,5 +248,6 @@ WORKLOAD = Workload(
     tool=TOOL, kind=DATABASE, check=check, dataset=dataset, prepare=prepare, samples=samples, summary=summary,
     version=version, files=lambda options: FILES, duration=lambda options: None, duration_key=None,
     dataset_options=("setup",), analyses=("query_timing",),
-    per_second=False, warmup=False, tables={"executions": Table(tuple(EXECUTION_COLUMNS), execution_rows)},
+    per_second=False, warmup=False, tables={"executions": Table(tuple(EXECUTION_COLUMNS), execution_rows),
+                                          "plans": Table(tuple(PLAN_COLUMNS), plan_rows)},
     load=load, measure=measure)
