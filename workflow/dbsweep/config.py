@@ -17,8 +17,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import calibration, canary, config_tree, engines, events, fsprobe, matrix, noise, servers, units, \
-    workloads
+from dbsweep import calibration, canary, config_tree, devices, engines, events, fsprobe, matrix, noise, servers, \
+    units, workloads
 from dbsweep.configfile import load_yaml
 from dbsweep.errors import ConfigError, shown
 from dbsweep.matrix import Cell, axis_order, expand
@@ -73,6 +73,7 @@ class Study:
     noise_control: noise.NoiseControl | None = None  # what each repetition sets on the host; None: nothing
     canary_every: int | None = None  # noise_control.canary.every: repetitions between two canary runs
     repeat_until: dict | None = None  # {detectable_pct, max_repetitions}: more rounds while the noise needs them
+    device_classes: dict = field(default_factory=dict)  # name -> caps (devices.py)
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 
     @functools.cached_property
@@ -101,7 +102,7 @@ class Study:
         workload = workloads.get(wl["tool"])
         settings = {key: wl[key] for key in workload.settings if key in wl}
         common = {"tool": wl["tool"], "options": options, "threads": int(values.get("threads", 1)),
-                  "filesystem": self.filesystems[values["filesystem"]],
+                  "filesystem": devices.on_cell(self.filesystems[values["filesystem"]], values, self.device_classes),
                   "dataset": workload.dataset(options, **settings), "duration_s": workload.duration(options)}
         if self.noise_control is not None:
             common["noise_control"] = self.noise_control
@@ -196,7 +197,7 @@ class Study:
         the cell's own values of the options that shape the dataset (engines.dataset_options: a charset
         axis makes an image per charset, loaded by a server running with it)."""
         r = self.recipe(cell)
-        fs = r.filesystem
+        fs = devices.without_class(r.filesystem)
         if fs["type"] not in LOOP_TYPES or fs.get("device"):
             return None
         spec = {"filesystem": fs, "tool": r.tool, "dataset": r.dataset}
@@ -233,6 +234,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         if not values:
             raise ConfigError(f"axes.{name}: [] has no values, so the matrix has no cells; give at least one")
     filesystems = _filesystems(config.get("filesystems", {}))
+    classes = devices.check(config, axes)
     wls = config["workloads"]
     for name, wl in wls.items():
         workload = workloads.get(wl["tool"])
@@ -348,6 +350,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         noise_control=control,
         canary_every=config.get("noise_control", {}).get("canary", {}).get("every"),
         repeat_until=repeat_until,
+        device_classes=classes,
     )
     for cell in cells:
         study.recipe(cell)  # built once here (planning reads them again): what a recipe refuses stops the load

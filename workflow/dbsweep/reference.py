@@ -22,8 +22,8 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 # Where examples come from, first found first: the guide's YAML blocks, the other docs', then the shipped studies.
-EXAMPLES = ("config/README.md", "docs/topologies.md", "docs/events.md", "docs/open-loop.md", "README.md",
-            "config/config.yaml", "config/studies/*.yaml")
+EXAMPLES = ("config/README.md", "docs/topologies.md", "docs/events.md", "docs/open-loop.md", "docs/devices.md",
+            "README.md", "config/config.yaml", "config/studies/*.yaml")
 OUT = ROOT / "docs" / "reference.md"
 COMMAND = "PYTHONPATH=workflow .venv/bin/python -m dbsweep.reference"
 NAME = "<name>"  # the path segment of a map whose keys the user chooses (filesystems.<name>.size)

@@ -5,6 +5,11 @@ devices, scratch files that may hold a secret, a topology's network namespaces),
 what a run killed with SIGKILL set up is released by its guardian or the next run on
 the same host (sweep_stale): unmounted, detached and deleted for real, never lazily,
 once the run's processes are killed (runtime.cgroup).
+
+A filesystem on a device class (devices.py) has its loop device capped for as long as it is mounted
+(throttled): a blkio rule in the root cgroup, which outlives the loop device's detach and would cap the
+next user of the same loop device, so it is recorded like a mount, removed first when released, and
+a loop device just attached starts without one.
 """
 from __future__ import annotations
 
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbsweep import manifest
+from dbsweep.runtime import blkio, cgroup
 
 LOOP_TYPES = ("ext4", "xfs", "btrfs")
 _FORCE = {"ext4": "-F", "xfs": "-f", "btrfs": "-f"}
@@ -105,10 +111,72 @@ def loop_device(image: Path, active: Path):
     dev = sh(["losetup", "--direct-io=on", "--find", "--show", str(image)]).stdout.strip()
     entry = register(active, {"loop": dev, "image": str(image.resolve())})
     try:
+        h = blkio.hierarchy()
+        if h is not None and blkio.rules(h.mount, major_minor(dev)):  # a killed run's, not released
+            blkio.set_rules(h.mount, major_minor(dev), {})
         yield dev
     finally:
         detach(dev)
         entry.unlink(missing_ok=True)
+
+
+def major_minor(dev: str) -> str:
+    """'major:minor' of a block device node, as the blkio files name it."""
+    number = os.stat(dev).st_rdev
+    return f"{os.major(number)}:{os.minor(number)}"
+
+
+@contextmanager
+def throttled(dev: str, device_class: dict, active: Path):
+    """Cap every IO to the loop device dev at the device class's limits while the body runs; yields the
+    record of it: declared (the class), delivered (the rules as the kernel reports them once set) and
+    delivered_at_end (read again before they are removed).
+
+    The rule goes in the blkio root cgroup, where v1 charges the kernel's writeback and journal IO, and
+    the job moves there for the while if it was elsewhere (v1 throttles each cgroup on its own budget, so
+    the server and client must share the one the flusher uses). Removed on exit, and after a kill
+    through the record in active (release: before the loop device is detached)."""
+    h = blkio.hierarchy()
+    if h is None:
+        raise RuntimeError("device class: no cgroup v1 blkio hierarchy is mounted (see /proc/self/mountinfo)")
+    number = major_minor(dev)
+    caps = {key: int(device_class[key]) for key in blkio.LIMITS if key in device_class}
+    entry = register(active, {"throttle": number, "blkio": str(h.mount), "device": dev, "image": _backing(dev)})
+    home = h.home()
+    facts = {"name": device_class["name"], "device": number, "declared": caps,
+             "blkio_cgroup": "/" + str(home.relative_to(h.mount)).removeprefix(".")}
+    try:
+        if home != h.mount:
+            cgroup.move(os.getpid(), h.mount)
+        blkio.set_rules(h.mount, number, caps)
+        blkio.classes[number] = caps
+        facts["delivered"] = blkio.rules(h.mount, number)
+        yield facts
+    finally:
+        facts["delivered_at_end"] = blkio.rules(h.mount, number)
+        blkio.classes.pop(number, None)
+        blkio.set_rules(h.mount, number, {})
+        if home != h.mount:
+            cgroup.move(os.getpid(), home)
+        left = blkio.rules(h.mount, number)
+        if left:
+            raise RuntimeError(f"device class: the blkio rules on {dev} ({number}) stayed after removal: {left}")
+        entry.unlink(missing_ok=True)
+
+
+def _unthrottle(record: dict) -> list[str]:
+    """Remove a killed run's cap from its loop device, unless another image is attached there now (whose
+    user cleared it when attaching, and may have set its own)."""
+    if _backing(record["device"]) not in (None, record["image"]):
+        return []
+    folder = Path(record["blkio"])
+    try:
+        if not blkio.rules(folder, record["throttle"]):
+            return []
+        blkio.set_rules(folder, record["throttle"], {})
+    except OSError:  # the device is gone (a loop device removed): so is its rule
+        return []
+    return [f"blkio throttle on {record['device']} ({record['throttle']})"]
 
 
 def detach(dev: str, tries: int = 50) -> None:
@@ -233,6 +301,8 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
         commands.append(stack.enter_context(mounted(dev, mnt, kind, spec["mount_options"], active)))
         facts |= {"type": kind, "mkfs_options": spec["mkfs_options"], "queue": block_queue(dev),
                   "superblock": superblock(kind, dev, mnt)} | mount_facts(mnt)
+        if spec.get("device_class"):
+            facts["device_class"] = stack.enter_context(throttled(dev, spec["device_class"], active))
         yield Mounted(mnt, [Path(dev).name], facts, commands)
 
 
@@ -359,8 +429,12 @@ def _release(active: Path, chosen) -> list[str]:
             continue
         if record.get("host") == host and chosen(record.get("pid", 0)):
             stale.append((entry, record))
-    # Mounts first, then loop devices (detached only once nothing is mounted from them), then files.
-    for entry, record in sorted(stale, key=lambda e: 0 if "mount" in e[1] else 1 if "loop" in e[1] else 2):
+    # A device class's cap first (while its loop device still holds the image), mounts, then loop devices
+    # (detached only once nothing is mounted from them), then files.
+    for entry, record in sorted(stale, key=lambda e: -1 if "throttle" in e[1] else 0 if "mount" in e[1]
+                                else 1 if "loop" in e[1] else 2):
+        if "throttle" in record:
+            released += _unthrottle(record)
         if "mount" in record and mount_facts(Path(record["mount"])):
             unmount(Path(record["mount"]))
             released.append(record["mount"])

@@ -11,6 +11,13 @@ the syncs of its own dirty pages). Buffered writes the kernel's flusher writes b
 charged to the process in v1, so a server that writes through the page cache is throttled on its
 reads and syncs only. cgroup v2's io.max is not built: a host with only v2 refuses io_throttle
 when the study loads.
+
+A device class (devices.py) caps a loop device in the hierarchy's root cgroup instead (set_root): v1's
+throttling is flat, each cgroup its own budget and a parent's rule no limit on its children, and the root
+is where the kernel's own IO is charged (the flusher's writeback, the journal's commits), and where
+a repetition's processes live. A node the io_throttle event moved into a cgroup of its own would leave
+its device's class there, so the event's limits are the class's where it sets none, and never above them
+(`classes`, the caps in force on each device).
 """
 from __future__ import annotations
 
@@ -24,6 +31,7 @@ from dbsweep.runtime import cgroup
 from dbsweep.units import parse_size
 
 LIMITS = ("read_bps", "write_bps", "read_iops", "write_iops")
+classes: dict[str, dict[str, int]] = {}  # 'major:minor' -> the device class's caps on it (set by storage.throttled)
 
 
 def limits(event: dict) -> dict[str, int]:
@@ -59,6 +67,33 @@ def device(path: Path) -> str:
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
 
 
+def rules(folder: Path, dev: str) -> dict[str, int]:
+    """The limits set on dev in the blkio cgroup at folder, as the kernel reports them (LIMITS key -> value;
+    a limit not set is left out)."""
+    found = {}
+    for key in LIMITS:
+        for line in (folder / f"blkio.throttle.{key}_device").read_text().splitlines():
+            name, _, value = line.partition(" ")
+            if name == dev and value.strip().isdigit() and int(value) > 0:
+                found[key] = int(value)
+    return found
+
+
+def set_rules(folder: Path, dev: str, limits: dict[str, int]) -> None:
+    """Set every limit of LIMITS on dev in the cgroup at folder: the given ones, and no limit (0) for the rest,
+    so a rule left by an earlier user of the device does not stay."""
+    for key in LIMITS:
+        (folder / f"blkio.throttle.{key}_device").write_text(f"{dev} {int(limits.get(key, 0))}")
+
+
+def within_class(dev: str, limits: dict[str, int]) -> dict[str, int]:
+    """The limits to set on dev in a cgroup of its own: those given, at most the device class's (a cgroup
+    below the root leaves the root's rules behind), and the class's where none is given."""
+    cls = classes.get(dev, {})
+    return {key: min(v for v in (limits.get(key), cls.get(key)) if v) for key in LIMITS
+            if limits.get(key) or cls.get(key)}
+
+
 class Throttles:
     """The io_throttle limits of one repetition, one blkio cgroup per node."""
 
@@ -79,19 +114,21 @@ class Throttles:
         group, _, set_ = self.groups[node]
         for pid in pids:
             cgroup.move(pid, group.path)
-        for key, value in limits.items():
+        for key, value in within_class(dev, limits).items():
             (group.path / f"blkio.throttle.{key}_device").write_text(f"{dev} {int(value)}")
             set_.add(key)
         return len(group.pids())
 
     def lift(self, node: str) -> str | None:
-        """Remove the node's limits (its processes stay in the cgroup until close); its device, or None."""
+        """Remove the node's limits, down to its device's class (its processes stay in the cgroup until
+        close); its device, or None."""
         if node not in self.groups:
             return None
         group, dev, set_ = self.groups[node]
+        cls = classes.get(dev, {})
         for key in sorted(set_):
-            (group.path / f"blkio.throttle.{key}_device").write_text(f"{dev} 0")
-        set_.clear()
+            (group.path / f"blkio.throttle.{key}_device").write_text(f"{dev} {cls.get(key, 0)}")
+        set_ &= set(cls)  # the class's stay set, at its rates
         return dev
 
     def close(self) -> None:

@@ -30,10 +30,12 @@ RMDIR_TRIES = 50
 current: "Cgroup | None" = None  # the repetition cgroup this process is in (set by runtime.owned)
 
 
-def mounts() -> list[tuple[str, str, str, set[str]]]:
-    """(root inside the hierarchy, mount point, fstype, options) of each cgroup mount."""
+def mounts(mountinfo: str | None = None) -> list[tuple[str, str, str, set[str]]]:
+    """(root inside the hierarchy, mount point, fstype, options) of each cgroup mount, in this process's
+    /proc/self/mountinfo or the text of one given."""
     found = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+    text = Path("/proc/self/mountinfo").read_text() if mountinfo is None else mountinfo
+    for line in text.splitlines():
         fields = line.split()
         sep = fields.index("-")
         fstype = fields[sep + 1]

@@ -1,0 +1,196 @@
+"""Device classes: declared at load, a cap on the cell's loop device for the whole repetition, read back,
+and always removed (also after a kill). The bad values are rows of test_bad_configs.py."""
+import copy
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, leftovers, tiny_study
+from dbsweep import devices, storage
+from dbsweep.config import FS_DEFAULTS, load
+from dbsweep.errors import ConfigError
+from dbsweep.runtime import blkio, cgroup
+
+BLKIO = Path("/sys/fs/cgroup/blkio")
+GP3 = {"read_iops": 3000, "write_iops": 3000, "read_bps": "125M", "write_bps": "125M"}
+# /proc/self/mountinfo of a host with only cgroup v2 (a Debian 12 default install, captured)
+V2_ONLY = ("25 30 0:22 / /sys rw,nosuid,nodev,noexec,relatime shared:7 - sysfs sysfs rw\n"
+           "26 25 0:23 / /sys/fs/cgroup rw,nosuid,nodev,noexec,relatime shared:9 - cgroup2 cgroup2 "
+           "rw,nsdelegate,memory_recursiveprot\n")
+
+
+def study(**changes) -> dict:
+    config = tiny_study(device_classes={"gp3": dict(GP3), "slow": {"read_iops": 500}})
+    config.update(changes)
+    return config
+
+
+def root_rules(dev: str) -> dict:
+    return blkio.rules(BLKIO, storage.major_minor(dev))
+
+
+# --- at load -------------------------------------------------------------------------------------------
+
+def test_the_axis_picks_a_class_into_the_recipe_and_the_image_is_shared():
+    config = study()
+    config["axes"]["device_class"] = ["none", "gp3"]
+    s = load(config)
+    by_class = {cell["device_class"]: cell for cell in s.cells if cell["workload"] == "fio-rr"}
+    capped, plain = s.recipe(by_class["gp3"]).filesystem, s.recipe(by_class["none"]).filesystem
+    assert capped["device_class"] == {"name": "gp3", "read_iops": 3000, "write_iops": 3000,
+                                      "read_bps": 125 << 20, "write_bps": 125 << 20}
+    assert "device_class" not in plain and plain == load(tiny_study()).recipe(load(tiny_study()).cells[0]).filesystem
+    # a cap shapes the run, not the prepared files: both cells restore one image
+    assert s.image(by_class["gp3"]) == s.image(by_class["none"]) is not None
+
+
+def test_a_filesystem_names_its_class():
+    config = study()
+    config["filesystems"]["ext4"]["device_class"] = "slow"
+    s = load(config)
+    assert {s.recipe(cell).filesystem["device_class"]["name"] for cell in s.cells} == {"slow"}
+    assert s.recipe(s.cells[0]).filesystem["device_class"] == {"name": "slow", "read_iops": 500}
+
+
+def test_a_host_that_cannot_throttle_is_refused_with_the_reason(tmp_path):
+    assert devices.undeliverable(cgroup.mounts()) is None  # this host: cgroup v1 with blkio throttling
+    assert "only cgroup v2" in devices.undeliverable(cgroup.mounts(V2_ONLY))
+    assert "io.max" in devices.undeliverable(cgroup.mounts(V2_ONLY))
+    no_throttle = f"40 26 0:40 / {tmp_path} rw,nosuid shared:20 - cgroup cgroup rw,blkio\n"
+    assert "CONFIG_BLK_DEV_THROTTLING" in devices.undeliverable(cgroup.mounts(no_throttle))
+    assert "no cgroup v1 blkio" in devices.undeliverable(cgroup.mounts(V2_ONLY.splitlines()[0]))
+
+
+def test_a_class_on_a_real_device_or_a_dir_is_refused():
+    for fs in ({"type": "dir", "path": "/tmp"}, {"type": "xfs", "device": "/dev/vdz", "allow_format": True}):
+        config = study(filesystems={"disk": fs | {"device_class": "gp3"}})
+        config["axes"]["filesystem"] = ["disk"]
+        with pytest.raises(ConfigError, match="filesystems.disk.device_class: 'gp3': (a dir|/dev/vdz is a real)"):
+            load(config)
+
+
+def test_an_io_throttle_event_stays_within_the_device_class():
+    """v1 throttles each cgroup on its own: a node the event moved below the root leaves the class's rule,
+    so its cgroup gets the event's limits, never above the class's, and the class's where the event sets none."""
+    blkio.classes["7:99"] = {"read_iops": 500, "write_bps": 1 << 20}
+    try:
+        assert blkio.within_class("7:99", {"read_iops": 2000, "read_bps": 5 << 20}) == \
+            {"read_bps": 5 << 20, "write_bps": 1 << 20, "read_iops": 500}
+        assert blkio.within_class("7:99", {"read_iops": 100}) == {"write_bps": 1 << 20, "read_iops": 100}
+        assert blkio.within_class("7:98", {"read_iops": 100}) == {"read_iops": 100}  # a device without a class
+    finally:
+        del blkio.classes["7:99"]
+
+
+# --- on a loop device ----------------------------------------------------------------------------------
+
+def spec(**caps):
+    return FS_DEFAULTS | {"type": "ext4", "size": "300M", "device_class": {"name": "c"} | caps}
+
+
+def test_the_cap_is_set_read_back_and_removed_even_on_error(tmp_path):
+    caps = {"read_iops": 500, "write_bps": 8 << 20}
+    with pytest.raises(RuntimeError, match="boom"):
+        with storage.filesystem(spec(**caps), tmp_path / "scratch", tmp_path / "active") as fs:
+            dev = f"/dev/{fs.devices[0]}"
+            record = fs.facts["device_class"]
+            assert record["declared"] == caps and record["delivered"] == caps == root_rules(dev)
+            assert record["device"] == storage.major_minor(dev) and record["blkio_cgroup"] == "/"
+            assert blkio.classes[record["device"]] == caps
+            raise RuntimeError("boom")
+    assert record["delivered_at_end"] == caps, "read back before removal, a failed run too"
+    assert root_rules(dev) == {} and record["device"] not in blkio.classes
+    assert leftovers(tmp_path) == [] and list((tmp_path / "active").iterdir()) == []
+
+
+def test_an_io_throttle_event_on_a_class_is_held_to_it_and_lifted_back_to_it(tmp_path):
+    with storage.filesystem(spec(read_iops=300), tmp_path / "scratch", tmp_path / "active") as fs:
+        dev = fs.facts["device_class"]["device"]
+        throttles = blkio.Throttles()
+        sleeper = subprocess.Popen(["sleep", "60"])
+        try:
+            throttles.limit("node1", [sleeper.pid], dev, {"read_iops": 1000, "write_iops": 50})
+            group = throttles.owner.path / "node1"
+            assert blkio.rules(group, dev) == {"read_iops": 300, "write_iops": 50}
+            throttles.lift("node1")  # the node stays in its cgroup until close: at the class's rates
+            assert blkio.rules(group, dev) == {"read_iops": 300}
+        finally:
+            throttles.close()
+            sleeper.kill()
+            sleeper.wait()
+    assert leftovers(tmp_path) == []
+
+
+def test_a_sigkilled_runs_cap_is_removed_by_the_next_one(tmp_path):
+    child = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT / 'workflow')!r})
+        from pathlib import Path
+        from dbsweep import storage
+        from dbsweep.config import FS_DEFAULTS
+        spec = FS_DEFAULTS | {{"type": "ext4", "size": "300M", "device_class": {{"name": "c", "read_iops": 77}}}}
+        with storage.filesystem(spec, Path({str(tmp_path / 'scratch')!r}), Path({str(tmp_path / 'active')!r})) as fs:
+            print(fs.devices[0], flush=True)
+            time.sleep(60)
+    """)
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, text=True)
+    dev = "/dev/" + proc.stdout.readline().strip()
+    proc.kill()
+    proc.wait()
+    assert root_rules(dev) == {"read_iops": 77}, "SIGKILL leaves the rule"
+    released = storage.sweep_stale(tmp_path / "active")
+    assert released[0] == f"blkio throttle on {dev} ({storage.major_minor(dev)})" and len(released) == 3
+    assert root_rules(dev) == {} and leftovers(tmp_path) == []
+
+
+def test_a_loop_device_starts_without_a_rule_left_on_it(tmp_path):
+    """A rule outlives its loop device's detach; one a killed run left (and no sweep removed) must not cap
+    the next image attached there."""
+    image = tmp_path / "a.img"
+    storage.sparse_file(image, "16M")
+    with storage.loop_device(image, tmp_path / "active") as dev:
+        number = storage.major_minor(dev)
+        blkio.set_rules(BLKIO, number, {"write_iops": 33})
+    try:
+        assert blkio.rules(BLKIO, number) == {"write_iops": 33}, "detach leaves the rule on the device"
+        with storage.loop_device(image, tmp_path / "active") as again:
+            assert again != dev or blkio.rules(BLKIO, number) == {}
+    finally:
+        blkio.set_rules(BLKIO, number, {})
+
+
+# --- a run ---------------------------------------------------------------------------------------------
+
+def fio(rw: str, bs: str, **more) -> dict:
+    return {"tool": "fio", "options": {"rw": rw, "bs": bs, "size": "64M", "direct": 1, "ioengine": "libaio",
+                                       "iodepth": 16, "runtime": 3} | more}
+
+
+@pytest.mark.workflow
+def test_a_fio_cell_on_a_class_delivers_its_cap_and_leaves_no_rule(study_factory):
+    config = {
+        "study": "devices",
+        "axes": {"filesystem": ["ext4"], "workload": ["randread", "write"], "device_class": ["capped"]},
+        "filesystems": {"ext4": {"type": "ext4", "size": "256M"}},
+        "device_classes": {"capped": {"read_iops": 500, "write_bps": "8M"}},
+        "workloads": {"randread": fio("randread", "4k"), "write": fio("write", "1M", iodepth=4)},
+    }
+    s = study_factory(copy.deepcopy(config))
+    s.run("--until", "run")
+    runs = s.path("results/runs/filesystem~ext4/threads~1")
+    got = {}
+    for wl, direction, figure in (("randread", "read", "iops"), ("write", "write", "bw_bytes")):
+        rep = runs / f"workload~{wl}/device_class~capped/rep~1"
+        run = json.loads((rep / "run.json").read_text())
+        record = run["filesystem"]["device_class"]
+        assert record["declared"] == record["delivered"] == record["delivered_at_end"] == \
+            {"read_iops": 500, "write_bps": 8 << 20}
+        got[wl] = json.loads((rep / run["attempt"] / "raw" / "fio.json").read_text())["jobs"][0][direction][figure]
+        device = record["device"]
+    assert got["randread"] == pytest.approx(500, rel=0.05)
+    assert got["write"] == pytest.approx(8 << 20, rel=0.05)
+    assert blkio.rules(BLKIO, device) == {}

@@ -1,0 +1,146 @@
+"""Device classes: a cell's filesystem capped like a real volume, whose type is a published IOPS and
+throughput limit.
+
+    device_classes:
+      gp3_base: {read_iops: 3000, write_iops: 3000, read_bps: 125M, write_bps: 125M}
+      hdd:      {read_iops: 150, write_iops: 150, read_bps: 160M, write_bps: 160M}
+    filesystems:
+      ext4_gp3: {type: ext4, device_class: gp3_base}      # this filesystem always sits on the class
+    axes:
+      device_class: [none, gp3_base, hdd]                  # or an axis picks one per cell
+
+The caps are blkio throttle rules on the cell's loop device, set when it is mounted and removed when it
+is left (storage.throttled), so they hold for the whole repetition and for every IO of the filesystem:
+the server, the client, the kernel's writeback and journal on their behalf. Each repetition records
+them as declared and as the kernel reports them (run.json filesystem.device_class). docs/devices.md
+has example classes and the measured delivery.
+
+What blkio cannot do is refused when the study loads: a burst (there is no credit bucket, only a rate),
+an added latency, a class on a filesystem with no loop device of its own (tmpfs, a dir: on the host's
+disk, a real device), and any class on a host without cgroup v1's blkio throttling.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from dbsweep.errors import ConfigError, shown
+from dbsweep.names import check_name
+from dbsweep.runtime import blkio, cgroup
+from dbsweep.units import parse_size
+
+AXIS = "device_class"
+NONE = "none"  # the axis's value for the filesystem as it is, uncapped
+MAX_IOPS = 2**32 - 1  # blk-throttle keeps an IOPS limit in an unsigned int
+# What a class may not declare, and why: each is a key of the schema, so the user reads the reason.
+UNDELIVERABLE = {
+    "burst": "blkio throttling holds a steady rate and keeps no credit bucket, so a burst cannot be delivered; "
+             "declare the baseline rates (docs/devices.md)",
+    "latency": "blkio throttling delays IO only to hold a rate; it cannot add a per-IO latency",
+}
+
+
+def check(config: dict, axes: dict) -> dict[str, dict]:
+    """The study's device classes (name -> caps in bytes and IOs per second, LIMITS keys), once every
+    declaration of one is checked: the classes' values, the filesystems and axis that name them, and
+    that this host can deliver them."""
+    classes = {name: _caps(name, spec) for name, spec in config.get("device_classes", {}).items()}
+    named = {}
+    for name, fs in config.get("filesystems", {}).items():
+        if "device_class" in fs:
+            where = f"filesystems.{name}.device_class"
+            _known(fs["device_class"], classes, where)
+            why = unfit(fs)
+            if why:
+                raise ConfigError(f"{where}: {shown(fs['device_class'])}: {why}")
+            named[name] = fs["device_class"]
+    for value in axes.get(AXIS, []):
+        if value != NONE:
+            _known(value, classes, f"axes.{AXIS}")
+    both = [name for name in named if name in map(str, axes.get("filesystem", []))]
+    if AXIS in axes and both:
+        raise ConfigError(f"filesystems.{both[0]}.device_class: {shown(named[both[0]])}, and axes.{AXIS} "
+                          f"picks a class too: let one of them choose")
+    if named or any(value != NONE for value in axes.get(AXIS, [])):
+        why = undeliverable(cgroup.mounts())
+        if why:
+            key = f"filesystems.{next(iter(named))}.device_class" if named else f"axes.{AXIS}"
+            raise ConfigError(f"{key}: this host cannot deliver a device class: {why}")
+    return classes
+
+
+def _caps(name: str, spec: dict) -> dict:
+    """A class's caps: the schema gave each a type; here sizes become bytes and the undeliverable is refused."""
+    check_name("device_classes", name)
+    where = f"device_classes.{name}"
+    for key, why in UNDELIVERABLE.items():
+        if key in spec:
+            raise ConfigError(f"{where}.{key}: {shown(spec[key])}: {why}")
+    given = [key for key in blkio.LIMITS if key in spec]
+    if not given:
+        raise ConfigError(f"{where}: {shown(spec)} caps nothing; give one of {', '.join(blkio.LIMITS)}")
+    caps = {}
+    for key in given:
+        value = spec[key]
+        try:
+            amount = parse_size(value) if key.endswith("_bps") else value
+        except ConfigError:
+            amount = None
+        if isinstance(amount, bool) or not isinstance(amount, int) or amount <= 0:
+            kind = "a size per second like 125M" if key.endswith("_bps") else "a whole number of IOs per second"
+            raise ConfigError(f"{where}.{key}: {shown(value)} is not {kind}")
+        if key.endswith("_iops") and amount > MAX_IOPS:
+            raise ConfigError(f"{where}.{key}: {shown(value)} is above blkio's largest IOPS limit, {MAX_IOPS}")
+        caps[key] = amount
+    return caps
+
+
+def _known(value, classes: dict, where: str) -> None:
+    if str(value) not in classes:
+        raise ConfigError(f"{where}: {shown(value)} is not a class under device_classes: "
+                          f"({', '.join(classes) or 'none defined'})")
+
+
+def unfit(fs: dict) -> str | None:
+    """Why a filesystem cannot sit on a device class (it has no loop device of its own), or None."""
+    if fs["type"] == "tmpfs":
+        return "tmpfs is memory and has no block device to cap"
+    if fs["type"] == "dir":
+        return "a dir filesystem is on the host's own disk, which a class would cap for every process"
+    if fs.get("device"):
+        return f"{fs['device']} is a real device, capped by what it is; a class caps the loop device dbsweep makes"
+    return None
+
+
+def undeliverable(mounts: list[tuple[str, str, str, set[str]]]) -> str | None:
+    """Why this host cannot cap a device (its cgroup mounts, as cgroup.mounts gives them), or None."""
+    for root, point, fstype, options in mounts:
+        if fstype == "cgroup" and "blkio" in options and root == "/":
+            missing = [key for key in blkio.LIMITS if not (Path(point) / f"blkio.throttle.{key}_device").exists()]
+            if missing:
+                return (f"its blkio hierarchy at {point} has no blkio.throttle.{missing[0]}_device (a kernel "
+                        "built without CONFIG_BLK_DEV_THROTTLING)")
+            return None
+    if any(fstype == "cgroup2" for _, _, fstype, _ in mounts):
+        return "it mounts only cgroup v2, and dbsweep throttles with cgroup v1's blkio (v2's io.max is not built)"
+    return "it mounts no cgroup v1 blkio hierarchy (see /proc/self/mountinfo)"
+
+
+def on_cell(fs: dict, values: dict, classes: dict) -> dict:
+    """The filesystem declaration of a cell's recipe: with the class it sits on (the axis's value, else the
+    filesystem's own) as {"name", caps…}, or without one. A filesystem without a class stays as it was
+    declared, so recipes recorded before classes existed stay equal."""
+    name = values.get(AXIS, fs.get("device_class"))
+    out = {key: value for key, value in fs.items() if key != "device_class"}
+    if name is None or name == NONE:
+        return out
+    _known(name, classes, f"axes.{AXIS}")
+    why = unfit(fs)
+    if why:
+        raise ConfigError(f"axes.{AXIS}: {shown(name)} on filesystem {shown(str(values.get('filesystem')))}: {why}; "
+                          "exclude those cells")
+    return out | {"device_class": {"name": str(name)} | classes[str(name)]}
+
+
+def without_class(fs: dict) -> dict:
+    """A filesystem declaration without its device class: a cap shapes the run, never the prepared image."""
+    return {key: value for key, value in fs.items() if key != "device_class"}
