@@ -216,6 +216,16 @@ def test_mkfs_options_against_a_real_xfs_superblock(tmp_path):
         ("mkfs option", "feature reflink"): DEVIATED}
 
 
+def test_a_device_class_rule_changed_during_the_repetition_is_deviated():
+    facts = {"name": "hdd", "declared": {"read_iops": 150, "write_iops": 150},
+             "delivered": {"read_iops": 150, "write_iops": 150}, "delivered_at_end": {"read_iops": 150}}
+    got = verdicts(delivered.device_class({"name": "hdd", "read_iops": 150, "write_iops": 150}, facts))
+    assert got == {("device class", "hdd read_iops (set)"): EQUAL, ("device class", "hdd write_iops (set)"): EQUAL,
+                   ("device class", "hdd read_iops (end)"): EQUAL, ("device class", "hdd write_iops (end)"): DEVIATED}
+    assert verdicts(delivered.device_class({"name": "hdd"}, None)) == {("device class", "hdd"): NOT_READ}
+    assert delivered.device_class(None, facts) == []
+
+
 # --- topology -------------------------------------------------------------------------------------------
 
 def topology_recipe() -> Recipe:

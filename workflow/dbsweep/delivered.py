@@ -50,6 +50,8 @@ KINDS = {
                    "(to the page)"),
     "server version": ("SELECT version()", "the declared version is a prefix of the delivered one"),
     "filesystem": ("/proc/self/mounts: the filesystem type", "exact"),
+    "device class": ("the blkio throttle rules on the filesystem's loop device as the kernel reports them, once "
+                     "set and again at the repetition's end (run.json filesystem.device_class)", "exact"),
     "mount option": ("/proc/self/mounts: the options of the mount", "exact; an option the kernel does not "
                      "print (a default) is not read"),
     "mkfs option": ("the superblock: tune2fs -l (ext4), xfs_info (xfs)", "exact; options without a "
@@ -310,6 +312,25 @@ def filesystem(spec: dict, facts: dict) -> list[Check]:
         out.append(_check("mount option", "size", spec["size"], shown["size"].split("=", 1)[1],
                           EQUAL if want == got else DEVIATED))
     out += mkfs(kind, spec.get("mkfs_options") or [], facts.get("superblock"))
+    out += device_class(spec.get("device_class"), facts.get("device_class"))
+    return out
+
+
+def device_class(declared: dict | None, facts: dict | None) -> list[Check]:
+    """A device class's caps (bytes and IOs per second, blkio's keys) against the throttle rules read once set
+    (delivered) and before removal (delivered_at_end): a rule changed or gone during the repetition deviates."""
+    if not declared:
+        return []
+    name = declared.get("name", "device class")
+    out = []
+    for moment, key in (("set", "delivered"), ("end", "delivered_at_end")):
+        got = (facts or {}).get(key)
+        for limit, want in sorted((facts or {}).get("declared", {}).items()) if facts else []:
+            value = None if got is None else got.get(limit)
+            out.append(_check("device class", f"{name} {limit} ({moment})", want, value,
+                              NOT_READ if got is None else EQUAL if value == want else DEVIATED))
+    if facts is None:
+        out.append(_check("device class", name, "capped", None, NOT_READ, "no reading in run.json"))
     return out
 
 
