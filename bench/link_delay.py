@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
+import statistics
 import subprocess
 import sys
 import time
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import table, use_pipeline_code  # noqa: E402
 
 use_pipeline_code()
+from dbsweep.topology import link_floor  # noqa: E402
 from dbsweep.topology.network import LinkSpec, netem_available, network  # noqa: E402
 
 PORT = 7070
@@ -71,10 +74,13 @@ def main() -> None:
     parser.add_argument("--latencies", type=float, nargs="+", default=[0, 0.5, 2])
     parser.add_argument("--seconds", type=float, default=4)
     parser.add_argument("--connections", type=int, default=16)
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved pairs of the rtt with and without the "
+                                                                   "floor taken off")
     parser.add_argument("--smoke", action="store_true", help="0 and 1 ms, 1 s: does it still run")
     args = parser.parse_args()
     if args.smoke:
-        args.latencies, args.seconds = [0, 1], 1
+        args.latencies, args.seconds, args.rounds = [0, 1], 1, 1
+    floor = link_floor.floor()
     rows = []
     for latency in args.latencies:
         with network(["a", "b"], [LinkSpec("a", "b", latency)], io.StringIO()) as net:
@@ -93,13 +99,28 @@ def main() -> None:
                 server.wait()
         rate = float(out)
         ideal = args.connections / (rtt / 1000) if latency > 0 else None
+        held = delivered_rtts(latency, floor.floor_ms, args.rounds) if latency > 0 else None
         rows.append([f"{latency:g}", f"{rtt:.3f}", f"{rate:,.0f}", "" if ideal is None else f"{ideal:,.0f}",
-                     f"{100 * share:.0f}%" if latency > 0 and not netem_available() else "-"])
+                     f"{100 * share:.0f}%" if latency > 0 and not netem_available() else "-",
+                     "" if held is None else f"{held[0]:.3f} / {held[1]:.3f}"])
     method = "tc netem" if netem_available() else "the NFQUEUE user-space delayer (no sch_netem in this kernel)"
     print(f"{args.connections} TCP connections, 100-byte request/response, {args.seconds:g} s per latency; "
-          f"latency by {method}\n")
+          f"latency by {method}; its floor {floor.floor_ms:g} ms ({floor.how}); load average "
+          f"{os.getloadavg()[0]:.1f}\n")
     print(table(["added round trip ms", "measured rtt ms", "round trips/s", "ideal at that rtt",
-                 "delayer CPU (one core)"], rows))
+                 "delayer CPU (one core)", f"rtt ms, whole delay held / floor taken off (median of {args.rounds})"],
+                rows))
+
+
+def delivered_rtts(latency: float, floor_ms: float, rounds: int) -> tuple[float, float]:
+    """The link's median round trip when the delayer holds the whole declared delay, and when it holds the
+    delay less its own trip (what a topology cell does: topology.cell), in interleaved pairs."""
+    got = {0.0: [], floor_ms: []}
+    for _ in range(rounds):
+        for taken in (0.0, floor_ms):
+            with network(["a", "b"], [LinkSpec("a", "b", latency)], io.StringIO(), floor_ms=taken) as net:
+                got[taken].append(net.measure_rtt(20)["a-b"])
+    return statistics.median(got[0.0]), statistics.median(got[floor_ms])
 
 
 if __name__ == "__main__":
