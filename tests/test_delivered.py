@@ -320,7 +320,7 @@ def test_the_report_names_each_deviation_with_its_cell_and_counts_what_was_verif
     with gzip.open(path, "wt") as f:
         f.write("\n".join(",".join(r) for r in [header, *rows]) + "\n")
     report = delivered.report(path, ["engine", "threads"])
-    assert report.deviations == ["engine innodb, threads 4, repetition 2: server option loose-x: declared 1, "
+    assert report.deviations == ["engine innodb, repetition 2: server option loose-x: declared 1, "  # what varies
                                  "delivered (absent)"]
     assert report.deviated_reps == 1 and "left out of the comparisons" in report.lines[0]
     assert report.verified == [("server option", 0, 1), ("memory", 1, 1)]  # KINDS order; not read apart

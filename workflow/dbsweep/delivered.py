@@ -577,6 +577,7 @@ def report(path: Path, axes: list[str], include_deviated: bool = False) -> Repor
     with gzip.open(path, "rt", newline="") as f:
         rows = list(csv.DictReader(f))
     deviations, reps, by_kind, unread = [], set(), {}, {}
+    vary = [a for a in axes if len({row.get(a) for row in rows}) > 1] or axes  # name a cell by what differs
     for row in rows:
         kind, verdict = row["kind"], row["verdict"]
         if verdict == NOT_READ:
@@ -585,7 +586,7 @@ def report(path: Path, axes: list[str], include_deviated: bool = False) -> Repor
         ok, n = by_kind.get(kind, (0, 0))
         by_kind[kind] = (ok + (verdict in VERIFIED), n + 1)
         if verdict == DEVIATED:
-            cell = ", ".join(f"{a} {row[a]}" for a in axes if row.get(a))
+            cell = ", ".join(f"{a} {row[a]}" for a in vary if row.get(a))
             reps.add((cell, row["rep"]))
             check = Check(**{k: row[k] for k in COLUMNS})
             deviations.append(f"{cell}, repetition {row['rep']}: {check.line()}")
