@@ -44,6 +44,12 @@ def host_links() -> list[str]:
     return sorted(line.split(":")[1].strip() for line in out.splitlines())
 
 
+def host_mounts(folder: Path) -> list[str]:
+    """Mount points in the host's namespace where the cluster's nodes have theirs."""
+    points = [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+    return [p for p in points if p.startswith(str(folder)) or p in ("/etc/slurm", "/etc/hosts")]
+
+
 def processes_in(spaces: set[str]) -> list[str]:
     """Live (not zombie) processes in any of these network namespaces."""
     found = []
@@ -70,17 +76,20 @@ def left_behind(folder: Path, spaces: set[str], links: list[str]) -> list[str]:
 
 def test_three_namespaces_are_three_slurm_nodes_and_down_leaves_nothing(tmp_path):
     folder = tmp_path / "cluster"
-    links = host_links()
+    links, mounts = host_links(), host_mounts(folder)
     with slurm_turn():
-        started = time.monotonic()
-        up = cluster(folder, "up", "3")
-        assert up.returncode == 0, f"cluster.sh up 3 failed: {up.stderr[-3000:]}"
-        took = time.monotonic() - started
         step, spaces = None, {}
         try:
+            started = time.monotonic()
+            up = cluster(folder, "up", "3")
+            assert up.returncode == 0, f"cluster.sh up 3 failed: {up.stderr[-3000:]}"
+            took = time.monotonic() - started
             spaces = {host: identity(f"/run/netns/dbsw-{host}") for host in HOSTS}
             assert cluster_namespaces() == {f"dbsw-{host}" for host in HOSTS}
             assert host_links() == links  # the bridge and the veths are in the cluster's namespaces only
+            assert host_mounts(folder) == mounts  # the nodes' binds are in their own mount namespaces only
+            assert on(folder, "c2", "cat", str(folder / "host/slurmd.pid")).strip() \
+                == (folder / "hosts/c2/slurmd.pid").read_text().strip()  # c2's run folder is its own
 
             assert sorted(on(folder, "ctl", "srun", "-N3", "hostname").split()) == ["c1", "c2", "c3"]
             assert on(folder, "ctl", "srun", "-w", "c2", "hostname", "-I").split() == ["198.19.34.2"]
@@ -98,10 +107,14 @@ def test_three_namespaces_are_three_slurm_nodes_and_down_leaves_nothing(tmp_path
             assert "slurmstepd" in [p.name() for p in psutil.Process(pid).parents()]
             for host in HOSTS[1:]:  # each node's own slurmd, in its own namespace
                 assert f"slurmd -N {host}" in processes_in({spaces[host]})
-        finally:
+        finally:  # also when up failed: what it started goes
             down = cluster(folder, "down")
             if step is not None:
-                step.wait(timeout=30)
+                try:
+                    step.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    step.kill()  # down did not end it: fail, but leave no srun behind
+                    raise
         assert down.returncode == 0, down.stderr
         # down ended the running step too, and every daemon, namespace and file of the cluster.
         assert left_behind(folder, set(spaces.values()), links) == []

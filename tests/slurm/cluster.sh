@@ -190,7 +190,11 @@ wait_idle() {
   shown=$(on "$dir" ctl sinfo -N -o '%N %t %E' 2>&1 || true)
   echo "cluster.sh: $idle of $nodes nodes idle after ${READY_SECONDS}s; sinfo on ctl:" >&2
   echo "$shown" >&2
-  echo "logs: $dir/hosts/*/*.log" >&2
+  local log
+  for log in "$dir"/hosts/*/*.log; do
+    echo "--- last lines of $log:" >&2
+    tail -n 5 "$log" >&2
+  done
   return 1
 }
 
