@@ -108,7 +108,8 @@ def test_three_namespaces_are_three_slurm_nodes_and_down_leaves_nothing(tmp_path
             for host in HOSTS[1:]:  # each node's own slurmd, in its own namespace
                 assert f"slurmd -N {host}" in processes_in({spaces[host]})
         finally:  # also when up failed: what it started goes
-            down = cluster(folder, "down")
+            # down finds the running cluster's folder by itself, whatever CLUSTER_DIR it is given
+            down = cluster(tmp_path / "elsewhere", "down")
             if step is not None:
                 try:
                     step.wait(timeout=30)

@@ -27,9 +27,12 @@
 #
 # `down` kills every process in the dbsw-* namespaces (daemons, jobs, anything `exec` started), which
 # also ends their mount and UTS namespaces, then deletes the network namespaces (which removes the
-# bridge and the veths) and DIR. It needs nothing but the namespaces' names, so it cleans up after an
-# `up` killed at any point. Needs root. Proctrack by parentage and no task plugin, as tests/slurm/up.sh.
+# bridge and the veths), DIR and the running cluster's folder if another (the cwd of ctl's holder). It
+# needs nothing but the namespaces' names, so it cleans up after an `up` killed at any point. Needs root. Proctrack by parentage and no task plugin, as tests/slurm/up.sh.
 set -euo pipefail
+# The cluster's slurm.conf is at /etc/slurm in its hosts' mount namespaces: a SLURM_CONF of the caller's
+# (tests/slurm/up.sh prints one) would send its daemons and commands to another Slurm.
+unset SLURM_CONF
 
 PREFIX=dbsw-
 SUBNET=198.19.34
@@ -62,18 +65,42 @@ empty_namespace() {
   return 1
 }
 
+# The folder of the running cluster, wherever it is (another CLUSTER_DIR's): the working directory of
+# ctl's holder, when that is a cluster's folder naming it as ctl's holder.
+running_folder() {
+  local pid folder
+  for pid in $(ip netns pids "${PREFIX}ctl" 2>/dev/null || true); do
+    [[ $(tr '\0' ' ' < "/proc/$pid/cmdline" 2>/dev/null) == "sleep infinity " ]] || continue
+    folder=$(readlink "/proc/$pid/cwd" 2>/dev/null) || continue
+    if [[ -e $folder/cluster.conf && $(cat "$folder/hosts/ctl/holder.pid" 2>/dev/null) == "$pid" ]]; then
+      echo "$folder"
+    fi
+  done
+}
+
+# Remove a cluster's folder: files only (the binds were in the hosts' own mount namespaces, gone with
+# them); a folder without cluster.conf only when empty (an `up` killed before it wrote that).
+remove_folder() {
+  local dir=$1
+  [[ -n $dir ]] || return 0
+  if [[ -e $dir/cluster.conf ]]; then
+    rm -rf --one-file-system "$dir"
+  else
+    rmdir "$dir" 2>/dev/null || true
+  fi
+}
+
 down() {
-  local dir=$1 ns failed=0
+  local dir=$1 ns failed=0 running
+  running=$(running_folder)
   for ns in $(cluster_namespaces); do
     empty_namespace "$ns" || failed=1
   done
   for ns in $(cluster_namespaces); do
     ip netns delete "$ns" || failed=1
   done
-  # A namespace's holder gone, its dir may still hold nothing mounted (the binds lived in its own
-  # mount namespace), so this removes files only.
-  [[ -e $dir/cluster.conf ]] && rm -rf --one-file-system "$dir"
-  rmdir "$dir" 2>/dev/null || true  # an `up` killed before it wrote cluster.conf
+  remove_folder "$running"
+  remove_folder "$dir"
   return $failed
 }
 
@@ -93,7 +120,7 @@ hold() {
     hostname "$1" && mount --rbind /sys/fs/cgroup "$2/host" && mount -t sysfs sysfs /sys \
       && mount --move "$2/host" /sys/fs/cgroup && mount --bind "$2/etc" /etc/slurm \
       && mount --bind "$2/etc/hosts" /etc/hosts && mount --bind "$2/hosts/$1" "$2/host" \
-      && echo $$ > "$2/hosts/$1/holder.pid" && exec sleep infinity' \
+      && cd "$2" && echo $$ > "$2/hosts/$1/holder.pid" && exec sleep infinity' \
     holder "$host" "$dir" </dev/null >/dev/null 2>"$dir/hosts/$host/holder.err" &
 }
 
