@@ -17,18 +17,20 @@
 # added to the host's namespace, nothing is routed out, and the host's interfaces are untouched.
 #
 # Each host's namespaces are held by a `sleep infinity` (DIR/hosts/HOST/holder.pid) that daemons and
-# `exec` enter with nsenter. Its mount namespace starts as a copy of the host's (a slave: mounts the
-# host makes later appear there only where the host's are shared; / is private on this project's CI
-# host, so they do not), and its own mounts stay in it. There DIR/etc is bound over /etc/slurm (Slurm's
-# commands and the jobs find the cluster's slurm.conf without SLURM_CONF; the host's config is
-# untouched), DIR/etc/hosts over /etc/hosts (the hosts know each other by name), and DIR/hosts/HOST over
-# DIR/host: each slurmd's pid file, log and spool are at the same path in slurm.conf and in a folder of
-# its own on disk. munged's socket is DIR/munge/munge.socket: a file, reachable from every namespace.
+# `exec` enter with nsenter. Its mount namespace starts as a copy of the host's, a slave of it: its own
+# mounts stay in it, and the host's later mounts and unmounts reach it where the host's mounts are
+# shared (tests/conftest.py makes / shared for a pytest run; this VM's init leaves it private). There
+# DIR/etc is bound over /etc/slurm (Slurm's commands and the jobs find the cluster's slurm.conf without
+# SLURM_CONF; the host's config is untouched), DIR/etc/hosts over /etc/hosts (the hosts know each
+# other by name), and DIR/hosts/HOST over DIR/host: each slurmd's pid file, log and spool are at the
+# same path in slurm.conf and in a folder of its own on disk. munged's socket is
+# DIR/munge/munge.socket: a file, reachable from every namespace.
 #
 # `down` kills every process in the dbsw-* namespaces (daemons, jobs, anything `exec` started), which
 # also ends their mount and UTS namespaces, then deletes the network namespaces (which removes the
 # bridge and the veths), DIR and the running cluster's folder if another (the cwd of ctl's holder). It
-# needs nothing but the namespaces' names, so it cleans up after an `up` killed at any point. Needs root. Proctrack by parentage and no task plugin, as tests/slurm/up.sh.
+# needs nothing but the namespaces' names, so it cleans up after an `up` killed at any point.
+# Needs root. Processes tracked by parentage and no task plugin, as in tests/slurm/up.sh.
 set -euo pipefail
 # The cluster's slurm.conf is at /etc/slurm in its hosts' mount namespaces: a SLURM_CONF of the caller's
 # (tests/slurm/up.sh prints one) would send its daemons and commands to another Slurm.
@@ -203,7 +205,8 @@ EOF
   for ((i = 1; i <= nodes; i++)); do
     echo "NodeName=c$i NodeAddr=$SUBNET.$i" >> "$dir/etc/slurm.conf"
   done
-  echo "PartitionName=bench Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" >> "$dir/etc/slurm.conf"
+  echo "PartitionName=bench Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" \
+    >> "$dir/etc/slurm.conf"
 }
 
 # Wait until sinfo, asked on ctl, shows $2 idle nodes; say what it shows when it does not in time.
@@ -258,7 +261,8 @@ up() {
   done
 
   on "$dir" ctl munged --key-file="$dir/munge/munge.key" --socket="$dir/munge/munge.socket" \
-    --pid-file="$dir/munge/munged.pid" --log-file="$dir/hosts/ctl/munged.log" --seed-file="$dir/munge/munged.seed" --force
+    --pid-file="$dir/munge/munged.pid" --log-file="$dir/hosts/ctl/munged.log" \
+    --seed-file="$dir/munge/munged.seed" --force
   on "$dir" ctl slurmctld -i
   for ((i = 1; i <= nodes; i++)); do on "$dir" "c$i" slurmd -N "c$i"; done
   wait_idle "$dir" "$nodes"
