@@ -245,35 +245,91 @@ with_cell_axes <- function(dt, cells, axes) {
 # ---------------------------------------------------------------------------
 # Bootstrap
 
-# Percentile bootstrap of the median of each group's values, all groups at
-# once. `values`: a list of numeric vectors (one per group). Returns the
-# draws x length(values) matrix of bootstrap medians.
+# An integer seed per group from its identity (text: a cell's axes and metric)
+# and the study's seed: a polynomial hash of the text's code points, modulo a
+# prime below 2^31. A group's random numbers depend on nothing else, so a
+# cell's CI does not move when other cells are added, removed or reordered.
+IDENTITY_MODULUS <- 2147483629
+identity_seeds <- function(ids, seed = STATS_DEFAULTS$seed) {
+  codes <- lapply(enc2utf8(as.character(ids)), utf8ToInt)
+  n <- lengths(codes)
+  flat <- unlist(codes, use.names = FALSE)
+  owner <- rep.int(seq_along(ids), n)
+  h <- rep(as.numeric(seed) %% IDENTITY_MODULUS, length(ids))
+  at <- split(seq_along(flat), sequence(n))  # the i-th characters of every id
+  for (i in seq_along(at)) {
+    who <- owner[at[[i]]]
+    h[who] <- (h[who] * 131 + flat[at[[i]]]) %% IDENTITY_MODULUS
+  }
+  as.integer(h)
+}
+
+# The identity text of each row of `keys` (a data.table of key columns):
+# "axis=value" joined by tabs, then `suffix` (the metric).
+identity_text <- function(keys, suffix = "") {
+  parts <- lapply(names(keys), function(k) paste0(k, "=", keys[[k]]))
+  paste(do.call(paste, c(parts, sep = "\t")), suffix, sep = "\t")
+}
+
+# The exact distribution of the middle ranks of one bootstrap resample of k
+# sorted values: the resample's median is (x[lo] + x[hi]) / 2 with
+# probability p. Odd k: lo = hi = j, P(median <= x_j) = P(Binom(k, j/k) >=
+# (k + 1) / 2). Even k (m = k / 2): lo < hi when m draws fall in 1..lo with
+# one at lo and the other k - m in hi..k with one at hi, choose(k, m) ways;
+# lo = hi takes the rest of P(X_(m) = lo). Pairs more than MAX_RANK_GAP ranks
+# apart (no draw between them: probability about exp(-gap)) are left out.
+MAX_RANK_GAP <- 60L
+median_rank_pairs <- function(k) {
+  if (k %% 2L == 1L) {
+    m <- (k + 1L) %/% 2L
+    cdf <- stats::pbinom(m - 1L, k, seq_len(k) / k, lower.tail = FALSE)
+    return(list(lo = seq_len(k), hi = seq_len(k), p = diff(c(0, cdf))))
+  }
+  m <- k %/% 2L
+  gap <- min(MAX_RANK_GAP, k - 1L)
+  pairs <- CJ(lo = seq_len(k - 1L), d = seq_len(gap))[, hi := lo + d][hi <= k]
+  a <- pairs$lo
+  b <- pairs$hi
+  pairs[, p := exp(lchoose(k, m) + m * log(a / k) + log1p(-((a - 1) / a)^m) +
+                     (k - m) * log((k - b + 1) / k) + log1p(-((k - b) / (k - b + 1))^(k - m)))]
+  apart <- pairs[, .(p = sum(p)), keyby = lo]
+  at_lo <- stats::pbinom(m - 1L, k, (seq_len(k) - 1) / k) - stats::pbinom(m - 1L, k, seq_len(k) / k)
+  same <- at_lo - c(apart$p, 0)  # apart$lo is 1..k - 1
+  list(lo = c(seq_len(k), a), hi = c(seq_len(k), b), p = c(pmax(same, 0), pairs$p))
+}
+
+# Percentile bootstrap of the median of each group's values. `values`: a list
+# of numeric vectors (one per group); `ids`: each group's identity (text, see
+# identity_text(); default its position). Returns the draws x length(values)
+# matrix of bootstrap medians.
 #
-# The median of a resample depends only on which ranks were drawn, so for
-# each group size k a pool of resampled middle-rank pairs is drawn once and
-# every group of that size takes its draws from the pool independently.
+# The median of a resample depends only on which middle ranks it drew, and
+# their distribution only on the group's size (median_rank_pairs()): each
+# group draws `draws` rank pairs from it with uniforms seeded from its own
+# identity (identity_seeds()), so a group's draws are the same whatever other
+# groups there are. The caller's random numbers are left as they were.
 bootstrap_medians <- function(values, draws = STATS_DEFAULTS$draws,
-                              seed = STATS_DEFAULTS$seed) {
+                              seed = STATS_DEFAULTS$seed, ids = NULL) {
   has_seed <- exists(".Random.seed", envir = globalenv(), inherits = FALSE)
   if (has_seed) old <- get(".Random.seed", envir = globalenv())
   on.exit(if (has_seed) assign(".Random.seed", old, envir = globalenv())
           else rm(".Random.seed", envir = globalenv()))
-  set.seed(seed)
+  if (is.null(ids)) ids <- seq_along(values)
+  seeds <- identity_seeds(ids, seed)
   sizes <- lengths(values)
   out <- matrix(NA_real_, draws, length(values))
-  pool_size <- 10L * draws
   for (k in sort(unique(sizes[sizes > 0]))) {
     which_groups <- which(sizes == k)
-    sorted <- matrix(unlist(lapply(values[which_groups], sort), use.names = FALSE),
-                     nrow = k)                        # k x groups
-    ranks <- matrix(sample.int(k, k * pool_size, replace = TRUE), nrow = k)
-    ranks <- matrix(ranks[order(col(ranks), ranks)], nrow = k)  # each column sorted
-    lo <- ranks[(k + 1L) %/% 2L, ]
-    hi <- ranks[k %/% 2L + 1L, ]
-    n <- length(which_groups)
-    pick <- sample.int(pool_size, draws * n, replace = TRUE)
-    column <- rep((seq_len(n) - 1L) * k, each = draws)
-    out[, which_groups] <- (sorted[column + lo[pick]] + sorted[column + hi[pick]]) / 2
+    sorted <- unlist(lapply(values[which_groups], sort), use.names = FALSE)  # k per group
+    pairs <- median_rank_pairs(k)
+    left <- c(0, cumsum(pairs$p))[seq_along(pairs$p)]
+    u <- vapply(seeds[which_groups], function(s) {
+      set.seed(s)
+      stats::runif(draws)
+    }, numeric(draws))
+    pick <- findInterval(u, left)
+    column <- rep((seq_along(which_groups) - 1L) * k, each = draws)
+    out[, which_groups] <- (sorted[column + pairs$lo[pick]] + sorted[column + pairs$hi[pick]]) / 2
   }
   out
 }
@@ -362,10 +418,14 @@ block_method <- function(seconds, blocks) {
 
 # The statistics of every cell for one metric: what cell_values() gives plus
 # ci_low, ci_high; attr "draws" holds the bootstrap medians (a matrix, one
-# column per row) for ratio_to_baseline().
-cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
+# column per row) for ratio_to_baseline(). Each cell's bootstrap is seeded
+# from its identity: identity_text() of its `axes` and `value`, or, given
+# `identity` (a table with the columns `axes` and id), its id there.
+cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS, identity = NULL) {
   cv <- cell_values(win, axes, value, settings)
-  draws <- bootstrap_medians(cv$basis, settings$draws, settings$seed)
+  keys <- cv$stats[, ..axes]
+  ids <- if (is.null(identity)) identity_text(keys, value) else identity[keys, on = axes, id]
+  draws <- bootstrap_medians(cv$basis, settings$draws, settings$seed, ids)
   ci <- column_quantiles(draws, settings$level)
   out <- cv$stats
   out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
@@ -481,7 +541,8 @@ values_to_baseline <- function(values, keys, axis, base, settings = STATS_DEFAUL
                        own = list(if (.N == 1L && length(own[[1L]]) >= MIN_BLOCKS) own[[1L]] else numeric())),
                    by = keys]
   basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$own)
-  setattr(cells, "draws", bootstrap_medians(basis, settings$draws, settings$seed))
+  setattr(cells, "draws", bootstrap_medians(basis, settings$draws, settings$seed,
+                                            identity_text(cells[, ..keys], unit)))
   setattr(cells, "noise", pooled_noise(cells$rep_values))
   out <- ratio_to_baseline(cells, keys, axis, base, settings$level)
   out[startsWith(test, "bootstrap"), test := sprintf("bootstrap of the %s (one repetition: within-run noise only)",

@@ -31,7 +31,8 @@ all_cell_stats <- function(series, windows, cells, axes, settings) {
       ids <- cells$.cell[cells[[name_col]] == metric_name]
       part <- win[.cell %in% ids & !is.na(get(m))]
       if (nrow(part) == 0) next
-      s <- cell_stats(part, ".cell", m, settings)
+      identity <- data.table(.cell = ids, id = identity_text(cells[match(ids, .cell), ..axes], metric_name))
+      s <- cell_stats(part, ".cell", m, settings, identity)
       s[, metric := metric_name]
       s[flags, `:=`(not_steady = i.not_steady), on = ".cell"]
       if (m == "throughput") {
