@@ -208,6 +208,17 @@ window_samples <- function(samples, windows, keys, value = "value") {
   dt[]
 }
 
+# Per-second samples keyed by an integer cell id: list(cells = .cell and the
+# axes, one row per cell in order of first appearance; samples = the samples
+# with .cell in place of the axes). What rule statistics_series writes and
+# read_series_columns() reads back has this shape.
+samples_by_cell <- function(samples, axes) {
+  ids <- samples[, .cell := .GRP, by = axes]$.cell
+  on.exit(samples[, .cell := NULL])
+  cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
+  list(cells = cells, samples = samples[, c(".cell", setdiff(names(samples), c(axes, ".cell"))), with = FALSE])
+}
+
 # The per-second series of every repetition, compact: list(series, cells).
 # cells: one row per cell with an integer id .cell, the axes, kind,
 # throughput_metric (tps for sysbench OLTP, else iops) and latency_metric
@@ -216,21 +227,24 @@ window_samples <- function(samples, windows, keys, value = "value") {
 # throughput, latency. Everything after works on integer ids, so that 10
 # million samples do not carry their axes' text through every step.
 cell_series <- function(samples, summary, axes) {
-  keys <- c(axes, "rep")
-  samples[, .cell := .GRP, by = axes]
-  on.exit(samples[, .cell := NULL])
-  cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
+  series_of_cells(samples_by_cell(samples, axes), summary, axes)
+}
+
+# cell_series() of samples_by_cell()'s list(cells, samples).
+series_of_cells <- function(by_cell, summary, axes) {
+  samples <- by_cell$samples
+  cells <- copy(by_cell$cells)
   kinds <- unique(summary[, c(axes, "kind"), with = FALSE], by = axes)
   cells[kinds, kind := i.kind, on = axes]
-  database <- cells$kind %in% "database"
-  cells[, throughput_metric := fifelse(database, "tps", "iops")]
+  database <- (cells$kind %in% "database")[match(seq_len(max(cells$.cell, 0L)), cells$.cell)]
+  cells[, throughput_metric := fifelse(kind %in% "database", "tps", "iops")]
   tps <- if ("tps" %in% names(samples)) samples$tps else NA_real_
   series <- data.table(.cell = samples$.cell, rep = samples$rep, second = samples$second,
                        throughput = fifelse(database[samples$.cell], tps, samples$iops),
                        latency = samples$lat_ms)
   has_mean <- series[, .(m = sum(!is.na(latency)) > 0L), by = .cell]
   cells[has_mean, latency_metric := fifelse(i.m, "lat_ms", "lat_p95_ms"), on = ".cell"]
-  pct <- cells$latency_metric[series$.cell] == "lat_p95_ms"
+  pct <- (cells$latency_metric %in% "lat_p95_ms")[match(series$.cell, cells$.cell)]
   series[pct, latency := samples$lat_pct_ms[pct]]
   list(series = series, cells = cells)
 }
