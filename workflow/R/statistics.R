@@ -142,13 +142,6 @@ mser_truncation <- function(z) {
   list(d = if (best < half) d else half, steady = best < half)
 }
 
-# Runs of TRUE in x: count of TRUE, longest run.
-true_runs <- function(x) {
-  if (!any(x)) return(list(n = 0L, longest = 0L))
-  r <- rle(x)
-  list(n = sum(x), longest = max(r$lengths[r$values]))
-}
-
 # Per repetition of `samples` (keys = axes + rep; columns second and `value`,
 # sorted or not): the window the statistics use and its stalls. Returns one
 # row per repetition: keys, seconds (samples with a value), window_start,
@@ -181,10 +174,13 @@ steady_windows <- function(samples, keys, value = "value",
                    window_s = .N, median = median(.x)), by = .grp]
   win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
   win[, .stall := .x < .thr]
-  stalls <- win[, {
-    r <- true_runs(.stall)
-    list(stall_seconds = r$n, longest_stall_s = r$longest)
-  }, by = .grp]
+  # runs of stalled seconds, all repetitions at once: their count and the longest run
+  win[, .run := rleidv(win, c(".grp", ".stall"))]
+  runs <- win[.stall == TRUE, .(n = .N), by = .(.grp, .run)]
+  stalls <- if (nrow(runs)) runs[, .(stall_seconds = sum(n), longest_stall_s = max(n)), by = .grp]
+            else data.table(.grp = integer(), stall_seconds = integer(), longest_stall_s = integer())
+  stalls <- stalls[data.table(.grp = unique(win$.grp)), on = ".grp"]
+  stalls[is.na(stall_seconds), `:=`(stall_seconds = 0L, longest_stall_s = 0L)]
   ids <- unique(dt[, c(".grp", keys), with = FALSE])
   out <- ids[reps[, .(.grp, seconds, steady)], on = ".grp"][stats, on = ".grp"]
   out[stalls, `:=`(stall_seconds = i.stall_seconds,
@@ -348,16 +344,30 @@ bootstrap_medians <- function(values, draws = STATS_DEFAULTS$draws,
   out
 }
 
-# The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of m.
-column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
-  n <- nrow(m)
+# The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of m
+# (type 7, as stats::quantile gives by default; NA sorted last). `column`:
+# a function of j giving column j (default m[, j]), so that a ratio of two
+# columns need not be a matrix of its own. Each column is partly sorted,
+# only at the ranks the two quantiles read (10,000 columns of 1,000 draws:
+# a fifth of the time of ordering the whole matrix).
+column_quantiles <- function(m, level = STATS_DEFAULTS$level, column = NULL, columns = ncol(m),
+                             n = nrow(m)) {
+  if (is.null(column)) column <- function(j) m[, j]
   probs <- c((1 - level) / 2, (1 + level) / 2)
-  sorted <- matrix(m[order(col(m), m, na.last = TRUE)], nrow = n)
-  # type 7 quantiles, as stats::quantile gives by default
   h <- (n - 1) * probs + 1
   lo <- floor(h)
   hi <- pmin(lo + 1, n)
-  q <- function(j) sorted[lo[j], ] + (h[j] - lo[j]) * (sorted[hi[j], ] - sorted[lo[j], ])
+  at <- sort(unique(c(lo, hi)))
+  picked <- vapply(seq_len(columns), function(j) {
+    x <- column(j)
+    if (anyNA(x)) sort(x, na.last = TRUE)[at] else sort.int(x, partial = at)[at]
+  }, numeric(length(at)))
+  picked <- matrix(picked, nrow = length(at))
+  q <- function(j) {
+    low <- picked[match(lo[j], at), ]
+    high <- picked[match(hi[j], at), ]
+    low + (h[j] - lo[j]) * (high - low)
+  }
   list(low = q(1), high = q(2))
 }
 
@@ -529,9 +539,14 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
                  test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
                                 format_number(100 * noise$s), noise$df))]
   } else {
-    ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
-    ratio_draws[!is.finite(ratio_draws)] <- NA_real_
-    ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
+    rows <- pairs$.row
+    base_rows <- pairs$.base_row
+    ratio_draws <- function(j) {
+      x <- draws[, rows[j]] / draws[, base_rows[j]]
+      x[!is.finite(x)] <- NA_real_
+      x
+    }
+    ci <- column_quantiles(NULL, level, ratio_draws, nrow(pairs), nrow(draws))
     pairs[, `:=`(ratio = baseline_ratio(median, median_baseline), ratio_low = ci$low, ratio_high = ci$high,
                  test = "bootstrap of block medians (one repetition: within-run noise only)")]
   }
