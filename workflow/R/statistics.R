@@ -330,7 +330,8 @@ bootstrap_medians <- function(values, draws = STATS_DEFAULTS$draws,
   out <- matrix(NA_real_, draws, length(values))
   for (k in sort(unique(sizes[sizes > 0]))) {
     which_groups <- which(sizes == k)
-    sorted <- unlist(lapply(values[which_groups], sort), use.names = FALSE)  # k per group
+    flat <- unlist(values[which_groups], use.names = FALSE)
+    sorted <- flat[order(rep(seq_along(which_groups), each = k), flat)]  # k per group, each sorted
     pairs <- median_rank_pairs(k)
     left <- c(0, cumsum(pairs$p))[seq_along(pairs$p)]
     u <- vapply(seeds[which_groups], function(s) {

@@ -21,8 +21,6 @@ from pathlib import Path
 INTEGERS = ("rep", "second")
 REQUIRED = ("rep", "second", "iops", "lat_ms", "lat_pct_ms")
 OPTIONAL = ("tps",)
-SEPARATOR = "\x1f"  # between the axes of a cell's key (unit separator: never in a validated axis value)
-NONE = "\x00"  # an empty axis (a storage cell's database axes) in a cell's key
 
 
 def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 << 20) -> int:
@@ -30,35 +28,35 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
     A missing column stops with the file and the column named."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
     import pyarrow.parquet as pq
 
-    source = pq.ParquetFile(parquet)
+    source = pq.ParquetFile(parquet, read_dictionary=axes)  # axes as codes: no text decoded per sample
     names = source.schema_arrow.names
     missing = [c for c in (*axes, *REQUIRED) if c not in names]
     if missing:
         raise ValueError(f"{parquet}: missing column(s) {', '.join(missing)}")
     values = [*REQUIRED, *(c for c in OPTIONAL if c in names)]
     out.mkdir(parents=True, exist_ok=True)
-    ids: dict[str, int] = {}
-    first_rows: list[dict] = []
+    codes: list[dict] = [{} for _ in axes]  # per axis: value -> code, over the whole file
+    ids: dict[tuple, int] = {}  # a cell's codes -> its id
+    first_rows: list[tuple] = []
     files = {name: (out / f"{name}.{'i32' if name in INTEGERS else 'f64'}").open("wb") for name in values}
     files[".cell"] = (out / ".cell.i32").open("wb")
     rows = 0
     try:
         for batch in source.iter_batches(batch_size=batch_rows, columns=[*axes, *values]):
-            text = [pc.cast(batch.column(a), pa.string()) for a in axes]
-            key = pc.binary_join_element_wise(*text, SEPARATOR, null_handling="replace", null_replacement=NONE)
-            seen = pc.unique(key)  # in order of first appearance
-            at = pc.index_in(key, value_set=seen).to_numpy()  # each row's position in seen
-            first = np.unique(at, return_index=True)[1]
-            for position, k in enumerate(seen.to_pylist()):
-                if k not in ids:
-                    ids[k] = len(ids) + 1
-                    first_rows.append({a: batch.column(a)[int(first[position])].as_py() for a in axes})
-            lookup = np.array([ids[k] for k in seen.to_pylist()], dtype="<i4")
-            lookup[at].tofile(files[".cell"])
+            row_codes = [axis_codes(batch.column(a), known) for a, known in zip(axes, codes)]
+            keys, inverse = np.unique(cell_keys(row_codes, batch.num_rows), return_inverse=True)
+            firsts = np.unique(inverse, return_index=True)[1]
+            lookup = np.empty(len(keys), dtype="<i4")
+            for position, row in enumerate(firsts):
+                cell = tuple(int(c[row]) for c in row_codes)
+                if cell not in ids:
+                    ids[cell] = len(ids) + 1
+                    first_rows.append(cell)
+                lookup[position] = ids[cell]
+            lookup[inverse.reshape(-1)].tofile(files[".cell"])
             for name in values:
                 column = batch.column(name).to_numpy(zero_copy_only=False)
                 dtype = "<i4" if name in INTEGERS else "<f8"
@@ -67,9 +65,43 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
     finally:
         for f in files.values():
             f.close()
+    by_code = [{code: value for value, code in known.items()} for known in codes]
+    first_rows = [{a: by_code[i][cell[i]] for i, a in enumerate(axes)} for cell in first_rows]
     cells = pa.table({".cell": pa.array(range(1, len(ids) + 1), pa.int32()),
                       **{a: pa.array([r[a] for r in first_rows]).cast(pa.string()) for a in axes}})
     pacsv.write_csv(cells, out / "cells.csv")
     kinds = {name: "i32" if name in INTEGERS else "f64" for name in values}
     (out / "series.json").write_text(json.dumps({"rows": rows, "columns": {".cell": "i32", **kinds}}) + "\n")
     return rows
+
+
+def axis_codes(column, known: dict):
+    """Each row's code of its value of one axis (`known`: value -> code, extended with new values; an empty
+    value is None), from the column's dictionary: the text of each distinct value is read once."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    to_code = np.array([known.setdefault(v, len(known)) for v in column.dictionary.to_pylist()] or [0],
+                       dtype=np.int64)
+    indices = column.indices.to_numpy(zero_copy_only=False) if column.null_count == 0 else \
+        pc.fill_null(column.indices, 0).to_numpy()
+    row_codes = to_code[indices.astype(np.int64)]
+    if column.null_count:
+        row_codes[column.is_null().to_numpy(zero_copy_only=False)] = known.setdefault(None, len(known))
+    return row_codes
+
+
+def cell_keys(row_codes: list, rows: int):
+    """One integer per row that differs exactly where the rows' axis codes differ: their mixed-radix
+    number (the codes' ranges in this batch as radices), or, past 63 bits, their rank among the distinct rows."""
+    import numpy as np
+
+    if not row_codes:
+        return np.zeros(rows, dtype=np.int64)
+    radices = [int(c.max(initial=0)) + 1 for c in row_codes]
+    if float(np.prod([float(r) for r in radices])) < 2.0 ** 62:
+        return np.ravel_multi_index(row_codes, radices)
+    return np.unique(np.stack(row_codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
