@@ -156,7 +156,7 @@ steady_windows <- function(samples, keys, value = "value",
   setkeyv(dt, c(keys, "second"))
   dt[, .grp := rleidv(dt, keys)]
   dt[, .i := rowid(.grp)]
-  reps <- dt[, .(seconds = .N, first = second[1L], last = second[.N]), by = .grp]
+  reps <- dt[, .(seconds = .N, first = first(second), last = last(second)), by = .grp]  # GForce: first, not [1L]
   if (isTRUE(settings$steady_state)) {
     dt[, .b := (.i - 1L) %/% MSER_BATCH]
     batched <- dt[, .(z = median(.x)), by = .(.grp, .b)]  # GForce: median, not stats::median
@@ -170,8 +170,8 @@ steady_windows <- function(samples, keys, value = "value",
   }
   dt[reps, .drop := i.drop, on = ".grp"]
   win <- dt[.i > .drop]
-  stats <- win[, .(window_start = second[1L], window_end = second[.N],
-                   window_s = .N, median = median(.x)), by = .grp]
+  stats <- win[, .(window_start = first(second), window_end = last(second),
+                   window_s = .N, median = median(.x)), by = .grp]  # all GForce
   win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
   win[, .stall := .x < .thr]
   # runs of stalled seconds, all repetitions at once: their count and the longest run
@@ -397,14 +397,14 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
                 by = .cg]  # GForce: sd, not stats::sd
   sorted <- win[, .(.cg, .x)]
   setorder(sorted, .cg, .x)
-  start <- sorted[, .(start = .I[1L]), by = .cg]
+  start <- sorted[, .(n = .N), by = .cg][, .(.cg, start = cumsum(n) - n + 1L)]  # sorted by .cg
   pooled[start, start := i.start, on = ".cg"]
   pooled[, `:=`(p5 = sorted_quantile(sorted$.x, start, seconds, 0.05),
                 p25 = sorted_quantile(sorted$.x, start, seconds, 0.25),
                 p75 = sorted_quantile(sorted$.x, start, seconds, 0.75),
                 p95 = sorted_quantile(sorted$.x, start, seconds, 0.95))]
   pooled[, start := NULL]
-  pooled <- win[, .(.cg = .cg[1L]), by = axes][pooled, on = ".cg"]
+  pooled <- win[, .(.cg = first(.cg)), by = axes][pooled, on = ".cg"]
   per_rep <- win[, .(m = median(.x)), by = .(.cg, rep)]
   reps <- per_rep[, .(reps = .N, median = stats::median(m),
                       rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
