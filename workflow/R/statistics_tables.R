@@ -18,9 +18,8 @@
 # cells and steady_windows() on .cell. attr "parts": per metric, the
 # cell_stats() of its cells (with their bootstrap draws and pooled noise) for
 # comparisons_table().
-all_cell_stats <- function(series, windows, cells, axes, settings) {
-  keys <- c(".cell", "rep")
-  win <- window_samples(series, windows, keys, "throughput")
+all_cell_stats <- function(series, windows, cells, axes, settings,
+                           win = window_samples(series, windows, c(".cell", "rep"), "throughput")) {
   flags <- windows[, .(not_steady = sum(steady %in% FALSE),
                        stall_seconds = sum(stall_seconds),
                        longest_stall_s = max(longest_stall_s)), by = .cell]
@@ -230,16 +229,19 @@ statistics_of_series <- function(summary, by_cell, axes, baseline = list(), sett
   t0 <- proc.time()[["elapsed"]]
   kept <- per_second_series(summary, by_cell, axes)
   summary <- kept$summary
-  by_cell <- kept$by_cell
-  check_series_counts(summary, by_cell, axes)
-  compact <- series_of_cells(by_cell, summary, axes)
-  rm(by_cell)
+  check_series_counts(summary, kept$by_cell, axes)
+  compact <- series_of_cells(kept$by_cell, summary, axes)
+  rm(kept, by_cell)  # the raw columns (with the caller's reference dropped: 440 MB at 10 million samples)
   series <- compact$series
   windows <- steady_windows(series, c(".cell", "rep"), "throughput", settings)
   log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
            nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
            proc.time()[["elapsed"]] - t0)
-  cells <- all_cell_stats(series, windows, compact$cells, axes, settings)
+  win <- window_samples(series, windows, c(".cell", "rep"), "throughput")
+  rm(series)
+  compact$series <- NULL  # only the windows' seconds from here on
+  cells <- all_cell_stats(NULL, windows, compact$cells, axes, settings, win)
+  rm(win)
   windows <- with_cell_axes(windows, compact$cells, axes)
   log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
   comparisons <- comparisons_table(cells, axes, baseline, settings)
@@ -314,6 +316,19 @@ read_series_columns <- function(dir, axes) {
   list(cells = cells, samples = samples)
 }
 
+# Rule statistics' per-second samples keyed by cell id: the binary columns of rule statistics_series
+# (input series), or samples.csv.gz (input samples: the tests' hand-built studies). Logs their size.
+read_rule_series <- function(input, axes, repetitions) {
+  by_cell <- if (!is.null(input[["series"]])) {
+    read_series_columns(input[["series"]], axes)
+  } else {
+    samples_by_cell(read_statistics_samples(input[["samples"]], axes), axes)
+  }
+  log_line("%d repetitions, %d per-second samples, axes: %s", repetitions, nrow(by_cell$samples),
+           paste(axes, collapse = ", "))
+  by_cell
+}
+
 read_statistics_samples <- function(path, axes) {
   read_table(path, axes, required = c("rep", "second", "iops", "lat_ms", "lat_pct_ms"), select = "tps")
 }
@@ -339,16 +354,9 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   axes <- axes_param(params)
   settings <- stats_settings(params[["analysis"]])
   summary <- read_summary(input[["summary"]], axes)
-  by_cell <- if (!is.null(input[["series"]])) {
-    read_series_columns(input[["series"]], axes)
-  } else {
-    samples_by_cell(read_statistics_samples(input[["samples"]], axes), axes)
-  }
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
-           nrow(by_cell$samples), paste(axes, collapse = ", "))
-  s <- statistics_of_series(summary, by_cell, axes, params[["baseline"]], settings)
+  s <- statistics_of_series(summary, read_rule_series(input, axes, nrow(summary)), axes, params[["baseline"]], settings)
 
   write_csv(s$windows, output[["steady_state"]])
   write_csv(s$cells, output[["cell_stats_csv"]])
