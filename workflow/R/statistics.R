@@ -142,13 +142,6 @@ mser_truncation <- function(z) {
   list(d = if (best < half) d else half, steady = best < half)
 }
 
-# Runs of TRUE in x: count of TRUE, longest run.
-true_runs <- function(x) {
-  if (!any(x)) return(list(n = 0L, longest = 0L))
-  r <- rle(x)
-  list(n = sum(x), longest = max(r$lengths[r$values]))
-}
-
 # Per repetition of `samples` (keys = axes + rep; columns second and `value`,
 # sorted or not): the window the statistics use and its stalls. Returns one
 # row per repetition: keys, seconds (samples with a value), window_start,
@@ -163,7 +156,7 @@ steady_windows <- function(samples, keys, value = "value",
   setkeyv(dt, c(keys, "second"))
   dt[, .grp := rleidv(dt, keys)]
   dt[, .i := rowid(.grp)]
-  reps <- dt[, .(seconds = .N, first = second[1L], last = second[.N]), by = .grp]
+  reps <- dt[, .(seconds = .N, first = first(second), last = last(second)), by = .grp]  # GForce: first, not [1L]
   if (isTRUE(settings$steady_state)) {
     dt[, .b := (.i - 1L) %/% MSER_BATCH]
     batched <- dt[, .(z = median(.x)), by = .(.grp, .b)]  # GForce: median, not stats::median
@@ -177,14 +170,17 @@ steady_windows <- function(samples, keys, value = "value",
   }
   dt[reps, .drop := i.drop, on = ".grp"]
   win <- dt[.i > .drop]
-  stats <- win[, .(window_start = second[1L], window_end = second[.N],
-                   window_s = .N, median = median(.x)), by = .grp]
+  stats <- win[, .(window_start = first(second), window_end = last(second),
+                   window_s = .N, median = median(.x)), by = .grp]  # all GForce
   win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
   win[, .stall := .x < .thr]
-  stalls <- win[, {
-    r <- true_runs(.stall)
-    list(stall_seconds = r$n, longest_stall_s = r$longest)
-  }, by = .grp]
+  # runs of stalled seconds, all repetitions at once: their count and the longest run
+  win[, .run := rleidv(win, c(".grp", ".stall"))]
+  runs <- win[.stall == TRUE, .(n = .N), by = .(.grp, .run)]
+  stalls <- if (nrow(runs)) runs[, .(stall_seconds = sum(n), longest_stall_s = max(n)), by = .grp]
+            else data.table(.grp = integer(), stall_seconds = integer(), longest_stall_s = integer())
+  stalls <- stalls[data.table(.grp = unique(win$.grp)), on = ".grp"]
+  stalls[is.na(stall_seconds), `:=`(stall_seconds = 0L, longest_stall_s = 0L)]
   ids <- unique(dt[, c(".grp", keys), with = FALSE])
   out <- ids[reps[, .(.grp, seconds, steady)], on = ".grp"][stats, on = ".grp"]
   out[stalls, `:=`(stall_seconds = i.stall_seconds,
@@ -208,6 +204,17 @@ window_samples <- function(samples, windows, keys, value = "value") {
   dt[]
 }
 
+# Per-second samples keyed by an integer cell id: list(cells = .cell and the
+# axes, one row per cell in order of first appearance; samples = the samples
+# with .cell in place of the axes). What rule statistics_series writes and
+# read_series_columns() reads back has this shape.
+samples_by_cell <- function(samples, axes) {
+  ids <- samples[, .cell := .GRP, by = axes]$.cell
+  on.exit(samples[, .cell := NULL])
+  cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
+  list(cells = cells, samples = samples[, c(".cell", setdiff(names(samples), c(axes, ".cell"))), with = FALSE])
+}
+
 # The per-second series of every repetition, compact: list(series, cells).
 # cells: one row per cell with an integer id .cell, the axes, kind,
 # throughput_metric (tps for sysbench OLTP, else iops) and latency_metric
@@ -216,21 +223,24 @@ window_samples <- function(samples, windows, keys, value = "value") {
 # throughput, latency. Everything after works on integer ids, so that 10
 # million samples do not carry their axes' text through every step.
 cell_series <- function(samples, summary, axes) {
-  keys <- c(axes, "rep")
-  samples[, .cell := .GRP, by = axes]
-  on.exit(samples[, .cell := NULL])
-  cells <- unique(samples, by = ".cell")[, c(".cell", axes), with = FALSE]
+  series_of_cells(samples_by_cell(samples, axes), summary, axes)
+}
+
+# cell_series() of samples_by_cell()'s list(cells, samples).
+series_of_cells <- function(by_cell, summary, axes) {
+  samples <- by_cell$samples
+  cells <- copy(by_cell$cells)
   kinds <- unique(summary[, c(axes, "kind"), with = FALSE], by = axes)
   cells[kinds, kind := i.kind, on = axes]
-  database <- cells$kind %in% "database"
-  cells[, throughput_metric := fifelse(database, "tps", "iops")]
+  database <- (cells$kind %in% "database")[match(seq_len(max(cells$.cell, 0L)), cells$.cell)]
+  cells[, throughput_metric := fifelse(kind %in% "database", "tps", "iops")]
   tps <- if ("tps" %in% names(samples)) samples$tps else NA_real_
   series <- data.table(.cell = samples$.cell, rep = samples$rep, second = samples$second,
                        throughput = fifelse(database[samples$.cell], tps, samples$iops),
                        latency = samples$lat_ms)
   has_mean <- series[, .(m = sum(!is.na(latency)) > 0L), by = .cell]
   cells[has_mean, latency_metric := fifelse(i.m, "lat_ms", "lat_p95_ms"), on = ".cell"]
-  pct <- cells$latency_metric[series$.cell] == "lat_p95_ms"
+  pct <- (cells$latency_metric %in% "lat_p95_ms")[match(series$.cell, cells$.cell)]
   series[pct, latency := samples$lat_pct_ms[pct]]
   list(series = series, cells = cells)
 }
@@ -245,49 +255,120 @@ with_cell_axes <- function(dt, cells, axes) {
 # ---------------------------------------------------------------------------
 # Bootstrap
 
-# Percentile bootstrap of the median of each group's values, all groups at
-# once. `values`: a list of numeric vectors (one per group). Returns the
-# draws x length(values) matrix of bootstrap medians.
+# An integer seed per group from its identity (text: a cell's axes and metric)
+# and the study's seed: a polynomial hash of the text's code points, modulo a
+# prime below 2^31. A group's random numbers depend on nothing else, so a
+# cell's CI does not move when other cells are added, removed or reordered.
+IDENTITY_MODULUS <- 2147483629
+identity_seeds <- function(ids, seed = STATS_DEFAULTS$seed) {
+  codes <- lapply(enc2utf8(as.character(ids)), utf8ToInt)
+  n <- lengths(codes)
+  flat <- unlist(codes, use.names = FALSE)
+  owner <- rep.int(seq_along(ids), n)
+  h <- rep(as.numeric(seed) %% IDENTITY_MODULUS, length(ids))
+  at <- split(seq_along(flat), sequence(n))  # the i-th characters of every id
+  for (i in seq_along(at)) {
+    who <- owner[at[[i]]]
+    h[who] <- (h[who] * 131 + flat[at[[i]]]) %% IDENTITY_MODULUS
+  }
+  as.integer(h)
+}
+
+# The identity text of each row of `keys` (a data.table of key columns):
+# "axis=value" joined by tabs, then `suffix` (the metric).
+identity_text <- function(keys, suffix = "") {
+  parts <- lapply(names(keys), function(k) paste0(k, "=", keys[[k]]))
+  paste(do.call(paste, c(parts, sep = "\t")), suffix, sep = "\t")
+}
+
+# The exact distribution of the middle ranks of one bootstrap resample of k
+# sorted values: the resample's median is (x[lo] + x[hi]) / 2 with
+# probability p. Odd k: lo = hi = j, P(median <= x_j) = P(Binom(k, j/k) >=
+# (k + 1) / 2). Even k (m = k / 2): lo < hi when m draws fall in 1..lo with
+# one at lo and the other k - m in hi..k with one at hi, choose(k, m) ways;
+# lo = hi takes the rest of P(X_(m) = lo). Pairs more than MAX_RANK_GAP ranks
+# apart (no draw between them: probability about exp(-gap)) are left out.
+MAX_RANK_GAP <- 60L
+median_rank_pairs <- function(k) {
+  if (k %% 2L == 1L) {
+    m <- (k + 1L) %/% 2L
+    cdf <- stats::pbinom(m - 1L, k, seq_len(k) / k, lower.tail = FALSE)
+    return(list(lo = seq_len(k), hi = seq_len(k), p = diff(c(0, cdf))))
+  }
+  m <- k %/% 2L
+  gap <- min(MAX_RANK_GAP, k - 1L)
+  pairs <- CJ(lo = seq_len(k - 1L), d = seq_len(gap))[, hi := lo + d][hi <= k]
+  a <- pairs$lo
+  b <- pairs$hi
+  pairs[, p := exp(lchoose(k, m) + m * log(a / k) + log1p(-((a - 1) / a)^m) +
+                     (k - m) * log((k - b + 1) / k) + log1p(-((k - b) / (k - b + 1))^(k - m)))]
+  apart <- pairs[, .(p = sum(p)), keyby = lo]
+  at_lo <- stats::pbinom(m - 1L, k, (seq_len(k) - 1) / k) - stats::pbinom(m - 1L, k, seq_len(k) / k)
+  same <- at_lo - c(apart$p, 0)  # apart$lo is 1..k - 1
+  list(lo = c(seq_len(k), a), hi = c(seq_len(k), b), p = c(pmax(same, 0), pairs$p))
+}
+
+# Percentile bootstrap of the median of each group's values. `values`: a list
+# of numeric vectors (one per group); `ids`: each group's identity (text, see
+# identity_text(); default its position). Returns the draws x length(values)
+# matrix of bootstrap medians.
 #
-# The median of a resample depends only on which ranks were drawn, so for
-# each group size k a pool of resampled middle-rank pairs is drawn once and
-# every group of that size takes its draws from the pool independently.
+# The median of a resample depends only on which middle ranks it drew, and
+# their distribution only on the group's size (median_rank_pairs()): each
+# group draws `draws` rank pairs from it with uniforms seeded from its own
+# identity (identity_seeds()), so a group's draws are the same whatever other
+# groups there are. The caller's random numbers are left as they were.
 bootstrap_medians <- function(values, draws = STATS_DEFAULTS$draws,
-                              seed = STATS_DEFAULTS$seed) {
+                              seed = STATS_DEFAULTS$seed, ids = NULL) {
   has_seed <- exists(".Random.seed", envir = globalenv(), inherits = FALSE)
   if (has_seed) old <- get(".Random.seed", envir = globalenv())
   on.exit(if (has_seed) assign(".Random.seed", old, envir = globalenv())
           else rm(".Random.seed", envir = globalenv()))
-  set.seed(seed)
+  if (is.null(ids)) ids <- seq_along(values)
+  seeds <- identity_seeds(ids, seed)
   sizes <- lengths(values)
   out <- matrix(NA_real_, draws, length(values))
-  pool_size <- 10L * draws
   for (k in sort(unique(sizes[sizes > 0]))) {
     which_groups <- which(sizes == k)
-    sorted <- matrix(unlist(lapply(values[which_groups], sort), use.names = FALSE),
-                     nrow = k)                        # k x groups
-    ranks <- matrix(sample.int(k, k * pool_size, replace = TRUE), nrow = k)
-    ranks <- matrix(ranks[order(col(ranks), ranks)], nrow = k)  # each column sorted
-    lo <- ranks[(k + 1L) %/% 2L, ]
-    hi <- ranks[k %/% 2L + 1L, ]
-    n <- length(which_groups)
-    pick <- sample.int(pool_size, draws * n, replace = TRUE)
-    column <- rep((seq_len(n) - 1L) * k, each = draws)
-    out[, which_groups] <- (sorted[column + lo[pick]] + sorted[column + hi[pick]]) / 2
+    flat <- unlist(values[which_groups], use.names = FALSE)
+    sorted <- flat[order(rep(seq_along(which_groups), each = k), flat)]  # k per group, each sorted
+    pairs <- median_rank_pairs(k)
+    left <- c(0, cumsum(pairs$p))[seq_along(pairs$p)]
+    u <- vapply(seeds[which_groups], function(s) {
+      set.seed(s)
+      stats::runif(draws)
+    }, numeric(draws))
+    pick <- findInterval(u, left)
+    column <- rep((seq_along(which_groups) - 1L) * k, each = draws)
+    out[, which_groups] <- (sorted[column + pairs$lo[pick]] + sorted[column + pairs$hi[pick]]) / 2
   }
   out
 }
 
-# The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of m.
-column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
-  n <- nrow(m)
+# The (1 - level) / 2 and (1 + level) / 2 quantiles of each column of m
+# (type 7, as stats::quantile gives by default; NA sorted last). `column`:
+# a function of j giving column j (default m[, j]), so that a ratio of two
+# columns need not be a matrix of its own. Each column is partly sorted,
+# only at the ranks the two quantiles read (10,000 columns of 1,000 draws:
+# a fifth of the time of ordering the whole matrix).
+column_quantiles <- function(m, level = STATS_DEFAULTS$level, column = NULL, columns = ncol(m),
+                             n = nrow(m)) {
+  if (is.null(column)) column <- function(j) m[, j]
   probs <- c((1 - level) / 2, (1 + level) / 2)
-  sorted <- matrix(m[order(col(m), m, na.last = TRUE)], nrow = n)
-  # type 7 quantiles, as stats::quantile gives by default
   h <- (n - 1) * probs + 1
   lo <- floor(h)
   hi <- pmin(lo + 1, n)
-  q <- function(j) sorted[lo[j], ] + (h[j] - lo[j]) * (sorted[hi[j], ] - sorted[lo[j], ])
+  at <- sort(unique(c(lo, hi)))
+  picked <- vapply(seq_len(columns), function(j) {
+    x <- column(j)
+    if (anyNA(x)) sort(x, na.last = TRUE)[at] else sort.int(x, partial = at)[at]
+  }, numeric(length(at)))
+  picked <- matrix(picked, nrow = length(at))
+  q <- function(j) {
+    low <- picked[match(lo[j], at), ]
+    high <- picked[match(hi[j], at), ]
+    low + (h[j] - lo[j]) * (high - low)
+  }
   list(low = q(1), high = q(2))
 }
 
@@ -316,14 +397,14 @@ cell_values <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
                 by = .cg]  # GForce: sd, not stats::sd
   sorted <- win[, .(.cg, .x)]
   setorder(sorted, .cg, .x)
-  start <- sorted[, .(start = .I[1L]), by = .cg]
+  start <- sorted[, .(n = .N), by = .cg][, .(.cg, start = cumsum(n) - n + 1L)]  # sorted by .cg
   pooled[start, start := i.start, on = ".cg"]
   pooled[, `:=`(p5 = sorted_quantile(sorted$.x, start, seconds, 0.05),
                 p25 = sorted_quantile(sorted$.x, start, seconds, 0.25),
                 p75 = sorted_quantile(sorted$.x, start, seconds, 0.75),
                 p95 = sorted_quantile(sorted$.x, start, seconds, 0.95))]
   pooled[, start := NULL]
-  pooled <- win[, .(.cg = .cg[1L]), by = axes][pooled, on = ".cg"]
+  pooled <- win[, .(.cg = first(.cg)), by = axes][pooled, on = ".cg"]
   per_rep <- win[, .(m = median(.x)), by = .(.cg, rep)]
   reps <- per_rep[, .(reps = .N, median = stats::median(m),
                       rep_sd = if (.N > 1L) stats::sd(m) else NA_real_,
@@ -362,10 +443,14 @@ block_method <- function(seconds, blocks) {
 
 # The statistics of every cell for one metric: what cell_values() gives plus
 # ci_low, ci_high; attr "draws" holds the bootstrap medians (a matrix, one
-# column per row) for ratio_to_baseline().
-cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS) {
+# column per row) for ratio_to_baseline(). Each cell's bootstrap is seeded
+# from its identity: identity_text() of its `axes` and `value`, or, given
+# `identity` (a table with the columns `axes` and id), its id there.
+cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS, identity = NULL) {
   cv <- cell_values(win, axes, value, settings)
-  draws <- bootstrap_medians(cv$basis, settings$draws, settings$seed)
+  keys <- cv$stats[, ..axes]
+  ids <- if (is.null(identity)) identity_text(keys, value) else identity[keys, on = axes, id]
+  draws <- bootstrap_medians(cv$basis, settings$draws, settings$seed, ids)
   ci <- column_quantiles(draws, settings$level)
   out <- cv$stats
   out[, `:=`(ci_low = ci$low, ci_high = ci$high)]
@@ -455,9 +540,14 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
                  test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
                                 format_number(100 * noise$s), noise$df))]
   } else {
-    ratio_draws <- draws[, pairs$.row, drop = FALSE] / draws[, pairs$.base_row, drop = FALSE]
-    ratio_draws[!is.finite(ratio_draws)] <- NA_real_
-    ci <- if (nrow(pairs)) column_quantiles(ratio_draws, level) else list(low = numeric(), high = numeric())
+    rows <- pairs$.row
+    base_rows <- pairs$.base_row
+    ratio_draws <- function(j) {
+      x <- draws[, rows[j]] / draws[, base_rows[j]]
+      x[!is.finite(x)] <- NA_real_
+      x
+    }
+    ci <- column_quantiles(NULL, level, ratio_draws, nrow(pairs), nrow(draws))
     pairs[, `:=`(ratio = baseline_ratio(median, median_baseline), ratio_low = ci$low, ratio_high = ci$high,
                  test = "bootstrap of block medians (one repetition: within-run noise only)")]
   }
@@ -481,7 +571,8 @@ values_to_baseline <- function(values, keys, axis, base, settings = STATS_DEFAUL
                        own = list(if (.N == 1L && length(own[[1L]]) >= MIN_BLOCKS) own[[1L]] else numeric())),
                    by = keys]
   basis <- ifelse(cells$reps > 1L, cells$rep_values, cells$own)
-  setattr(cells, "draws", bootstrap_medians(basis, settings$draws, settings$seed))
+  setattr(cells, "draws", bootstrap_medians(basis, settings$draws, settings$seed,
+                                            identity_text(cells[, ..keys], unit)))
   setattr(cells, "noise", pooled_noise(cells$rep_values))
   out <- ratio_to_baseline(cells, keys, axis, base, settings$level)
   out[startsWith(test, "bootstrap"), test := sprintf("bootstrap of the %s (one repetition: within-run noise only)",

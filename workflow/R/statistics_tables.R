@@ -18,9 +18,8 @@
 # cells and steady_windows() on .cell. attr "parts": per metric, the
 # cell_stats() of its cells (with their bootstrap draws and pooled noise) for
 # comparisons_table().
-all_cell_stats <- function(series, windows, cells, axes, settings) {
-  keys <- c(".cell", "rep")
-  win <- window_samples(series, windows, keys, "throughput")
+all_cell_stats <- function(series, windows, cells, axes, settings,
+                           win = window_samples(series, windows, c(".cell", "rep"), "throughput")) {
   flags <- windows[, .(not_steady = sum(steady %in% FALSE),
                        stall_seconds = sum(stall_seconds),
                        longest_stall_s = max(longest_stall_s)), by = .cell]
@@ -29,9 +28,10 @@ all_cell_stats <- function(series, windows, cells, axes, settings) {
     name_col <- paste0(m, "_metric")
     for (metric_name in unique(cells[[name_col]])) {
       ids <- cells$.cell[cells[[name_col]] == metric_name]
-      part <- win[.cell %in% ids & !is.na(get(m))]
+      part <- if (length(ids) == nrow(cells)) win[!is.na(get(m))] else win[.cell %in% ids & !is.na(get(m))]
       if (nrow(part) == 0) next
-      s <- cell_stats(part, ".cell", m, settings)
+      identity <- data.table(.cell = ids, id = identity_text(cells[match(ids, .cell), ..axes], metric_name))
+      s <- cell_stats(part, ".cell", m, settings, identity)
       s[, metric := metric_name]
       s[flags, `:=`(not_steady = i.not_steady), on = ".cell"]
       if (m == "throughput") {
@@ -232,21 +232,56 @@ cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
 # (comparisons.csv)); cells as written, without the bootstrap attributes.
 study_statistics <- function(summary, samples, axes, baseline = list(),
                              settings = STATS_DEFAULTS) {
-  kept <- per_second_cells(summary, samples, axes)
-  check_sample_counts(kept$summary, kept$samples, axes)
+  statistics_of_series(summary, samples_by_cell(samples, axes), axes, baseline, settings)
+}
+
+# study_statistics() of samples keyed by cell id (samples_by_cell() or read_series_columns()).
+statistics_of_series <- function(summary, by_cell, axes, baseline = list(), settings = STATS_DEFAULTS) {
   t0 <- proc.time()[["elapsed"]]
-  compact <- cell_series(kept$samples, kept$summary, axes)
+  kept <- per_second_series(summary, by_cell, axes)
+  summary <- kept$summary
+  check_series_counts(summary, kept$by_cell, axes)
+  compact <- series_of_cells(kept$by_cell, summary, axes)
+  rm(kept, by_cell)  # the raw columns (with the caller's reference dropped: 440 MB at 10 million samples)
   series <- compact$series
   windows <- steady_windows(series, c(".cell", "rep"), "throughput", settings)
   log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
            nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
            proc.time()[["elapsed"]] - t0)
-  cells <- all_cell_stats(series, windows, compact$cells, axes, settings)
+  win <- window_samples(series, windows, c(".cell", "rep"), "throughput")
+  rm(series)
+  compact$series <- NULL  # only the windows' seconds from here on
+  cells <- all_cell_stats(NULL, windows, compact$cells, axes, settings, win)
+  rm(win)
   windows <- with_cell_axes(windows, compact$cells, axes)
   log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
   comparisons <- comparisons_table(cells, axes, baseline, settings)
   log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - t0)
   list(windows = windows, cells = cells, comparisons = comparisons)
+}
+
+# per_second_cells() on samples keyed by cell id: list(summary, by_cell) without the repetitions of cells
+# whose workload has no per-second series.
+per_second_series <- function(summary, by_cell, axes) {
+  own <- summary[per_second == 0, c(axes, "rep"), with = FALSE]
+  if (!nrow(own)) return(list(summary = summary, by_cell = by_cell))
+  own <- by_cell$cells[own, on = axes, nomatch = NULL, .(.cell, rep)]
+  list(summary = summary[per_second != 0],
+       by_cell = list(cells = by_cell$cells, samples = by_cell$samples[!own, on = c(".cell", "rep")]))
+}
+
+# check_sample_counts() on samples keyed by cell id: the same checks on integer keys (a tenth of the time
+# on 10 million samples); when one fails, check_sample_counts() on the axes stops with its message.
+check_series_counts <- function(summary, by_cell, axes) {
+  ids <- by_cell$cells[summary, on = axes, .(.cell, rep, duration_s, seconds)]
+  ok <- tryCatch({
+    check_sample_counts(ids, by_cell$samples, ".cell")
+    TRUE
+  }, error = function(e) FALSE)
+  if (ok) return(invisible(NULL))
+  samples <- by_cell$cells[by_cell$samples, on = ".cell"]
+  check_sample_counts(summary, samples, axes)
+  stop("the samples' check failed on cell ids but not on the axes")  # not reached: the line above stops
 }
 
 # After a round of repetitions (the study's repeat_until), per throughput metric: the run-to-run noise
@@ -269,6 +304,40 @@ round_noise <- function(summary, samples, axes, reps, settings = STATS_DEFAULTS)
                df = noise$df, detectable_pct = 100 * (exp(half) - 1))
   })
   rbindlist(c(list(out), rows))
+}
+
+# The folder rule statistics_series writes (workflow/dbsweep/statistics_series.py: series.json, cells.csv,
+# one little-endian binary file per column) as samples_by_cell() gives: list(cells, samples).
+read_series_columns <- function(dir, axes) {
+  manifest <- jsonlite::fromJSON(file.path(dir, "series.json"))
+  n <- as.integer(manifest$rows)
+  cells <- read_table(file.path(dir, "cells.csv"), axes, ".cell")
+  cells[, .cell := as.integer(.cell)]
+  setcolorder(cells, c(".cell", axes))
+  samples <- data.table(.cell = integer(n))
+  for (name in names(manifest$columns)) {
+    kind <- manifest$columns[[name]]
+    path <- file.path(dir, paste0(name, ".", kind))
+    if (file.size(path) != n * if (kind == "i32") 4 else 8) stop(path, ": not ", n, " values")
+    values <- if (kind == "i32") readBin(path, "integer", n, size = 4L, endian = "little")
+              else readBin(path, "double", n, size = 8L, endian = "little")
+    if (kind == "f64") values[is.nan(values)] <- NA_real_
+    set(samples, j = name, value = values)
+  }
+  list(cells = cells, samples = samples)
+}
+
+# Rule statistics' per-second samples keyed by cell id: the binary columns of rule statistics_series
+# (input series), or samples.csv.gz (input samples: the tests' hand-built studies). Logs their size.
+read_rule_series <- function(input, axes, repetitions) {
+  by_cell <- if (!is.null(input[["series"]])) {
+    read_series_columns(input[["series"]], axes)
+  } else {
+    samples_by_cell(read_statistics_samples(input[["samples"]], axes), axes)
+  }
+  log_line("%d repetitions, %d per-second samples, axes: %s", repetitions, nrow(by_cell$samples),
+           paste(axes, collapse = ", "))
+  by_cell
 }
 
 read_statistics_samples <- function(path, axes) {
@@ -296,12 +365,9 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   axes <- axes_param(params)
   settings <- stats_settings(params[["analysis"]])
   summary <- read_summary(input[["summary"]], axes)
-  samples <- read_statistics_samples(input[["samples"]], axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  log_line("%d repetitions, %d per-second samples, axes: %s", nrow(summary),
-           nrow(samples), paste(axes, collapse = ", "))
-  s <- study_statistics(summary, samples, axes, params[["baseline"]], settings)
+  s <- statistics_of_series(summary, read_rule_series(input, axes, nrow(summary)), axes, params[["baseline"]], settings)
   s <- with_deviations(s, summary, axes, isTRUE(params[["analysis"]][["include_deviated"]]))
 
   write_csv(s$windows, output[["steady_state"]])

@@ -20,11 +20,27 @@ def sweep_skipped_plots(wildcards):
     return [path] if path in analysis_targets() else []
 
 
+# The per-second samples of samples.parquet as binary columns (dbsweep/statistics_series.py): R reads
+# them without parsing text (10 million samples: gunzip and parse of samples.csv.gz took half the rule).
+rule statistics_series:
+    localrule: True
+    input:
+        samples_parquet=rules.aggregate.output.samples_parquet,
+    output:
+        temp(directory(f"{TABLES}/statistics_series")),
+    params:
+        axes=STUDY.axes,
+    log:
+        "results/logs/statistics_series.log",
+    script:
+        "../scripts/statistics_series.py"
+
+
 rule statistics:
     localrule: True
     input:
         summary=rules.aggregate.output.summary,
-        samples=rules.aggregate.output.samples,
+        series=rules.statistics_series.output[0],
         provenance=rules.aggregate.output.provenance,
         library=R_LIBRARY,
     output:

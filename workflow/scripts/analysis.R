@@ -5,7 +5,10 @@
 # compiling is most of a rule's time (1.2 of 1.5 s in rule statistics for one cell); from about a
 # thousand cells on it pays back (2,000 cells: statistics 3.8 s with it, 4.5-5.1 s without). So
 # the compiler runs only when the rule's data (the library's files aside) is over 2 MB.
-data_bytes <- sum(file.size(unlist(snakemake@input[names(snakemake@input) != "library"])), na.rm = TRUE)
+data_paths <- unlist(snakemake@input[names(snakemake@input) != "library"])
+data_paths <- c(data_paths[!dir.exists(data_paths)],  # a folder (rule statistics' series): its files
+                list.files(data_paths[dir.exists(data_paths)], full.names = TRUE, all.files = TRUE, no.. = TRUE))
+data_bytes <- sum(file.size(data_paths), na.rm = TRUE)
 invisible(compiler::enableJIT(if (data_bytes > 2e6) 3L else 0L))
 # The rules that write only tables go without ggplot2 (library.R).
 options(dbsweep.plots = !snakemake@rule %in% c("statistics", "round_noise", "tables", "db_tables", "tpcc_table"))

@@ -1,0 +1,107 @@
+"""The per-second samples rule statistics reads, as plain binary columns R loads without parsing.
+
+Reading samples.csv.gz in R was most of the statistics rule's time (10 million samples: gzip alone about
+10 s of CPU, then parsing 1.5 GB of text). R here has no Parquet reader, so this step reads the aggregate
+step's samples.parquet in pieces (one row group at a time: 100 million samples fit in memory) and writes
+into one folder:
+
+- cells.csv: one row per cell, `.cell` (1, 2, ... in order of first appearance) and the axes (empty: none);
+- one file per column, the values of every sample in the parquet's order, little-endian: `.cell.i32`,
+  `rep.i32`, `second.i32` (32-bit integers), `tps.f64`, `iops.f64`, `lat_ms.f64`, `lat_pct_ms.f64`
+  (64-bit floats, NaN where the table has none; tps only where the table has it);
+- series.json: {"rows": n, "columns": {name: "i32" | "f64"}}, written last.
+
+workflow/R/statistics_tables.R (read_series_columns) reads it back.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+INTEGERS = ("rep", "second")
+REQUIRED = ("rep", "second", "iops", "lat_ms", "lat_pct_ms")
+OPTIONAL = ("tps",)
+
+
+def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 << 20) -> int:
+    """Write `parquet`'s per-second samples into the folder `out` as described above; the number of rows.
+    A missing column stops with the file and the column named."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    source = pq.ParquetFile(parquet, read_dictionary=axes)  # axes as codes: no text decoded per sample
+    names = source.schema_arrow.names
+    missing = [c for c in (*axes, *REQUIRED) if c not in names]
+    if missing:
+        raise ValueError(f"{parquet}: missing column(s) {', '.join(missing)}")
+    values = [*REQUIRED, *(c for c in OPTIONAL if c in names)]
+    out.mkdir(parents=True, exist_ok=True)
+    codes: list[dict] = [{} for _ in axes]  # per axis: value -> code, over the whole file
+    ids: dict[tuple, int] = {}  # a cell's codes -> its id
+    first_rows: list[tuple] = []
+    files = {name: (out / f"{name}.{'i32' if name in INTEGERS else 'f64'}").open("wb") for name in values}
+    files[".cell"] = (out / ".cell.i32").open("wb")
+    rows = 0
+    try:
+        for batch in source.iter_batches(batch_size=batch_rows, columns=[*axes, *values]):
+            row_codes = [axis_codes(batch.column(a), known) for a, known in zip(axes, codes)]
+            keys, inverse = np.unique(cell_keys(row_codes, batch.num_rows), return_inverse=True)
+            firsts = np.unique(inverse, return_index=True)[1]
+            lookup = np.empty(len(keys), dtype="<i4")
+            for position, row in enumerate(firsts):
+                cell = tuple(int(c[row]) for c in row_codes)
+                if cell not in ids:
+                    ids[cell] = len(ids) + 1
+                    first_rows.append(cell)
+                lookup[position] = ids[cell]
+            lookup[inverse.reshape(-1)].tofile(files[".cell"])
+            for name in values:
+                column = batch.column(name).to_numpy(zero_copy_only=False)
+                dtype = "<i4" if name in INTEGERS else "<f8"
+                np.asarray(column, dtype=dtype).tofile(files[name])
+            rows += batch.num_rows
+    finally:
+        for f in files.values():
+            f.close()
+    by_code = [{code: value for value, code in known.items()} for known in codes]
+    first_rows = [{a: by_code[i][cell[i]] for i, a in enumerate(axes)} for cell in first_rows]
+    cells = pa.table({".cell": pa.array(range(1, len(ids) + 1), pa.int32()),
+                      **{a: pa.array([r[a] for r in first_rows]).cast(pa.string()) for a in axes}})
+    pacsv.write_csv(cells, out / "cells.csv")
+    kinds = {name: "i32" if name in INTEGERS else "f64" for name in values}
+    (out / "series.json").write_text(json.dumps({"rows": rows, "columns": {".cell": "i32", **kinds}}) + "\n")
+    return rows
+
+
+def axis_codes(column, known: dict):
+    """Each row's code of its value of one axis (`known`: value -> code, extended with new values; an empty
+    value is None), from the column's dictionary: the text of each distinct value is read once."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_dictionary(column.type):
+        column = pc.dictionary_encode(column)
+    to_code = np.array([known.setdefault(v, len(known)) for v in column.dictionary.to_pylist()] or [0],
+                       dtype=np.int64)
+    indices = column.indices.to_numpy(zero_copy_only=False) if column.null_count == 0 else \
+        pc.fill_null(column.indices, 0).to_numpy()
+    row_codes = to_code[indices.astype(np.int64)]
+    if column.null_count:
+        row_codes[column.is_null().to_numpy(zero_copy_only=False)] = known.setdefault(None, len(known))
+    return row_codes
+
+
+def cell_keys(row_codes: list, rows: int):
+    """One integer per row that differs exactly where the rows' axis codes differ: their mixed-radix
+    number (the codes' ranges in this batch as radices), or, past 63 bits, their rank among the distinct rows."""
+    import numpy as np
+
+    if not row_codes:
+        return np.zeros(rows, dtype=np.int64)
+    radices = [int(c.max(initial=0)) + 1 for c in row_codes]
+    if float(np.prod([float(r) for r in radices])) < 2.0 ** 62:
+        return np.ravel_multi_index(row_codes, radices)
+    return np.unique(np.stack(row_codes, axis=1), axis=0, return_inverse=True)[1].reshape(-1)
