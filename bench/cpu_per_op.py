@@ -86,7 +86,7 @@ class Connections:
                 self.tids.update(int(row[0]) for row in cursor.fetchall())
                 time.sleep(0.05)
 
-    def __enter__(self) -> "Connections":
+    def __enter__(self) -> Connections:
         self._thread.start()
         return self
 

@@ -92,9 +92,7 @@ def hand_argv(fio: list[str], out: Path) -> list[str]:
     argv = []
     for arg in fio:
         name, sep, value = arg.partition("=")
-        if sep and name == "--output":
-            arg = f"{name}={out / Path(value).name}"
-        elif sep and name in ("--write_bw_log", "--write_iops_log", "--write_lat_log"):
+        if sep and name in ("--output", "--write_bw_log", "--write_iops_log", "--write_lat_log"):
             arg = f"{name}={out / Path(value).name}"
         argv.append(arg)
     return argv
@@ -210,7 +208,7 @@ def main() -> None:
         images = sorted((work / "resources" / "images").rglob("*.img")) or [None]
         if len(images) != 1 or (images[0] is None) != (fs == "tmpfs"):
             raise RuntimeError(f"expected one prepared image (none on tmpfs), found {images}")
-        print(f"  set-up (pipeline, first runs): " + ", ".join(f"numjobs {t} {first[('pipeline', t)]:.0f}"
+        print("  set-up (pipeline, first runs): " + ", ".join(f"numjobs {t} {first[('pipeline', t)]:.0f}"
                                                              for t in threads) + " IOPS", flush=True)
         for r in range(args.rounds):
             order = ways[r % len(ways):] + ways[:r % len(ways)]

@@ -223,8 +223,8 @@ def calls(prof: Path) -> int:
 def import_cpu(workflow: Path, environ: dict) -> float:
     """CPU seconds of importing what common.smk imports from the workflow's package, after Snakemake's own
     imports (whatever both use is counted once, on Snakemake's side)."""
-    what = ("import sys; sys.path.insert(0, %r); from dbsweep import estimate, lock, slurm, summary, workloads; "
-            "from dbsweep.config import load" % str(workflow))
+    what = (f"import sys; sys.path.insert(0, {str(workflow)!r}); "
+            "from dbsweep import estimate, lock, slurm, summary, workloads; from dbsweep.config import load")
     done = subprocess.run([str(PYTHON), "-c", IMPORTS.format(what=what)], capture_output=True, text=True,
                           env=environ, check=True)
     return float(done.stdout.split()[-1])

@@ -170,7 +170,7 @@ def main() -> None:
                 [["local (-c2)", lw, lw / args.cells, 1.0],
                  ["Slurm (one node)", sw, sw / args.cells, sw / lw],
                  ["Slurm overhead", sw - lw, (sw - lw) / args.cells, ""]]))
-    print(f"\nwhere a Slurm job's time goes (last Slurm run, medians over its jobs; log times "
+    print("\nwhere a Slurm job's time goes (last Slurm run, medians over its jobs; log times "
           "of 1 s resolution, so parts are +-1 s):\n")
     print(table(["part", "median s", "min s", "max s"],
                 [[name, median(v), min(v), max(v)] for name, v in split.items()]))

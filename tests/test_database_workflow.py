@@ -93,7 +93,7 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
     for path in study.path("results/runs").glob("engine~*/*/*/*/*/rep~1/run.json"):
         manifest = json.loads(path.read_text())
         raw = path.parent / manifest["attempt"] / "raw"
-        lines = open(raw / "variables.tsv").read().splitlines()
+        lines = (raw / "variables.tsv").read_text().splitlines()
         variables = {name: rest for name, *rest in (line.split("\t") for line in lines)}
         setting = {"innodb": "innodb_buffer_pool_size", "myrocks": "rocksdb_block_cache_size",
                    "postgresql": "shared_buffers"}[manifest["cell"]["engine"]]
@@ -251,7 +251,7 @@ def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, wor
         run = json.loads((path.parent / "run.json").read_text())
         assert run["recipe"]["options"]["rate"] == expected
         assert run["calibration"]["file"] == str(calibrations[0].relative_to(study.root))
-    table = list(csv.DictReader(open(study.path("results/tables/openloop.csv"))))
+    table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], float(r["rate_percent"]), int(r["rate"])) for r in table] == [
         ("1", 50.0, expected), ("2", 50.0, expected)]
     again = study.run("-n")
@@ -281,7 +281,7 @@ def test_open_loop_reports_a_queue_when_the_rate_exceeds_capacity(study_factory,
         assert len(queues) >= 2 and queues == sorted(queues) and queues[-1] > queues[0], queues
         p99 = [float(r["lat_p99_ms"]) for r in cell]
         assert p99[-1] > p99[0], p99  # time in the queue counts
-    table = list(csv.DictReader(open(study.path("results/tables/openloop.csv"))))
+    table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], r["rate"], r["status"]) for r in table] == [
         ("1", "4000", "short of its rate"), ("2", "4000", "short of its rate")]
     for name in ("openloop_p99", "openloop_queue"):

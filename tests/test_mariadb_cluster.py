@@ -7,7 +7,6 @@ gets its own copy of it, as a topology cell's nodes get the prepared image.
 """
 import dataclasses
 import io
-import json
 import os
 import shutil
 import signal

@@ -120,7 +120,7 @@ def test_good_settings_pass_and_every_kind_declares_its_contract():
     check_settings("proxysql", {"path": "/bin/true", "balance": "first"})
     for kind in proxies.KINDS:
         module = proxies.adapter(kind)
-        assert module.KIND == kind and callable(module.run) and callable(module.CUMULATIVE)
+        assert kind == module.KIND and callable(module.run) and callable(module.CUMULATIVE)
 
 
 def test_bad_settings_stop_before_anything_starts(tmp_path):
@@ -332,12 +332,11 @@ def test_first_sends_to_the_first_and_fails_over_when_it_is_killed(workdir, imag
 
 @pytest.mark.workflow
 def test_nothing_left_after_an_error_in_the_body(workdir, servers):
-    with pytest.raises(KeyError, match="the body failed"):
-        with running(workdir, {}, backends(servers)) as handle:
-            rundir = Path(handle.facts["config"]).parent
-            pid = haproxy_pid(rundir)
-            assert backend_port(handle.port) in (servers[0].port, servers[1].port)
-            raise KeyError("the body failed")
+    with pytest.raises(KeyError, match="the body failed"), running(workdir, {}, backends(servers)) as handle:
+        rundir = Path(handle.facts["config"]).parent
+        pid = haproxy_pid(rundir)
+        assert backend_port(handle.port) in (servers[0].port, servers[1].port)
+        raise KeyError("the body failed")
     assert_nothing_left(pid, rundir, handle.port)
 
 

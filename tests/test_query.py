@@ -77,7 +77,7 @@ def check_plans(study):
     PLAN_CHANGES settings another, and the table and the page say which."""
     plans = {(r["engine"], r["cache"], r["workload"]): r for r in rows(study.path("results/tables/plans.csv.gz"))}
     assert len(plans) == 6
-    for (engine, cache, workload), plan in plans.items():
+    for (engine, _cache, _workload), plan in plans.items():
         path = study.path("results") / plan["file"]
         json.loads(path.read_text())  # the server's JSON
         record = json.loads(next(path.parents[2].glob("run.json")).read_text())

@@ -522,7 +522,7 @@ def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_uni
         assert missing == [], (shape, missing)
         text = written["html"].read_text()
         assert '<h3 id="figures">Figures on this page</h3>' in text
-        for name, sentence in defined:
+        for name, _sentence in defined:
             assert f"<dt>{html.escape(name)}</dt>" in text or name in summary.ANSWER_FIGURES, name
     storage = (tmp_path / "storage" / "results" / "index.html").read_text()
     assert "<dt>persec_lat_p95_ms</dt><dd>the p95 of per-second means" in storage

@@ -143,9 +143,9 @@ def secrets_outside(root: Path, secret: bytes) -> list[str]:
     """Files below root, other than the prepared images, that hold the secret; and any scratch image."""
     found = []
     for path in root.rglob("*"):
-        if path.is_file() and "resources/images" not in path.as_posix():
-            if path.suffix == ".img" or secret in path.read_bytes():
-                found.append(str(path))
+        if (path.is_file() and "resources/images" not in path.as_posix()
+                and (path.suffix == ".img" or secret in path.read_bytes())):
+            found.append(str(path))
     return found
 
 

@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import subprocess
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 ENV = {"TZ": "UTC", "S_TIME_FORMAT": "ISO", "LC_ALL": "C"}
@@ -37,7 +37,7 @@ class Monitors:
         self._procs: list[subprocess.Popen] = []
         self.cpu_s: dict[str, float] = {}
 
-    def __enter__(self) -> "Monitors":
+    def __enter__(self) -> Monitors:
         for device in self.devices:
             if not (Path("/sys/class/block") / Path(device).name).exists():
                 raise ValueError(f"iostat device {device!r}: no such block device")
@@ -90,7 +90,7 @@ def process_cpu_s(pid: int) -> float:
 def _utc(text: str, fmt: str) -> float:
     stamp = datetime.strptime(text, fmt)
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
+        stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
 
 

@@ -135,7 +135,7 @@ class StudyProgress:
                 self.done.add(rep_dir)
                 self.done_now.add(rep_dir)
                 self._paced_at = elapsed
-        running, newest, log = None, self.start - 1, None
+        running, newest = None, self.start - 1
         for rep_dir in self.rep_dirs:
             if rep_dir in self.done:
                 continue

@@ -27,8 +27,9 @@ import threading
 import time
 import unicodedata
 from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from dbsweep.engines import (
     ENV, LOADS_LIBRARY, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, Conn, Handle, Launch, as_user, binary,
@@ -37,6 +38,9 @@ from dbsweep.engines import (
 from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
 from dbsweep.units import format_size, parse_size
+
+if TYPE_CHECKING:
+    import psycopg  # imported where it is used, so that loading the module does not need it
 
 FAMILY = "postgresql"
 NAME = "PostgreSQL"
@@ -546,7 +550,7 @@ def sysbench_args(engine: str) -> list[str]:
 
 # One cached session per server, user and thread (a sampler thread has its own), so sampling counters
 # every second costs a query, not a login.
-_sessions: dict[tuple, "psycopg.Connection"] = {}
+_sessions: dict[tuple, psycopg.Connection] = {}
 
 
 def _query(conn: Conn, sql: str) -> list[tuple]:

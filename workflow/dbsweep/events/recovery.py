@@ -104,7 +104,7 @@ def _recovered(after: list[tuple[int, float]], floor: float) -> int | None:
     """The second (its start, in seconds into the window) from which throughput stays at least floor for
     RECOVERED_RUN seconds in a row."""
     run = 0
-    for i, (second, value) in enumerate(after):
+    for i, (_second, value) in enumerate(after):
         run = run + 1 if value >= floor else 0
         if run == RECOVERED_RUN:
             return after[i - RECOVERED_RUN + 1][0] - 1

@@ -21,7 +21,7 @@ import secrets
 import signal
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from dbsweep.engines import (Handle, Launch, chown_tree, check_socket_path, prepare_rundir, socket_answers,
                              supervise, version_line, write_private)
