@@ -236,8 +236,8 @@ def main() -> None:
     for t, against in ((t, way) for t in threads for way in ("hand", "hand held") if (way, t) in iops):
         p, h = iops[("pipeline", t)], iops[(against, t)]
         a = iops.get(("hand again", t)) or iops[("hand", t)]
-        ratio = [x / y for x, y in zip(p, h)]
-        noise = [x / y for x, y in zip(a, iops[("hand", t)])]
+        ratio = [x / y for x, y in zip(p, h, strict=False)]
+        noise = [x / y for x, y in zip(a, iops[("hand", t)], strict=False)]
         low, high = median_ci(ratio)
         half = max(median(ratio) - low, high - median(ratio))
         rows.append([fs, t, f"pipeline / {against}", len(ratio), median(p), median(h), median(ratio), f"{low:.3f}-{high:.3f}",

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -124,7 +125,7 @@ def gaps(runs: Path) -> list[float]:
     out = []
     for path in runs.glob("**/raw/phases.json"):
         done = json.loads(path.read_text())
-        out += [b["start"] - a["end"] for a, b in zip(done, done[1:])]
+        out += [b["start"] - a["end"] for a, b in itertools.pairwise(done)]
     return out
 
 

@@ -319,15 +319,15 @@ def main() -> None:
                 measured = together([(argv, cwd, logs[name]) for name, argv, cwd in sides], environ)
             else:
                 measured = [run_cpu(argv, cwd, environ, logs[name]) for name, argv, cwd in sides]
-            for (name, _, _), (elapsed, used) in zip(sides, measured):
+            for (name, _, _), (elapsed, used) in zip(sides, measured, strict=False):
                 wall[name].append(elapsed)
                 cpu[name].append(used)
                 counts.setdefault(name, job_counts(logs[name].read_text()))
                 print(f"  {cells} cells, repeat {i + 1}: {name} {elapsed:.2f} s wall, {used:.2f} s CPU", flush=True)
             if counts["real"] != counts["bare"]:  # both must plan the same jobs
                 raise SystemExit(f"{cells} cells: job counts differ: real {counts['real']} bare {counts['bare']}")
-        ratios = [r / b for r, b in zip(wall["real"], wall["bare"])]
-        cpu_ratios = [r / b for r, b in zip(cpu["real"], cpu["bare"])]
+        ratios = [r / b for r, b in zip(wall["real"], wall["bare"], strict=False)]
+        cpu_ratios = [r / b for r, b in zip(cpu["real"], cpu["bare"], strict=False)]
         ratio = median(ratios)
         rows.append([cells, sum(counts["real"].values()), repeats, median(wall["real"]), median(wall["bare"]), ratio,
                      f"{min(ratios):.2f}-{max(ratios):.2f}", median(cpu["real"]), median(cpu["bare"]),

@@ -214,7 +214,7 @@ def test_galera3_forms_a_synced_cluster_without_state_transfer_and_replicates_a_
             assert sample["wsrep_cluster_size"] == 3, name
             assert sample["wsrep_local_state"] == 4, name  # Synced
         assert nodes[0].facts["state_transfer"] == "bootstrap"
-        for node, db in zip(nodes[1:], list(dbs.values())[1:]):
+        for node, db in zip(nodes[1:], list(dbs.values())[1:], strict=False):
             assert node.facts["state_transfer"] == "none", node.facts  # it held the cluster's state already
             text = (db.handle.rundir / mariadb.ERROR_LOG).read_text(errors="replace")
             assert "wsrep_sst_" not in text and "SST" not in text.replace("SST method", ""), node.name

@@ -231,7 +231,7 @@ def servers(workdir, image):
 
 
 def backends(handles, names=("primary", "replica1")) -> list[Backend]:
-    return [Backend(name, "127.0.0.1", handle.port) for name, handle in zip(names, handles)]
+    return [Backend(name, "127.0.0.1", handle.port) for name, handle in zip(names, handles, strict=False)]
 
 
 @contextmanager

@@ -43,7 +43,7 @@ class Monitors:
                 raise ValueError(f"iostat device {device!r}: no such block device")
         env = os.environ | ENV
         try:
-            for argv, path in zip(self.commands, self.outputs):
+            for argv, path in zip(self.commands, self.outputs, strict=False):
                 with open(path, "wb") as out:  # the child keeps its own copy of the descriptor
                     self._procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                                         stdin=subprocess.DEVNULL, env=env))
@@ -115,7 +115,7 @@ def vmstat(path: Path) -> list[dict]:
             continue
         if header is None or len(fields) != len(header) + 2:
             raise ValueError(f"{path}: unexpected vmstat line: {line!r}")
-        values = dict(zip(header, fields))
+        values = dict(zip(header, fields, strict=False))  # fields end with the date and time
         row = {"time": _utc(f"{fields[-2]} {fields[-1]}", "%Y-%m-%d %H:%M:%S")}
         row.update((key, int(values[key])) for key in VMSTAT_KEYS)
         rows.append(row)

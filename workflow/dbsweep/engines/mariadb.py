@@ -702,7 +702,7 @@ def batch_rows(out: str) -> list[dict[str, str]]:
         return []
     names = lines[0].split("\t")
     return [dict(zip(names, (re.sub(r"\\(.)", lambda m: _BATCH_ESCAPES.get(m[1], m[0]), value)
-                             for value in line.split("\t"))))
+                             for value in line.split("\t")), strict=False))
             for line in lines[1:]]
 
 

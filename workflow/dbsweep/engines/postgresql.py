@@ -486,7 +486,7 @@ def statio(conn: Conn) -> dict[str, float]:
                "toast_blks_hit", "tidx_blks_read", "tidx_blks_hit"]
     row = _query(conn, "SELECT " + ", ".join(f"coalesce(sum({c}), 0)::float8" for c in columns)
                  + " FROM pg_statio_user_tables")[0]
-    return {f"statio.{c}": float(v) for c, v in zip(columns, row)}
+    return {f"statio.{c}": float(v) for c, v in zip(columns, row, strict=False)}
 
 
 def _scram_verifier(password: str) -> str:
@@ -680,7 +680,7 @@ def counters(conn: Conn) -> dict[str, float]:
     prefixes, sql = counters_sql(_versions[key])
     *rows, lsn, standby, lag, senders = _query(conn, sql)[0]
     sample = {}
-    for prefix, row in zip(prefixes, rows):
+    for prefix, row in zip(prefixes, rows, strict=False):
         for name, value in row.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name != "datid":
                 sample[prefix + name] = float(value)
