@@ -151,7 +151,7 @@ def main() -> None:
             image = tmp / f"{engine}.img"
             spec = s.image_spec(s.cells[0])
             storage.prepare_image(spec["filesystem"], image,
-                                  lambda root: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active")
+                                  lambda root, spec=spec: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active")
             load = []
             reps = []
             for rep in range(1, args.repeats + 1):

@@ -111,7 +111,9 @@ def main() -> None:
                 image.parent.mkdir()
                 t0 = time.perf_counter()
                 storage.prepare_image(spec["filesystem"], image,
-                                      lambda root: run.fill(Recipe.preparing(spec), root, work / "prepare-scratch", log), active)
+                                      lambda root, spec=spec, work=work: run.fill(Recipe.preparing(spec), root,
+                                                                                  work / "prepare-scratch", log),
+                                      active)
                 got["prepare"] = time.perf_counter() - t0
 
                 got["restore+mount"], got["restore teardown"] = timed_context(

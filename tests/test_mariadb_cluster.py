@@ -153,7 +153,7 @@ def test_async_replica_applies_a_write_and_reports_the_primarys_position(images,
         before = mariadb.counters(primary.local)
         query(primary, "INSERT INTO t VALUES (1000, 1)")
         for name in ("replica1", "replica2"):
-            assert wait_for(lambda: query(dbs[name], "SELECT v FROM t WHERE id = 1000") == [(1,)]), name
+            assert wait_for(lambda name=name: query(dbs[name], "SELECT v FROM t WHERE id = 1000") == [(1,)]), name
         assert [n.facts["gtid_start"] for n in nodes] == ["", "", ""]  # the image's position: no binary log yet
         after = mariadb.counters(primary.local)
         assert after["replication_position"] == before.get("replication_position", 0) + 1

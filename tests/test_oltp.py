@@ -519,7 +519,7 @@ def test_histogram_cut(tmp_path):
 def test_parsing_leaves_raw_output_untouched():
     before = digests()
     for name in RUNS:
-        for parse in (lambda raw: oltp.samples(raw, start(name)), oltp.summary, oltp.histogram):
+        for parse in (lambda raw, name=name: oltp.samples(raw, start(name)), oltp.summary, oltp.histogram):
             with contextlib.suppress(ValueError):
                 parse(FIXTURES / name)
     assert digests() == before

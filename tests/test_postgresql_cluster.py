@@ -173,7 +173,7 @@ def test_async_standbys_stream_from_the_image_copy(image):
             ("replica1", "streaming"), ("replica2", "streaming")]
         sql(primary, "CREATE TABLE written_on_primary AS SELECT 42 AS answer")
         for name in ("replica1", "replica2"):
-            wait_for(lambda: sql(dbs[name], "SELECT to_regclass('written_on_primary') IS NOT NULL") == [(True,)],
+            wait_for(lambda name=name: sql(dbs[name], "SELECT to_regclass('written_on_primary') IS NOT NULL") == [(True,)],
                      what=f"the primary's table on {name}")
             assert sql(dbs[name], "SELECT answer FROM written_on_primary") == [(42,)]
             assert sql(dbs[name], "SELECT count(*) FROM pgbench_accounts") == [(100000,)]  # the image's rows
