@@ -196,8 +196,9 @@ def main() -> None:
     def pipeline(t: int, force: bool, log: Path) -> tuple[float, dict]:
         target = str(cell_dir(work, t, fs).relative_to(work) / "run.json")
         # the target before --forcerun, which takes every word up to the next option as its own
-        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, target, *(["--forcerun", "run"] if force else []),
-                           snakefile=snakefile), work, environ, log)
+        force_run = ["--forcerun", "run"] if force else []
+        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, target, *force_run, snakefile=snakefile),
+            work, environ, log)
         record = json.loads((cell_dir(work, t, fs) / "run.json").read_text())
         return read_iops(fio_report(cell_dir(work, t, fs) / record["attempt"] / "raw" / "fio.json")), record
 
@@ -225,7 +226,8 @@ def main() -> None:
                 print(f"  round {r + 1}, numjobs {t}: " + ", ".join(f"{w} {got[w]:.0f}" for w in order)
                       + f" IOPS; pipeline/hand {got['pipeline'] / got['hand']:.3f}"
                       + (f", hand again/hand {got['hand again'] / got['hand']:.3f}" if "hand again" in got else "")
-                      + (f", pipeline/hand held {got['pipeline'] / got['hand held']:.3f}" if "hand held" in got else ""),
+                      + (f", pipeline/hand held {got['pipeline'] / got['hand held']:.3f}"
+                         if "hand held" in got else ""),
                       flush=True)
                 if leftovers(tmp):
                     raise RuntimeError(f"left behind: {leftovers(tmp)}")
@@ -240,14 +242,15 @@ def main() -> None:
         noise = [x / y for x, y in zip(a, iops[("hand", t)], strict=False)]
         low, high = median_ci(ratio)
         half = max(median(ratio) - low, high - median(ratio))
-        rows.append([fs, t, f"pipeline / {against}", len(ratio), median(p), median(h), median(ratio), f"{low:.3f}-{high:.3f}",
-                     f"{100 * half:.1f}%", f"{min(ratio):.3f}-{max(ratio):.3f}",
+        rows.append([fs, t, f"pipeline / {against}", len(ratio), median(p), median(h), median(ratio),
+                     f"{low:.3f}-{high:.3f}", f"{100 * half:.1f}%", f"{min(ratio):.3f}-{max(ratio):.3f}",
                      "-" if args.no_aa else f"{median(noise):.3f} ({min(noise):.3f}-{max(noise):.3f})",
                      "yes" if low <= 1 <= high and half <= GOAL else "NO",
                      f"{first[('pipeline', t)]:.0f} / {median(p):.0f}"])
     print()
-    print(table(["fs", "numjobs", "ratio", "pairs", "pipeline IOPS", "hand IOPS", "pipeline/hand", "95% CI", "CI half-width",
-                 "range", "hand again/hand (A/A)", "CI holds 1, half-width <= 3%", "pipeline first (set-up) / rounds"],
+    print(table(["fs", "numjobs", "ratio", "pairs", "pipeline IOPS", "hand IOPS", "pipeline/hand", "95% CI",
+                 "CI half-width", "range", "hand again/hand (A/A)", "CI holds 1, half-width <= 3%",
+                 "pipeline first (set-up) / rounds"],
                 rows))
     if not args.keep:
         shutil.rmtree(work / "resources", ignore_errors=True)

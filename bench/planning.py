@@ -238,12 +238,15 @@ def profile(real_argv: list, cwd: Path, bare_argv: list, bare_cwd: Path, environ
     prof = out.with_suffix(".prof")
     run([PYTHON, "-m", "cProfile", "-o", prof, *real_argv], cwd, environ, out)
     bare_prof = out.with_name(out.stem + "-bare.prof")
-    run([PYTHON, "-m", "cProfile", "-o", bare_prof, *bare_argv], bare_cwd, environ, out.with_name(out.stem + "-bare.txt"))
+    run([PYTHON, "-m", "cProfile", "-o", bare_prof, *bare_argv], bare_cwd, environ,
+        out.with_name(out.stem + "-bare.txt"))
     imports = median([import_cpu(workflow, environ) for _ in range(5)])
     real_calls, bare_calls = calls(prof), calls(bare_prof)
     text = [table(["part of the workflow's own code", "calls", "cumulative s under cProfile"], parts(prof, workflow)),
-            f"\nPython function calls: real {real_calls:,}, bare {bare_calls:,}, real/bare {real_calls / bare_calls:.3f}; "
-            f"profiled time: real {pstats.Stats(str(prof)).total_tt:.1f} s, bare {pstats.Stats(str(bare_prof)).total_tt:.1f} s",
+            f"\nPython function calls: real {real_calls:,}, bare {bare_calls:,}, "
+            f"real/bare {real_calls / bare_calls:.3f}; "
+            f"profiled time: real {pstats.Stats(str(prof)).total_tt:.1f} s, "
+            f"bare {pstats.Stats(str(bare_prof)).total_tt:.1f} s",
             f"CPU time of importing the workflow's package after Snakemake's imports (median of 5): {imports:.3f} s\n"]
     for title, restrictions in (("cumulative, all", ()), ("cumulative, workflow/ code (Snakefile, rules, dbsweep)",
                                                             (str(workflow),))):

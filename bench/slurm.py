@@ -1,4 +1,5 @@
-"""Scheduling overhead per cell: a 50-cell study of 2 s fio runs (the shortest collect accepts) through the local Slurm vs locally.
+"""Scheduling overhead per cell: a 50-cell study of 2 s fio runs (the shortest collect accepts) through the local
+Slurm vs locally.
 
 The same study (tmpfs, fio randread 2 s, 50 cells from a user axis) runs twice in
 fresh temp dirs, from the same copy of workflow/: once with the default profile
@@ -115,7 +116,8 @@ def parts(work: Path, cluster: Path) -> dict[str, list[float]]:
         steps = 0.0
         for cell, rep in reps:
             record = json.loads((work / "results" / "runs" / cell / f"rep~{rep}" / "run.json").read_text())
-            steps += (datetime.fromisoformat(record["ended"]) - datetime.fromisoformat(record["started"])).total_seconds()
+            ended, started = datetime.fromisoformat(record["ended"]), datetime.fromisoformat(record["started"])
+            steps += (ended - started).total_seconds()
         ready = max(times["submit"], previous_complete or 0)
         starts = [t for t, kind, _ in events if kind == "start"]
         rules = [t for t, kind, _ in events if kind == "rule"]

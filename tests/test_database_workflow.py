@@ -116,7 +116,8 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
     # The summary page shows every database table and plot (test_report.py renders one in Chromium).
     page = study.path("results/index.html").read_text()
     # (a plot listed in skipped_plots.csv is listed there with its reason, not shown)
-    skipped = {line.split(",", 1)[0] for line in study.path("results/tables/skipped_plots.csv").read_text().splitlines()[1:]}
+    skipped_csv = study.path("results/tables/skipped_plots.csv").read_text()
+    skipped = {line.split(",", 1)[0] for line in skipped_csv.splitlines()[1:]}
     plots = sorted(p.relative_to(study.path("results")).as_posix() for p in study.path("results/plots").glob("*.png")
                    if p.stem not in skipped)
     assert len(plots) >= 7 and sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
@@ -164,7 +165,8 @@ def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir)
     assert "error" in failed["engine_status"]["end"]["primary"]
     assert "BUFFER POOL AND MEMORY" in (attempt / "raw/engine_status.start.txt").read_text()
     log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
-    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text() and "was killed by signal 9 (SIGKILL)" in log.read_text()
+    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text()
+    assert "was killed by signal 9 (SIGKILL)" in log.read_text()
     assert "warning: engine status at the window's end, node primary: not taken: " in log.read_text()
 
     config["workloads"]["oltp"]["options"]["time"] = 2
@@ -208,7 +210,8 @@ def test_fetched_versions_beside_debians_and_myrocks_where_it_does_not_apply(stu
     assert "MyRocks ships only with Debian" in skipped["engine~myrocks/version~11.4"]
     assert "not a mariadb version" in skipped["engine~myrocks/version~16"]
     assert "not a postgresql version" in skipped["engine~postgresql/version~11.4"]
-    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json")).read_text())
+    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json"))
+                       .read_text())
     assert maria["server"]["version"].startswith("11.4.5-MariaDB") and maria["server"]["origin"]["registry"] == "maven"
     assert study.path("results/tables/versions.md").stat().st_size > 0
 

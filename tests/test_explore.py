@@ -42,7 +42,8 @@ def storage_study(dir) -> None:
     import pandas as pd
     seconds = list(range(1, 11))
     cells = [("tmpfs", "1", "fio-rr"), ("tmpfs", "1", "fio-rw")]
-    rows = [dict(zip(["filesystem", "threads", "workload"], c, strict=False), rep=1, second=s) for c in cells for s in seconds]
+    rows = [dict(zip(["filesystem", "threads", "workload"], c, strict=True), rep=1, second=s)
+            for c in cells for s in seconds]
     pd.DataFrame(rows).assign(iops=[20000.0 + i for i in range(len(rows))], lat_ms=0.05).to_parquet(
         dir / "samples.parquet")
     pd.DataFrame(rows).assign(us=10, sy=5, wa=0, device=None, r_s=float("nan"), w_s=float("nan")).to_parquet(

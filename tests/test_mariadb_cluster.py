@@ -148,8 +148,9 @@ REPLICAS = [("primary", "primary"), ("replica1", "replica"), ("replica2", "repli
 def test_async_replica_applies_a_write_and_reports_the_primarys_position(images, tmp, engine):
     with cluster(images(engine), tmp, engine, "async", {"replicas": 2}, REPLICAS) as (nodes, dbs, log):
         primary, replica = dbs["primary"], dbs["replica1"]
+        stored_as = {"innodb": "innodb", "myrocks": "rocksdb"}[engine]
         assert query(replica, "SELECT count(*), (SELECT lower(engine) FROM information_schema.tables "
-                              "WHERE table_name = 't') FROM t") == [(100, {"innodb": "innodb", "myrocks": "rocksdb"}[engine])]
+                              "WHERE table_name = 't') FROM t") == [(100, stored_as)]
         before = mariadb.counters(primary.local)
         query(primary, "INSERT INTO t VALUES (1000, 1)")
         for name in ("replica1", "replica2"):

@@ -359,8 +359,9 @@ def test_canary_runs_the_first_cell_between_the_repetitions_and_its_table(study_
         "noise_control": {"canary": {"every": 2}},
     }
     study = study_factory(config)
-    study.run("results/tables/canary.csv", *[f"results/runs/filesystem~tmpfs/threads~{t}/workload~fio-rr/rep~{r}/run.json"
-                                              for t in (1, 2) for r in (1, 2)])
+    study.run("results/tables/canary.csv",
+              *[f"results/runs/filesystem~tmpfs/threads~{t}/workload~fio-rr/rep~{r}/run.json"
+                for t in (1, 2) for r in (1, 2)])
     started = []
     for path in study.path("results").glob("*/*/*/*/rep~*/run.json"):
         record = json.loads(path.read_text())

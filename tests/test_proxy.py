@@ -137,7 +137,8 @@ def test_bad_settings_stop_before_anything_starts(tmp_path):
 
 def test_haproxy_config_text():
     text = haproxy.config_text({**haproxy.SETTINGS, "balance": "first", "check_interval_ms": 300},
-                               ("10.1.0.5", 6033), [Backend("node1", "10.1.0.2", 3306), Backend("node2", "10.1.0.3", 3307)],
+                               ("10.1.0.5", 6033),
+                               [Backend("node1", "10.1.0.2", 3306), Backend("node2", "10.1.0.3", 3307)],
                                Path("/run/x/stats.sock"))
     assert "    bind 10.1.0.5:6033\n" in text
     assert "    balance first\n" in text
@@ -309,7 +310,8 @@ def test_first_sends_to_the_first_and_fails_over_when_it_is_killed(workdir, imag
     takes it out within about 2 check intervals; new connections go to the next node at once."""
     with pytest.raises(RuntimeError, match="exited .* while the run was using it"):
         with mariadb(workdir, image, "writer") as writer:
-            with running(workdir, {"balance": "first"}, backends([writer, servers[1]], ("writer", "replica1"))) as handle:
+            pair = backends([writer, servers[1]], ("writer", "replica1"))
+            with running(workdir, {"balance": "first"}, pair) as handle:
                 assert [backend_port(handle.port) for _ in range(4)] == [writer.port] * 4
                 held = connect(handle.port)
                 writer_process = psutil.Process(writer.pid)

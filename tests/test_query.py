@@ -124,7 +124,8 @@ def test_sql_error_in_setup_names_the_file_and_the_error(study_factory, workdir)
 @pytest.mark.parametrize("key", ["setup", "query"])
 def test_a_missing_file_stops_before_any_work(key, tmp_path):
     config = query_study(**{key: str(tmp_path / "nowhere.sql")})
-    with pytest.raises(ConfigError, match=rf"^workloads\.join\.options\.{key}: '{tmp_path}/nowhere.sql' does not exist$"):
+    with pytest.raises(ConfigError,
+                       match=rf"^workloads\.join\.options\.{key}: '{tmp_path}/nowhere.sql' does not exist$"):
         load(config)
 
 

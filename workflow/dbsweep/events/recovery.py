@@ -52,7 +52,8 @@ def event_rows(raw: Path) -> list[dict]:
     for line in path.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
-            rows.append({k: r.get(k) for k in EVENT_COLUMNS} | {"late_ms": round((r["actual"] - r["planned"]) * 1000, 1)})
+            late_ms = round((r["actual"] - r["planned"]) * 1000, 1)
+            rows.append({k: r.get(k) for k in EVENT_COLUMNS} | {"late_ms": late_ms})
     return rows
 
 

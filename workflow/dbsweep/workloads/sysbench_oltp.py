@@ -320,7 +320,8 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
             raise ValueError(f"{path}: interval latency is the {pct}th percentile, expected "
                              f"{PERCENTILE}th (or {OPEN_LOOP_PERCENTILE}th with --rate)")
         second, tps = int(match["t"]), float(match["tps"])
-        latency = dict.fromkeys(PERCENTILE_KEY.values()) | {PERCENTILE_KEY[pct]: float(match["lat"]) if tps > 0 else None}
+        latency = dict.fromkeys(PERCENTILE_KEY.values()) | \
+            {PERCENTILE_KEY[pct]: float(match["lat"]) if tps > 0 else None}
         rows.append({
             "time": start + second,
             "second": second,
