@@ -22,7 +22,7 @@ import json
 import random
 import sys
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timedelta, UTC
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,7 +34,7 @@ from dbsweep.changepoints import change_points  # noqa: E402
 from dbsweep.collect import COUNTER_COLUMNS, PERCENTILE_COLUMNS, SAMPLE_COLUMNS, SYSTEM_COLUMNS  # noqa: E402
 
 STUDY = "synthetic"
-START = datetime(2026, 1, 1, tzinfo=timezone.utc)
+START = datetime(2026, 1, 1, tzinfo=UTC)
 TOLERANCE = 2
 
 
@@ -194,12 +194,12 @@ def main() -> None:
           f"(built in {built:.1f} s)\n")
     query_t = sorted(queries)[len(queries) // 2]
     print(table(["what", "wall (CPU)", "goal"], [
-        ["add one study run (a tree of %d cells), into the full catalog" % args.cells, fmt(add_t), "< 2 s"],
-        ["one cell's history (%d points), median of %d queries" % (args.runs, len(queries)), fmt(query_t, 1000),
+        [f"add one study run (a tree of {args.cells} cells), into the full catalog", fmt(add_t), "< 2 s"],
+        [f"one cell's history ({args.runs} points), median of {len(queries)} queries", fmt(query_t, 1000),
          "< 100 ms"],
         ["every cell's history, one query", fmt(load_all_t), "-"],
-        ["change points of one cell's %d points (a shifted cell)" % args.runs, fmt(one_cp_t, 1000), "-"],
-        ["change points of all %d cells" % args.cells, fmt(all_cp_t), "< 10 s"],
+        [f"change points of one cell's {args.runs} points (a shifted cell)", fmt(one_cp_t, 1000), "-"],
+        [f"change points of all {args.cells} cells", fmt(all_cp_t), "< 10 s"],
         ["catalog size on disk", f"{size / 2**20:.0f} MiB ({size / rows:.1f} bytes per sample)", "-"],
         ["injected shifts (5-20%, 2% noise) found", f"{hits} of {total}", "all"],
         ["false alarms (changes found where none was injected)", str(false), "-"],

@@ -117,7 +117,7 @@ def table(headers: list[str], rows: list[list]) -> str:
 
     cells = [[fmt(v) for v in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in cells)) for i, h in enumerate(headers)]
-    line = lambda items: "| " + " | ".join(s.ljust(w) for s, w in zip(items, widths)) + " |"  # noqa: E731
+    line = lambda items: "| " + " | ".join(s.ljust(w) for s, w in zip(items, widths, strict=False)) + " |"  # noqa: E731
     return "\n".join([line(headers), "|" + "|".join("-" * (w + 2) for w in widths) + "|"] + [line(r) for r in cells])
 
 

@@ -86,7 +86,7 @@ class Connections:
                 self.tids.update(int(row[0]) for row in cursor.fetchall())
                 time.sleep(0.05)
 
-    def __enter__(self) -> "Connections":
+    def __enter__(self) -> Connections:
         self._thread.start()
         return self
 
@@ -154,7 +154,7 @@ def main() -> None:
         recipe, spec = s.recipe(cell), s.image_spec(cell)
         image = tmp / f"{engine}.img"
         storage.prepare_image(spec["filesystem"], image,
-                              lambda root: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active")
+                              lambda root, spec=spec: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active")
         rows_of_engine = []
         for rep in range(args.repeats):
             with storage.filesystem(recipe.filesystem, tmp / "scratch", tmp / "active", image) as fs, \

@@ -86,7 +86,8 @@ def main() -> None:
     parser.add_argument("--table-size", type=int, default=50000)
     parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--engines", nargs="+", default=list(ENGINES), choices=ENGINES)
-    parser.add_argument("--smoke", action="store_true", help="InnoDB, one repeat, 1 table x 1,000 rows, 2 s windows: does it still run")
+    parser.add_argument("--smoke", action="store_true",
+                        help="InnoDB, one repeat, 1 table x 1,000 rows, 2 s windows: does it still run")
     args = parser.parse_args()
     if args.smoke:
         args.repeats, args.tables, args.table_size, args.seconds, args.engines = 1, 1, 1000, 2, ["innodb"]

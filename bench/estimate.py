@@ -41,7 +41,8 @@ def main() -> None:
     ap.add_argument("--cells", type=int, default=10, help="new cells per round")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="2 rounds of 1 new cell (the second from measured overhead): does it still run")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 rounds of 1 new cell (the second from measured overhead): does it still run")
     args = ap.parse_args()
     if args.smoke:
         args.cells, args.rounds = 1, 2

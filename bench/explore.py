@@ -47,7 +47,8 @@ def study(dir, cells: int, seconds: int, counters: int) -> None:
     tps[rng.random(len(rows)) < 0.01] *= 0.2  # stalls
     samples = rows.assign(time=rows["second"] + 1.8e9, tps=tps.round(2), lat_pct_ms=(1000 / tps * 4).round(3))
     samples.to_parquet(dir / "samples.parquet")
-    system = rows.assign(second=rows["second"] - 1, us=rng.integers(0, 80, len(rows)), sy=rng.integers(0, 20, len(rows)),
+    system = rows.assign(second=rows["second"] - 1, us=rng.integers(0, 80, len(rows)),
+                         sy=rng.integers(0, 20, len(rows)),
                          wa=rng.integers(0, 10, len(rows)), device="loop0",
                          r_s=rng.uniform(0, 3000, len(rows)).round(1), w_s=rng.uniform(0, 1000, len(rows)).round(1))
     system.to_parquet(dir / "system.parquet")

@@ -92,9 +92,7 @@ def hand_argv(fio: list[str], out: Path) -> list[str]:
     argv = []
     for arg in fio:
         name, sep, value = arg.partition("=")
-        if sep and name == "--output":
-            arg = f"{name}={out / Path(value).name}"
-        elif sep and name in ("--write_bw_log", "--write_iops_log", "--write_lat_log"):
+        if sep and name in ("--output", "--write_bw_log", "--write_iops_log", "--write_lat_log"):
             arg = f"{name}={out / Path(value).name}"
         argv.append(arg)
     return argv
@@ -198,8 +196,9 @@ def main() -> None:
     def pipeline(t: int, force: bool, log: Path) -> tuple[float, dict]:
         target = str(cell_dir(work, t, fs).relative_to(work) / "run.json")
         # the target before --forcerun, which takes every word up to the next option as its own
-        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, target, *(["--forcerun", "run"] if force else []),
-                           snakefile=snakefile), work, environ, log)
+        force_run = ["--forcerun", "run"] if force else []
+        run(snakemake_argv(work, "-c2", "--workflow-profile", profile, target, *force_run, snakefile=snakefile),
+            work, environ, log)
         record = json.loads((cell_dir(work, t, fs) / "run.json").read_text())
         return read_iops(fio_report(cell_dir(work, t, fs) / record["attempt"] / "raw" / "fio.json")), record
 
@@ -210,7 +209,7 @@ def main() -> None:
         images = sorted((work / "resources" / "images").rglob("*.img")) or [None]
         if len(images) != 1 or (images[0] is None) != (fs == "tmpfs"):
             raise RuntimeError(f"expected one prepared image (none on tmpfs), found {images}")
-        print(f"  set-up (pipeline, first runs): " + ", ".join(f"numjobs {t} {first[('pipeline', t)]:.0f}"
+        print("  set-up (pipeline, first runs): " + ", ".join(f"numjobs {t} {first[('pipeline', t)]:.0f}"
                                                              for t in threads) + " IOPS", flush=True)
         for r in range(args.rounds):
             order = ways[r % len(ways):] + ways[:r % len(ways)]
@@ -227,7 +226,8 @@ def main() -> None:
                 print(f"  round {r + 1}, numjobs {t}: " + ", ".join(f"{w} {got[w]:.0f}" for w in order)
                       + f" IOPS; pipeline/hand {got['pipeline'] / got['hand']:.3f}"
                       + (f", hand again/hand {got['hand again'] / got['hand']:.3f}" if "hand again" in got else "")
-                      + (f", pipeline/hand held {got['pipeline'] / got['hand held']:.3f}" if "hand held" in got else ""),
+                      + (f", pipeline/hand held {got['pipeline'] / got['hand held']:.3f}"
+                         if "hand held" in got else ""),
                       flush=True)
                 if leftovers(tmp):
                     raise RuntimeError(f"left behind: {leftovers(tmp)}")
@@ -238,18 +238,19 @@ def main() -> None:
     for t, against in ((t, way) for t in threads for way in ("hand", "hand held") if (way, t) in iops):
         p, h = iops[("pipeline", t)], iops[(against, t)]
         a = iops.get(("hand again", t)) or iops[("hand", t)]
-        ratio = [x / y for x, y in zip(p, h)]
-        noise = [x / y for x, y in zip(a, iops[("hand", t)])]
+        ratio = [x / y for x, y in zip(p, h, strict=False)]
+        noise = [x / y for x, y in zip(a, iops[("hand", t)], strict=False)]
         low, high = median_ci(ratio)
         half = max(median(ratio) - low, high - median(ratio))
-        rows.append([fs, t, f"pipeline / {against}", len(ratio), median(p), median(h), median(ratio), f"{low:.3f}-{high:.3f}",
-                     f"{100 * half:.1f}%", f"{min(ratio):.3f}-{max(ratio):.3f}",
+        rows.append([fs, t, f"pipeline / {against}", len(ratio), median(p), median(h), median(ratio),
+                     f"{low:.3f}-{high:.3f}", f"{100 * half:.1f}%", f"{min(ratio):.3f}-{max(ratio):.3f}",
                      "-" if args.no_aa else f"{median(noise):.3f} ({min(noise):.3f}-{max(noise):.3f})",
                      "yes" if low <= 1 <= high and half <= GOAL else "NO",
                      f"{first[('pipeline', t)]:.0f} / {median(p):.0f}"])
     print()
-    print(table(["fs", "numjobs", "ratio", "pairs", "pipeline IOPS", "hand IOPS", "pipeline/hand", "95% CI", "CI half-width",
-                 "range", "hand again/hand (A/A)", "CI holds 1, half-width <= 3%", "pipeline first (set-up) / rounds"],
+    print(table(["fs", "numjobs", "ratio", "pairs", "pipeline IOPS", "hand IOPS", "pipeline/hand", "95% CI",
+                 "CI half-width", "range", "hand again/hand (A/A)", "CI holds 1, half-width <= 3%",
+                 "pipeline first (set-up) / rounds"],
                 rows))
     if not args.keep:
         shutil.rmtree(work / "resources", ignore_errors=True)

@@ -151,7 +151,8 @@ def main() -> None:
             image = tmp / f"{engine}.img"
             spec = s.image_spec(s.cells[0])
             storage.prepare_image(spec["filesystem"], image,
-                                  lambda root: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active")
+                                  lambda root, spec=spec: run.fill(Recipe.preparing(spec), root, tmp, log),
+                                  tmp / "active")
             load = []
             reps = []
             for rep in range(1, args.repeats + 1):
@@ -167,14 +168,16 @@ def main() -> None:
                 rows.append([engine, name, f"{seconds:.3f}", f"{window:.1f}", f"{1000 * seconds / window:.2f}",
                              f"{100 * shares[name]:.3f}%", per_rep])
             shares["server"] = server_cpu / cpus  # one sample per second
-            rows.append([engine, "server (counter queries)", f"{server_cpu * args.samples:.3f} / {args.samples} samples",
+            rows.append([engine, "server (counter queries)",
+                         f"{server_cpu * args.samples:.3f} / {args.samples} samples",
                          "-", f"{1000 * server_cpu:.2f}", f"{100 * shares['server']:.3f}%",
                          f"this side {1000 * client_cpu:.2f} ms per sample"])
             total = sum(shares.values())
             rows.append([engine, "**all**", "-", "-", f"{1000 * total * cpus:.2f}", f"**{100 * total:.3f}%**",
                          f"load {statistics.median(load):.1f}; goal <= 1%: {'met' if total <= GOAL else 'NOT met'}"])
     print(f"{args.repeats} repetitions x {args.seconds} s, oltp_read_write {args.tables} x {args.table_size} rows, "
-          f"{args.threads} threads; host CPUs {cpus}; load average (1 min) at start of each repetition in the last column\n")
+          f"{args.threads} threads; host CPUs {cpus}; "
+          "load average (1 min) at start of each repetition in the last column\n")
     print(table(["engine", "monitor", "CPU s", "window s", "CPU ms per s", "share of host", "per repetition, %"], rows))
     left = leftovers(tmp)
     if left:

@@ -3,8 +3,8 @@
 Study (--cell database): InnoDB, sysbench oltp_read_only on 4 tables x 20,000 rows in a 256M buffer pool,
 ext4 on a loop image, threads 1 and 2, a 5 s warm-up and a --seconds window; (--cell storage) fio
 randread 4k psync on a 4M file in tmpfs, one thread, a --seconds window. It runs as `off` (no noise_control) and as
-`on` (noise_control, by default drop_caches, thp never, cpu_pinning, or --on's; pinning needs 3 CPUs for a database cell and
-is recorded "not applied" on this 2-CPU host; a storage cell's fio gets a CPU of its own, the monitors
+`on` (noise_control, by default drop_caches, thp never, cpu_pinning, or --on's; pinning needs 3 CPUs for a database
+cell and is recorded "not applied" on this 2-CPU host; a storage cell's fio gets a CPU of its own, the monitors
 the other), each in a folder of its own, from one copy of workflow/. The
 repetitions are interleaved: for k = 1..--reps, each study runs again with `repetitions: k` (Snakemake
 runs only the missing repetition k, then the analysis), off first for odd k, on first for even k, so
@@ -37,7 +37,8 @@ def study(variant: str, reps: int, seconds: int, cell: str, control: dict = CONT
         config = {"axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr"]},
                   "filesystems": {"tmpfs": {"type": "tmpfs", "size": "64M"}},
                   "workloads": {"fio-rr": {"tool": "fio", "options": {
-                      "rw": "randread", "bs": "4k", "size": "4M", "ioengine": "psync", "direct": 0, "runtime": seconds}}}}
+                      "rw": "randread", "bs": "4k", "size": "4M", "ioengine": "psync", "direct": 0,
+                      "runtime": seconds}}}}
     else:
         config = {"axes": {"engine": ["innodb"], "memory": ["256M"], "filesystem": ["ext4"], "threads": [1, 2],
                            "workload": ["oltp-ro"]},

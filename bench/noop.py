@@ -205,7 +205,7 @@ def main() -> None:
                 raise SystemExit(f"{name}: snakemake had something to do (see {log})")
             times[name].append(elapsed)
             print(f"  repeat {i + 1}: {name} {elapsed:.2f} s", flush=True)
-    ratios = [r / b for r, b in zip(times["real no-op"], times["bare no-op"])]
+    ratios = [r / b for r, b in zip(times["real no-op"], times["bare no-op"], strict=False)]
     print()
     print(table(["what", "median s", "runs"], [[n, median(t), " ".join(f"{x:.2f}" for x in t)]
                                                for n, t in times.items()]

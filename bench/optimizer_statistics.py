@@ -102,7 +102,7 @@ def main() -> None:
         for i in range(args.pairs):
             for analyzed in ((True, False) if i % 2 == 0 else (False, True)):
                 tps[analyzed].append(measure(recipe, images[analyzed], tmp, log, warmup_s=max(1, args.seconds // 3)))
-        ratios = [a / b for a, b in zip(tps[True], tps[False])]
+        ratios = [a / b for a, b in zip(tps[True], tps[False], strict=False)]
         low, high = median_ci(ratios)
         rows.append([engine, f"{analyze_s:.2f}", f"{median(tps[True]):.0f}", f"{median(tps[False]):.0f}",
                      f"{median(ratios):.3f}", f"[{low:.3f}, {high:.3f}]", " ".join(f"{r:.3f}" for r in ratios)])

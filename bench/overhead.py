@@ -111,7 +111,9 @@ def main() -> None:
                 image.parent.mkdir()
                 t0 = time.perf_counter()
                 storage.prepare_image(spec["filesystem"], image,
-                                      lambda root: run.fill(Recipe.preparing(spec), root, work / "prepare-scratch", log), active)
+                                      lambda root, spec=spec, work=work: run.fill(Recipe.preparing(spec), root,
+                                                                                  work / "prepare-scratch", log),
+                                      active)
                 got["prepare"] = time.perf_counter() - t0
 
                 got["restore+mount"], got["restore teardown"] = timed_context(
@@ -149,7 +151,7 @@ def main() -> None:
     print()
     print(table(["step", "ext4 s", "ext4 / window", "xfs s", "xfs / window"], rows))
     per_cell = {fs: median([sum(x) for x in zip(times[(fs, "restore+mount")], times[(fs, "restore teardown")],
-                                                times[(fs, "collect")])]) for fs in FILESYSTEMS}
+                                                times[(fs, "collect")], strict=False)]) for fs in FILESYSTEMS}
     print("\nper-cell storage overhead (restore+mount + teardown + collect), median: "
           + ", ".join(f"{fs} {v:.2f} s = {100 * v / window_s:.0f}% of {window_s} s" for fs, v in per_cell.items()))
     assert not leftovers(tmp), leftovers(tmp)

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gzip
+import itertools
 import json
 import os
 import shutil
@@ -49,7 +50,8 @@ def study(engines: list[str], reps: int, table_size: int, seconds: int, threads:
     return {
         "study": "phase-efficiency",
         "repetitions": reps,
-        "axes": {"engine": engines, "memory": ["256M"], "filesystem": ["ext4"], "threads": [threads], "workload": ["ib"]},
+        "axes": {"engine": engines, "memory": ["256M"], "filesystem": ["ext4"], "threads": [threads],
+                 "workload": ["ib"]},
         "filesystems": {"ext4": {"type": "ext4", "size": "2G", "mount_options": ["noatime"]}},
         "workloads": {"ib": {"tool": "insert", "options": {
             "tables": 2, "table_size": table_size, "load_batch": 100, "insert_batch": 10, "insert_rate": 100,
@@ -124,7 +126,7 @@ def gaps(runs: Path) -> list[float]:
     out = []
     for path in runs.glob("**/raw/phases.json"):
         done = json.loads(path.read_text())
-        out += [b["start"] - a["end"] for a, b in zip(done, done[1:])]
+        out += [b["start"] - a["end"] for a, b in itertools.pairwise(done)]
     return out
 
 
@@ -160,7 +162,8 @@ def main() -> None:
             print(f"WARNING: left behind: {leftovers(tmp)}", file=sys.stderr)
     phases = rows_of(work / "results" / "tables" / "phases.csv.gz")
     rows, met = report(phases, args.engines)
-    print(f"{started}; {args.reps} identical cells per engine; 2 tables x {args.table_size} rows, threads {args.threads}, "
+    print(f"{started}; {args.reps} identical cells per engine; 2 tables x {args.table_size} rows, "
+          f"threads {args.threads}, "
           f"qr/qp {args.time} s at 100 inserts/s per client; workflow {elapsed:.0f} s; load average "
           f"before {load_before[0]:.2f} {load_before[1]:.2f} {load_before[2]:.2f}, after "
           + " ".join(f"{v:.2f}" for v in os.getloadavg()) + "\n")

@@ -223,8 +223,8 @@ def calls(prof: Path) -> int:
 def import_cpu(workflow: Path, environ: dict) -> float:
     """CPU seconds of importing what common.smk imports from the workflow's package, after Snakemake's own
     imports (whatever both use is counted once, on Snakemake's side)."""
-    what = ("import sys; sys.path.insert(0, %r); from dbsweep import estimate, lock, slurm, summary, workloads; "
-            "from dbsweep.config import load" % str(workflow))
+    what = (f"import sys; sys.path.insert(0, {str(workflow)!r}); "
+            "from dbsweep import estimate, lock, slurm, summary, workloads; from dbsweep.config import load")
     done = subprocess.run([str(PYTHON), "-c", IMPORTS.format(what=what)], capture_output=True, text=True,
                           env=environ, check=True)
     return float(done.stdout.split()[-1])
@@ -238,12 +238,15 @@ def profile(real_argv: list, cwd: Path, bare_argv: list, bare_cwd: Path, environ
     prof = out.with_suffix(".prof")
     run([PYTHON, "-m", "cProfile", "-o", prof, *real_argv], cwd, environ, out)
     bare_prof = out.with_name(out.stem + "-bare.prof")
-    run([PYTHON, "-m", "cProfile", "-o", bare_prof, *bare_argv], bare_cwd, environ, out.with_name(out.stem + "-bare.txt"))
+    run([PYTHON, "-m", "cProfile", "-o", bare_prof, *bare_argv], bare_cwd, environ,
+        out.with_name(out.stem + "-bare.txt"))
     imports = median([import_cpu(workflow, environ) for _ in range(5)])
     real_calls, bare_calls = calls(prof), calls(bare_prof)
     text = [table(["part of the workflow's own code", "calls", "cumulative s under cProfile"], parts(prof, workflow)),
-            f"\nPython function calls: real {real_calls:,}, bare {bare_calls:,}, real/bare {real_calls / bare_calls:.3f}; "
-            f"profiled time: real {pstats.Stats(str(prof)).total_tt:.1f} s, bare {pstats.Stats(str(bare_prof)).total_tt:.1f} s",
+            f"\nPython function calls: real {real_calls:,}, bare {bare_calls:,}, "
+            f"real/bare {real_calls / bare_calls:.3f}; "
+            f"profiled time: real {pstats.Stats(str(prof)).total_tt:.1f} s, "
+            f"bare {pstats.Stats(str(bare_prof)).total_tt:.1f} s",
             f"CPU time of importing the workflow's package after Snakemake's imports (median of 5): {imports:.3f} s\n"]
     for title, restrictions in (("cumulative, all", ()), ("cumulative, workflow/ code (Snakefile, rules, dbsweep)",
                                                             (str(workflow),))):
@@ -319,15 +322,15 @@ def main() -> None:
                 measured = together([(argv, cwd, logs[name]) for name, argv, cwd in sides], environ)
             else:
                 measured = [run_cpu(argv, cwd, environ, logs[name]) for name, argv, cwd in sides]
-            for (name, _, _), (elapsed, used) in zip(sides, measured):
+            for (name, _, _), (elapsed, used) in zip(sides, measured, strict=False):
                 wall[name].append(elapsed)
                 cpu[name].append(used)
                 counts.setdefault(name, job_counts(logs[name].read_text()))
                 print(f"  {cells} cells, repeat {i + 1}: {name} {elapsed:.2f} s wall, {used:.2f} s CPU", flush=True)
             if counts["real"] != counts["bare"]:  # both must plan the same jobs
                 raise SystemExit(f"{cells} cells: job counts differ: real {counts['real']} bare {counts['bare']}")
-        ratios = [r / b for r, b in zip(wall["real"], wall["bare"])]
-        cpu_ratios = [r / b for r, b in zip(cpu["real"], cpu["bare"])]
+        ratios = [r / b for r, b in zip(wall["real"], wall["bare"], strict=False)]
+        cpu_ratios = [r / b for r, b in zip(cpu["real"], cpu["bare"], strict=False)]
         ratio = median(ratios)
         rows.append([cells, sum(counts["real"].values()), repeats, median(wall["real"]), median(wall["bare"]), ratio,
                      f"{min(ratios):.2f}-{max(ratios):.2f}", median(cpu["real"]), median(cpu["bare"]),

@@ -188,8 +188,9 @@ def main() -> None:
           f"{args.repeats} interleaved pairs, medians; load average (1 min) at start {load:.1f}\n")
     print(table(["dataset", "copy + sync s", "primary ready -> standby streaming s", "standby s",
                  "dump and load s", "dump / standby", f">= {GOAL:.0f}x", "per pair", "pg_basebackup s"],
-                [[f"{args.dataset} scale {args.scale}", f"{med('copy'):.2f}", f"{med('stream'):.2f}", f"{med('standby'):.2f}",
-                  f"{med('dump'):.1f}", f"**{median(ratios):.1f}x**", "met" if median(ratios) >= GOAL else "NOT met",
+                [[f"{args.dataset} scale {args.scale}", f"{med('copy'):.2f}", f"{med('stream'):.2f}",
+                  f"{med('standby'):.2f}", f"{med('dump'):.1f}", f"**{median(ratios):.1f}x**",
+                  "met" if median(ratios) >= GOAL else "NOT met",
                   " ".join(f"{r:.1f}" for r in ratios), f"{med('basebackup'):.2f}"]]))
 
 

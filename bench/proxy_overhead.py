@@ -103,7 +103,7 @@ def main() -> None:
           f"{args.table_size} rows, {args.pairs} interleaved pairs; haproxy {handle.facts['version'].split()[2]}\n")
     print(table(["run", "route", "tps", "avg ms", "p95 ms", "haproxy CPU us/txn"], rows))
     print()
-    ratios = [p[0] / d[0] for p, d in zip(results["proxy"], results["direct"])]  # run i of each: one pair
+    ratios = [p[0] / d[0] for p, d in zip(results["proxy"], results["direct"], strict=False)]  # run i of each: one pair
     cpu = median([r[3] for r in results["proxy"]])
     print(table(["route", "median tps", "median avg ms", "median p95 ms", "proxy / direct tps, per pair (median)",
                  "haproxy CPU us/txn"],

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import json
 import statistics
 import subprocess
@@ -91,7 +92,7 @@ def round_gaps(work: Path, first: int = 2) -> tuple[list[float], list[float]]:
     runs = sorted((when(r["started"]), when(r["ended"]), r["rep"]) for r in
                   (json.loads(p.read_text()) for p in (work / "results" / "runs").glob("*/*/*/rep~*/run.json")))
     boundary, within = [], []
-    for (_, end, rep), (start, _, next_rep) in zip(runs, runs[1:]):
+    for (_, end, rep), (start, _, next_rep) in itertools.pairwise(runs):
         (boundary if next_rep != rep and rep >= first else within).append(start - end)
     return boundary, within
 

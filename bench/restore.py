@@ -125,20 +125,22 @@ def main() -> None:
                 recipe, spec = s.recipe(cell), s.image_spec(cell)
                 image = tmp / "image.img"
                 load = os.getloadavg()[0]
-                reload_s = timed(lambda: storage.prepare_image(
-                    spec["filesystem"], image, lambda root: run.fill(Recipe.preparing(spec), root, tmp, log), tmp / "active"))
+                reload_s = timed(lambda spec=spec, image=image: storage.prepare_image(
+                    spec["filesystem"], image, lambda root: run.fill(Recipe.preparing(spec), root, tmp, log),
+                    tmp / "active"))
                 allocated = os.stat(image).st_blocks * 512
                 subprocess.run(["cat", str(image)], stdout=subprocess.DEVNULL, check=True)  # into the page cache
                 pairs = []
                 for i in range(args.repeats):
-                    one = [lambda: copy_pair(image, tmp), lambda: restore_pair(recipe, image, tmp, log)]
+                    one = [lambda image=image: copy_pair(image, tmp),
+                           lambda recipe=recipe, image=image: restore_pair(recipe, image, tmp, log)]
                     pair = {}
                     for step in (one if i % 2 == 0 else one[::-1]):
                         pair |= step()
                     pairs.append(pair)
                 image.unlink()
 
-                def med(key):
+                def med(key, pairs=pairs):
                     return median([p[key] for p in pairs])
 
                 ratios = [p["restore"] / p["copy"] for p in pairs]

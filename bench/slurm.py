@@ -1,4 +1,5 @@
-"""Scheduling overhead per cell: a 50-cell study of 2 s fio runs (the shortest collect accepts) through the local Slurm vs locally.
+"""Scheduling overhead per cell: a 50-cell study of 2 s fio runs (the shortest collect accepts) through the local
+Slurm vs locally.
 
 The same study (tmpfs, fio randread 2 s, 50 cells from a user axis) runs twice in
 fresh temp dirs, from the same copy of workflow/: once with the default profile
@@ -115,7 +116,8 @@ def parts(work: Path, cluster: Path) -> dict[str, list[float]]:
         steps = 0.0
         for cell, rep in reps:
             record = json.loads((work / "results" / "runs" / cell / f"rep~{rep}" / "run.json").read_text())
-            steps += (datetime.fromisoformat(record["ended"]) - datetime.fromisoformat(record["started"])).total_seconds()
+            ended, started = datetime.fromisoformat(record["ended"]), datetime.fromisoformat(record["started"])
+            steps += (ended - started).total_seconds()
         ready = max(times["submit"], previous_complete or 0)
         starts = [t for t, kind, _ in events if kind == "start"]
         rules = [t for t, kind, _ in events if kind == "rule"]
@@ -170,7 +172,7 @@ def main() -> None:
                 [["local (-c2)", lw, lw / args.cells, 1.0],
                  ["Slurm (one node)", sw, sw / args.cells, sw / lw],
                  ["Slurm overhead", sw - lw, (sw - lw) / args.cells, ""]]))
-    print(f"\nwhere a Slurm job's time goes (last Slurm run, medians over its jobs; log times "
+    print("\nwhere a Slurm job's time goes (last Slurm run, medians over its jobs; log times "
           "of 1 s resolution, so parts are +-1 s):\n")
     print(table(["part", "median s", "min s", "max s"],
                 [[name, median(v), min(v), max(v)] for name, v in split.items()]))

@@ -43,7 +43,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--versions", nargs="+", default=["postgresql:16", "mariadb:11.4"])
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--smoke", action="store_true", help="PostgreSQL 16 only (the smaller download), one later start: does it still run")
+    parser.add_argument("--smoke", action="store_true",
+                        help="PostgreSQL 16 only (the smaller download), one later start: does it still run")
     args = parser.parse_args()
     if args.smoke:
         args.versions, args.repeats = ["postgresql:16"], 1

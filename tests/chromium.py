@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+import contextlib
 
 
 class Chromium:
@@ -47,10 +48,8 @@ class Chromium:
         return self
 
     def __exit__(self, *exc):
-        try:
+        with contextlib.suppress(OSError, RuntimeError, TimeoutError):
             self.call("Browser.close", session=False)
-        except (OSError, RuntimeError, TimeoutError):
-            pass
         try:
             self._process.wait(timeout=10)
         except subprocess.TimeoutExpired:

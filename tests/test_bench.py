@@ -51,7 +51,8 @@ def test_smoke_mode_runs_and_prints_its_table(script):
     with slurm_turn() if script == "slurm.py" else nullcontext():  # the test Slurm, shared with test_slurm.py
         done = subprocess.run([sys.executable, str(BENCH / script), "--smoke"], capture_output=True, text=True,
                               cwd=ROOT, timeout=TIMEOUT_S, env=os.environ | {"LC_ALL": "C.UTF-8"})
-    assert done.returncode == 0, f"{script} --smoke exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    assert done.returncode == 0, \
+        f"{script} --smoke exited with {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
     table = [line for line in done.stdout.splitlines() if line.startswith("|")]
     assert len(table) >= 3, f"{script} --smoke printed no table:\n{done.stdout[-3000:]}"
 

@@ -57,8 +57,8 @@ def test_add_keeps_every_run_and_row_of_a_real_tree(db):
     with duckdb.connect(str(db), read_only=True) as con:
         runs = con.execute("SELECT cell, rep, attempt, host, tool, server, metric, median, window_start, window_end "
                            "FROM runs ORDER BY cell").fetchall()
-        oltp = con.execute("SELECT name, version FROM run_versions JOIN runs USING (run_id) "
-                           "WHERE cell = 'engine~postgresql/memory~16M/filesystem~xfs/threads~4/workload~oltp-rw'").fetchall()
+        oltp = con.execute("SELECT name, version FROM run_versions JOIN runs USING (run_id) WHERE cell = "
+                           "'engine~postgresql/memory~16M/filesystem~xfs/threads~4/workload~oltp-rw'").fetchall()
         axes = dict(con.execute("SELECT axis, value FROM run_axes JOIN runs USING (run_id) "
                                 "WHERE cell = 'filesystem~xfs/threads~4/workload~fio-randread'").fetchall())
     record = json.loads((A / "runs/filesystem~xfs/threads~4/workload~fio-randread/rep~1/run.json").read_text())
@@ -201,7 +201,7 @@ def test_compare_command_writes_table_and_plot_and_lists_cells_of_one_side(db, t
     out = tmp_path / "cmp"
     assert cli.main(["compare", f"source={A}", "filesystem=ext4", "--catalog", str(db), "--out", str(out)]) == 0
     md = (out / "compare.md").read_text()
-    rows = list(csv.DictReader(open(out / "compare.csv")))
+    rows = list(csv.DictReader((out / "compare.csv").read_text().splitlines()))
     # A's xfs-only database cells are not on side B (ext4 cells of both trees)
     assert {r["cell"] for r in rows} == {f"demo: threads~{t}/workload~{w}" for t in (1, 4)
                                          for w in ("fio-randread", "fileio-rndrd")}
@@ -301,7 +301,7 @@ def test_nightly_builds_through_the_real_workflow(study_factory, workdir, tmp_pa
     assert cli.main(["catalog", "add", str(trees / "n1"), str(trees / "n2"), "--catalog", str(db)]) == 0
     out = trees / "cmp"
     assert cli.main(["compare", "build=n2", "build=n1", "--catalog", str(db), "--out", str(out)]) == 0
-    rows = list(csv.DictReader(open(out / "compare.csv")))
+    rows = list(csv.DictReader((out / "compare.csv").read_text().splitlines()))
     assert sorted(r["cell"] for r in rows) == ["tiny: filesystem~tmpfs/threads~1/workload~fio-rr",
                                                "tiny: filesystem~tmpfs/threads~1/workload~sb-rr"]
     with catalog.connect(db, read_only=True) as con:
@@ -317,7 +317,8 @@ def test_run_json_names_the_dbsweep_commit_that_ran_it(tmp_path):
     copy = tmp_path / "workflow"          # a copied workflow (as the tests and benchmarks run it): no git
     shutil.copytree(ROOT / "workflow" / "dbsweep", copy / "dbsweep")
     done = subprocess.run([sys.executable, "-c", "from dbsweep import manifest; print(manifest.dbsweep_version())"],
-                          cwd=copy, capture_output=True, text=True, env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
+                          cwd=copy, capture_output=True, text=True,
+                          env={"PYTHONPATH": str(copy), "PATH": "/usr/bin:/bin"})
     assert done.stdout.strip() == "{'commit': None, 'dirty': None}", done.stderr
 
 
@@ -343,7 +344,8 @@ def test_compare_with_one_repetition_follows_stats_r_block_bootstrap(db, tmp_pat
         rows = []
         for side, selector in (("A", a), ("B", b)):
             for cell, ids in compare.side_values(con, selector, a.axes | {"build"})[2].items():
-                rows += [(cell.split(": ")[1], side, i + 1, v) for i, v in enumerate(compare.window_seconds(con, ids[0]))]
+                rows += [(cell.split(": ")[1], side, i + 1, v)
+                         for i, v in enumerate(compare.window_seconds(con, ids[0]))]
     samples = tmp_path / "samples.csv"
     with open(samples, "w", newline="") as f:
         csv.writer(f).writerows([("cell", "side", "second", "value")] + rows)

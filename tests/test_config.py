@@ -138,15 +138,19 @@ def test_image_is_shared_across_threads_and_changes_with_the_dataset():
     ("axes.binlog", ["sync7"], "axes.binlog: 'sync7' is not an option set"),
     ("axes.durability", ["tuned"], r"server_options.durability.tuned: nothing for mariadb \(cell engine~innodb/"),
     ("server.cgroup_overhead", "lots", "server.cgroup_overhead: 'lots' is not a size"),
-    ("baseline.engine", "mysql", r"baseline.engine: 'mysql' is not a value of the axis engine \(innodb, myrocks, postgresql\)"),
+    ("baseline.engine", "mysql",
+     r"baseline.engine: 'mysql' is not a value of the axis engine \(innodb, myrocks, postgresql\)"),
     ("analysis.stall_share", 1.5, "analysis.stall_share: 1.5 "),
     ("analysis.trim_s", -3, "analysis.trim_s: -3 is below the minimum of 0"),
     ("analysis.plots", ["pie"], r"analysis.plots\[0\]: 'pie' is not one of timeseries_steady"),
     ("analysis.headline", ["violin", "pie"], r"analysis.headline\[1\]: 'pie' is not one of timeseries_steady, "),
     ("analysis.statistics", ["mode"], r"analysis.statistics\[0\]: 'mode' is not one of median, mean, sd, p5"),
     ("analysis.statistics", [], r"analysis.statistics: \[\] "),
-    ("analysis.scripts", ["config/README.md"], r"analysis.scripts\[0\]: '/.*/config/README.md' is neither an R \(.R\) nor "),
-    ("analysis.scripts", ["nosuch/mine.R"], r"analysis.scripts\[0\]: 'nosuch/mine.R': no such file \(looked for /.*/nosuch/mine.R, relative to the study file\)$"),
+    ("analysis.scripts", ["config/README.md"],
+     r"analysis.scripts\[0\]: '/.*/config/README.md' is neither an R \(.R\) nor "),
+    ("analysis.scripts", ["nosuch/mine.R"],
+     r"analysis.scripts\[0\]: 'nosuch/mine.R': no such file "
+     r"\(looked for /.*/nosuch/mine.R, relative to the study file\)$"),
     ("analysis.scripts", ["config/scripts/per_thread.R", "workflow/R/../../config/scripts/per_thread.R"],
      r"analysis.scripts\[1\]: .* has the same name as '/.*/config/scripts/per_thread.R'"),
 ])
@@ -229,7 +233,8 @@ def test_a_basedir_of_a_family_no_engine_runs_is_refused(tmp_path):
     (tmp_path / "bin" / "postgres").chmod(0o755)
     config = with_change("axes.version", [{"name": "pg-own", "basedir": str(tmp_path)}])
     config["axes"]["engine"] = ["innodb"]
-    with pytest.raises(ConfigError, match="axes.version: 'pg-own' is a postgresql build, and no engine of the study runs it"):
+    with pytest.raises(ConfigError,
+                       match="axes.version: 'pg-own' is a postgresql build, and no engine of the study runs it"):
         load(config)
 
 

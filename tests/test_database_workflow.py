@@ -93,7 +93,7 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
     for path in study.path("results/runs").glob("engine~*/*/*/*/*/rep~1/run.json"):
         manifest = json.loads(path.read_text())
         raw = path.parent / manifest["attempt"] / "raw"
-        lines = open(raw / "variables.tsv").read().splitlines()
+        lines = (raw / "variables.tsv").read_text().splitlines()
         variables = {name: rest for name, *rest in (line.split("\t") for line in lines)}
         setting = {"innodb": "innodb_buffer_pool_size", "myrocks": "rocksdb_block_cache_size",
                    "postgresql": "shared_buffers"}[manifest["cell"]["engine"]]
@@ -116,7 +116,8 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
     # The summary page shows every database table and plot (test_report.py renders one in Chromium).
     page = study.path("results/index.html").read_text()
     # (a plot listed in skipped_plots.csv is listed there with its reason, not shown)
-    skipped = {line.split(",", 1)[0] for line in study.path("results/tables/skipped_plots.csv").read_text().splitlines()[1:]}
+    skipped_csv = study.path("results/tables/skipped_plots.csv").read_text()
+    skipped = {line.split(",", 1)[0] for line in skipped_csv.splitlines()[1:]}
     plots = sorted(p.relative_to(study.path("results")).as_posix() for p in study.path("results/plots").glob("*.png")
                    if p.stem not in skipped)
     assert len(plots) >= 7 and sorted(re.findall(r'<img src="([^"]+)"', page)) == plots
@@ -164,7 +165,8 @@ def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir)
     assert "error" in failed["engine_status"]["end"]["primary"]
     assert "BUFFER POOL AND MEMORY" in (attempt / "raw/engine_status.start.txt").read_text()
     log = study.path("results/logs/run", rep.relative_to(study.path("results/runs")).as_posix() + ".log")
-    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text() and "was killed by signal 9 (SIGKILL)" in log.read_text()
+    assert f"dbsweep: run {rep.relative_to(study.path('results/runs')).as_posix()}: " in log.read_text()
+    assert "was killed by signal 9 (SIGKILL)" in log.read_text()
     assert "warning: engine status at the window's end, node primary: not taken: " in log.read_text()
 
     config["workloads"]["oltp"]["options"]["time"] = 2
@@ -208,7 +210,8 @@ def test_fetched_versions_beside_debians_and_myrocks_where_it_does_not_apply(stu
     assert "MyRocks ships only with Debian" in skipped["engine~myrocks/version~11.4"]
     assert "not a mariadb version" in skipped["engine~myrocks/version~16"]
     assert "not a postgresql version" in skipped["engine~postgresql/version~11.4"]
-    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json")).read_text())
+    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json"))
+                       .read_text())
     assert maria["server"]["version"].startswith("11.4.5-MariaDB") and maria["server"]["origin"]["registry"] == "maven"
     assert study.path("results/tables/versions.md").stat().st_size > 0
 
@@ -251,7 +254,7 @@ def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, wor
         run = json.loads((path.parent / "run.json").read_text())
         assert run["recipe"]["options"]["rate"] == expected
         assert run["calibration"]["file"] == str(calibrations[0].relative_to(study.root))
-    table = list(csv.DictReader(open(study.path("results/tables/openloop.csv"))))
+    table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], float(r["rate_percent"]), int(r["rate"])) for r in table] == [
         ("1", 50.0, expected), ("2", 50.0, expected)]
     again = study.run("-n")
@@ -281,7 +284,7 @@ def test_open_loop_reports_a_queue_when_the_rate_exceeds_capacity(study_factory,
         assert len(queues) >= 2 and queues == sorted(queues) and queues[-1] > queues[0], queues
         p99 = [float(r["lat_p99_ms"]) for r in cell]
         assert p99[-1] > p99[0], p99  # time in the queue counts
-    table = list(csv.DictReader(open(study.path("results/tables/openloop.csv"))))
+    table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], r["rate"], r["status"]) for r in table] == [
         ("1", "4000", "short of its rate"), ("2", "4000", "short of its rate")]
     for name in ("openloop_p99", "openloop_queue"):

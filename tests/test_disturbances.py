@@ -62,16 +62,16 @@ def test_steal_over_a_window_is_recorded_and_warned_above_one_percent():
     start = disturbances.cpu_ticks()
     assert len(start) == 8 and all(t >= 0 for t in start)
     later = disturbances.cpu_ticks()
-    assert all(b >= a for a, b in zip(start, later))
+    assert all(b >= a for a, b in zip(start, later, strict=True))
     # user nice system idle iowait irq softirq steal: 200 ticks in the window, 3 of them stolen
-    end = [a + d for a, d in zip(start, [120, 0, 40, 30, 5, 0, 2, 3])]
+    end = [a + d for a, d in zip(start, [120, 0, 40, 30, 5, 0, 2, 3], strict=True)]
     found = {"settings": {}, "warnings": {}}
     (warning,) = disturbances.after_window(found, reading(start), reading(end))
     assert found["settings"]["steal_pct"] == 1.5 and found["warnings"] == {"steal": warning}
     assert warning.startswith("the hypervisor took 1.5% of the CPUs' time in the window (steal)")
     calm = {"settings": {}, "warnings": {}}
-    assert disturbances.after_window(calm, reading(start), reading([a + d for a, d in
-                                                                    zip(start, [120, 0, 40, 38, 0, 0, 1, 1])])) == []
+    quiet = [a + d for a, d in zip(start, [120, 0, 40, 38, 0, 0, 1, 1], strict=True)]
+    assert disturbances.after_window(calm, reading(start), reading(quiet)) == []
     assert calm == {"settings": {"steal_pct": 0.5, "foreign_cpu_pct": 0.0, "foreign_cpu_s": {}}, "warnings": {}}
 
 

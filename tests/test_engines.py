@@ -374,10 +374,10 @@ def test_option_sets_shape():
     sets = option_sets()
     assert set(sets) == {"binlog", "durability", "isolation"}
     assert list(sets["binlog"]) == ["off", "sync0", "sync1", "sync1000", "sync10000"]
-    for value, families in sets["binlog"].items():
-        assert set(families) == {"mariadb"}
+    for value, by_family in sets["binlog"].items():
+        assert set(by_family) == {"mariadb"}
         if value != "off":
-            assert families["mariadb"]["sync_binlog"] == int(value.removeprefix("sync"))
+            assert by_family["mariadb"]["sync_binlog"] == int(value.removeprefix("sync"))
     assert all(set(families) == {"postgresql"} for families in sets["durability"].values())
     tuned, unsafe = sets["durability"]["tuned"]["postgresql"], sets["durability"]["unsafe"]["postgresql"]
     assert unsafe == tuned | {"fsync": False, "full_page_writes": False, "synchronous_commit": False}
@@ -508,18 +508,16 @@ def test_lifecycle(cluster):
 @pytest.mark.workflow
 def test_misspelled_option_fails_with_the_servers_message(cluster):
     options, message = MISSPELLED[cluster.engine]
-    with pytest.raises(RuntimeError, match=re.escape(message)):
-        with cluster.server(options):
-            pytest.fail("the server started")
+    with pytest.raises(RuntimeError, match=re.escape(message)), cluster.server(options):
+        pytest.fail("the server started")
     cluster.assert_nothing_left()
 
 
 @pytest.mark.workflow
 def test_error_in_the_body_still_stops_the_server(cluster):
-    with pytest.raises(KeyError, match="from the body"):
-        with cluster.server() as handle:
-            pids = tree_pids(handle.pid)
-            raise KeyError("from the body")
+    with pytest.raises(KeyError, match="from the body"), cluster.server() as handle:
+        pids = tree_pids(handle.pid)
+        raise KeyError("from the body")
     cluster.assert_nothing_left(pids)
 
 
@@ -535,7 +533,7 @@ def test_localhost_only_and_password_hidden(cluster):
                      if connection.status == psutil.CONN_LISTEN]
         assert {(address.ip, address.port) for address in listening} == {("127.0.0.1", handle.port)}
 
-        with pytest.raises(Exception):
+        with pytest.raises(Exception):  # noqa: B017 - the engine's own driver error (pymysql's or psycopg's)
             module.connect(cluster.conn(handle, password="not the password")).close()
 
         # sysbench takes the connection from a 0600 file, never from its command line.
@@ -586,10 +584,10 @@ def test_builtin_option_sets_start(cluster):
     expected = EXPECTED_SETTINGS[module.FAMILY]
     checked = set()
     for axis, values in option_sets().items():
-        for value, families in values.items():
-            if module.FAMILY not in families:
+        for value, by_family in values.items():
+            if module.FAMILY not in by_family:
                 continue
-            with cluster.server(families[module.FAMILY]) as handle:
+            with cluster.server(by_family[module.FAMILY]) as handle:
                 module.create_user(handle, USER, PASSWORD, DATABASE)
                 settings = dict(module.variables(cluster.conn(handle)))
             assert {name: settings[name] for name in expected[axis, value]} == expected[axis, value], (axis, value)

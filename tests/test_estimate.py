@@ -13,9 +13,9 @@ def recipe(duration_s, warmup=0, engine=None):
 
 
 def run_json(tmp_path, name, wall, window, warmup=0, engine=None, status="ok"):
-    record = {"status": status, "recipe": recipe(10, warmup, engine).as_dict(), "started": "2026-11-23T10:00:00.000+00:00",
-              "ended": f"2026-11-23T10:00:{wall:06.3f}+00:00", "measure_start": 1000.0,
-              "measure_end": 1000.0 + window}
+    record = {"status": status, "recipe": recipe(10, warmup, engine).as_dict(),
+              "started": "2026-11-23T10:00:00.000+00:00", "ended": f"2026-11-23T10:00:{wall:06.3f}+00:00",
+              "measure_start": 1000.0, "measure_end": 1000.0 + window}
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps(record))
     return path

@@ -35,7 +35,8 @@ def test_a_schedule_the_cell_cannot_keep_is_refused(event, message):
 
 def test_an_io_limit_is_not_applicable_on_tmpfs_which_has_no_device():
     throttle = [{"at": 1, "for": 2, "action": "io_throttle", "read_iops": 100}]
-    assert events.not_applicable(throttle, 20, False, "tmpfs") == "io_throttle limits a block device, and tmpfs has none"
+    assert events.not_applicable(throttle, 20, False, "tmpfs") == \
+        "io_throttle limits a block device, and tmpfs has none"
     assert events.not_applicable(throttle, 20, False, "ext4") is None
     assert events.not_applicable([{"at": 1, "action": "kill"}], 20, False, "tmpfs") is None
 

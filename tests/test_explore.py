@@ -1,5 +1,6 @@
 """results/explore.html: the per-second series of chosen cells, checked on a synthetic study
 (bench/explore.py's) and drawn in headless Chromium."""
+import itertools
 import json
 import subprocess
 import sys
@@ -41,7 +42,8 @@ def storage_study(dir) -> None:
     import pandas as pd
     seconds = list(range(1, 11))
     cells = [("tmpfs", "1", "fio-rr"), ("tmpfs", "1", "fio-rw")]
-    rows = [dict(zip(["filesystem", "threads", "workload"], c), rep=1, second=s) for c in cells for s in seconds]
+    rows = [dict(zip(["filesystem", "threads", "workload"], c, strict=True), rep=1, second=s)
+            for c in cells for s in seconds]
     pd.DataFrame(rows).assign(iops=[20000.0 + i for i in range(len(rows))], lat_ms=0.05).to_parquet(
         dir / "samples.parquet")
     pd.DataFrame(rows).assign(us=10, sy=5, wa=0, device=None, r_s=float("nan"), w_s=float("nan")).to_parquet(
@@ -78,4 +80,4 @@ def test_a_storage_only_study_draws_only_its_panels_with_the_x_axis_under_the_la
     assert shown["anchor"] == ("y" if last == 0 else f"y{last + 1}"), "the x axis sits under the last panel"
     assert all(d[1] <= 1 and d[0] >= 0 for _, d in shown["panels"])
     domains = sorted(d for _, d in shown["panels"])
-    assert all(a[1] <= b[0] for a, b in zip(domains, domains[1:])), "panels do not overlap"
+    assert all(a[1] <= b[0] for a, b in itertools.pairwise(domains)), "panels do not overlap"

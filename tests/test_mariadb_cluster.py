@@ -7,7 +7,6 @@ gets its own copy of it, as a topology cell's nodes get the prepared image.
 """
 import dataclasses
 import io
-import json
 import os
 import shutil
 import signal
@@ -149,12 +148,13 @@ REPLICAS = [("primary", "primary"), ("replica1", "replica"), ("replica2", "repli
 def test_async_replica_applies_a_write_and_reports_the_primarys_position(images, tmp, engine):
     with cluster(images(engine), tmp, engine, "async", {"replicas": 2}, REPLICAS) as (nodes, dbs, log):
         primary, replica = dbs["primary"], dbs["replica1"]
+        stored_as = {"innodb": "innodb", "myrocks": "rocksdb"}[engine]
         assert query(replica, "SELECT count(*), (SELECT lower(engine) FROM information_schema.tables "
-                              "WHERE table_name = 't') FROM t") == [(100, {"innodb": "innodb", "myrocks": "rocksdb"}[engine])]
+                              "WHERE table_name = 't') FROM t") == [(100, stored_as)]
         before = mariadb.counters(primary.local)
         query(primary, "INSERT INTO t VALUES (1000, 1)")
         for name in ("replica1", "replica2"):
-            assert wait_for(lambda: query(dbs[name], "SELECT v FROM t WHERE id = 1000") == [(1,)]), name
+            assert wait_for(lambda name=name: query(dbs[name], "SELECT v FROM t WHERE id = 1000") == [(1,)]), name
         assert [n.facts["gtid_start"] for n in nodes] == ["", "", ""]  # the image's position: no binary log yet
         after = mariadb.counters(primary.local)
         assert after["replication_position"] == before.get("replication_position", 0) + 1
@@ -215,7 +215,7 @@ def test_galera3_forms_a_synced_cluster_without_state_transfer_and_replicates_a_
             assert sample["wsrep_cluster_size"] == 3, name
             assert sample["wsrep_local_state"] == 4, name  # Synced
         assert nodes[0].facts["state_transfer"] == "bootstrap"
-        for node, db in zip(nodes[1:], list(dbs.values())[1:]):
+        for node, db in zip(nodes[1:], list(dbs.values())[1:], strict=False):
             assert node.facts["state_transfer"] == "none", node.facts  # it held the cluster's state already
             text = (db.handle.rundir / mariadb.ERROR_LOG).read_text(errors="replace")
             assert "wsrep_sst_" not in text and "SST" not in text.replace("SST method", ""), node.name

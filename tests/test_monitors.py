@@ -124,17 +124,15 @@ def test_monitors_record_and_stop(tmp_path):
 
 @needs_tools
 def test_monitors_stop_when_the_body_raises(tmp_path):
-    with pytest.raises(RuntimeError):
-        with Monitors(tmp_path, []) as mon:
-            pids = [p.pid for p in mon._procs]
-            raise RuntimeError("benchmark failed")
+    with pytest.raises(RuntimeError), Monitors(tmp_path, []) as mon:
+        pids = [p.pid for p in mon._procs]
+        raise RuntimeError("benchmark failed")
     assert len(pids) == 1 and gone(pids[0])
     assert mon.commands == [["vmstat", "-n", "-t", "1"]]
     assert not (tmp_path / "iostat.json").exists()
 
 
 def test_monitors_refuse_unknown_devices_before_starting(tmp_path):
-    with pytest.raises(ValueError, match="no such block device"):
-        with Monitors(tmp_path, ["nosuchdev9"]):
-            pass
+    with pytest.raises(ValueError, match="no such block device"), Monitors(tmp_path, ["nosuchdev9"]):
+        pass
     assert list(tmp_path.iterdir()) == []

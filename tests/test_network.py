@@ -162,12 +162,11 @@ def test_everything_removed_on_exit_and_on_error(tmp_path, error):
         spaces = inodes(names)
         assert names <= namespaces() and len(delayers(spaces)) == 3 and len(list(active.glob("*.json"))) == 1
     assert not names & namespaces() and not delayers(spaces) and not list(active.glob("*.json"))
-    with pytest.raises(error):
-        with network(["a", "b"], [LinkSpec("a", "b", 2.0)], io.StringIO(), active) as net:
-            names = set(net.namespaces.values())
-            spaces = inodes(names)
-            assert len(delayers(spaces)) == 2
-            raise error("boom")
+    with pytest.raises(error), network(["a", "b"], [LinkSpec("a", "b", 2.0)], io.StringIO(), active) as net:
+        names = set(net.namespaces.values())
+        spaces = inodes(names)
+        assert len(delayers(spaces)) == 2
+        raise error("boom")
     assert not names & namespaces() and not delayers(spaces) and not list(active.glob("*.json"))
 
 
@@ -223,9 +222,8 @@ def test_enter_as_nobody_runs_as_nobody_inside_the_namespace():
 ])
 def test_bad_hosts_and_links_are_refused_before_anything_is_made(hosts, links, message):
     before = namespaces()
-    with pytest.raises(ValueError, match=message):
-        with network(hosts, links, io.StringIO()):
-            pass
+    with pytest.raises(ValueError, match=message), network(hosts, links, io.StringIO()):
+        pass
     assert not {ns for ns in namespaces() - before if ns.startswith(f"dbs{os.getpid()}")}  # others' may come and go
     with pytest.raises(ValueError):
         check(hosts, links)

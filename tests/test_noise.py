@@ -18,6 +18,7 @@ import pytest
 from dbsweep import canary, disturbances, noise, summary
 from dbsweep.config import load, read
 from dbsweep.recipe import Recipe
+import contextlib
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = read(ROOT / "config" / "config.yaml")
@@ -150,10 +151,9 @@ def test_host_settings_set_halt_polling_restore_it_and_say_not_available_without
     poll.write_text("0\n")
     monkeypatch.setattr(noise, "HALT_POLL", poll)
     record, log = {}, io.StringIO()
-    with pytest.raises(RuntimeError):
-        with noise.host_settings(noise.NoiseControl(halt_poll_ns=200000), record, log):
-            assert poll.read_text() == "200000\n"
-            raise RuntimeError("the body failed")
+    with pytest.raises(RuntimeError), noise.host_settings(noise.NoiseControl(halt_poll_ns=200000), record, log):
+        assert poll.read_text() == "200000\n"
+        raise RuntimeError("the body failed")
     assert poll.read_text() == "0\n"
     assert record["noise_control"]["halt_poll_ns"] == {"before": 0, "set": 200000, "after": 0}
     monkeypatch.setattr(noise, "HALT_POLL", tmp_path / "none")  # bare metal, or another cpuidle driver
@@ -170,18 +170,16 @@ def test_host_settings_set_halt_polling_restore_it_and_say_not_available_without
 def test_host_settings_restore_thp_when_the_body_fails_and_say_not_available_without_it(monkeypatch, tmp_path):
     monkeypatch.setattr(noise, "THP", tmp_path / "missing" / "enabled")
     record = {}
-    with pytest.raises(RuntimeError):
-        with noise.host_settings(noise.NoiseControl(thp="always"), record, io.StringIO()):
-            raise RuntimeError("the body failed")
+    with pytest.raises(RuntimeError), noise.host_settings(noise.NoiseControl(thp="always"), record, io.StringIO()):
+        raise RuntimeError("the body failed")
     assert record["noise_control"]["thp"].startswith("not available: no ")
     thp = tmp_path / "enabled"
     thp.write_text("madvise\n")
     monkeypatch.setattr(noise, "THP", thp)
     record = {}
-    with pytest.raises(RuntimeError):
-        with noise.host_settings(noise.NoiseControl(thp="always"), record, io.StringIO()):
-            assert thp.read_text() == "always\n"
-            raise RuntimeError("the body failed")
+    with pytest.raises(RuntimeError), noise.host_settings(noise.NoiseControl(thp="always"), record, io.StringIO()):
+        assert thp.read_text() == "always\n"
+        raise RuntimeError("the body failed")
     assert thp.read_text() == "madvise\n"
     assert record["noise_control"]["thp"] == {"before": "madvise", "set": "always", "after": "madvise"}
 
@@ -234,10 +232,8 @@ def _watch(folder: Path, seen: dict, stop: threading.Event) -> None:
             if proc.info["name"] in ("fio", "vmstat") and str(folder) in (proc.info["cwd"] or "") \
                     and (proc.info["name"] != "fio" or "--name=dbsweep" in (proc.info["cmdline"] or [])) \
                     and (proc.info["name"] != "vmstat" or "fio" in seen):
-                try:
+                with contextlib.suppress(OSError):
                     seen.setdefault(proc.info["name"], set()).add(noise.allowed(proc.pid))
-                except OSError:
-                    pass
         seen.setdefault("thp", set()).add(noise.selected(noise.THP))
         seen.setdefault("halt_poll_ns", set()).add(noise.selected(noise.HALT_POLL))
         time.sleep(0.2)
@@ -363,8 +359,9 @@ def test_canary_runs_the_first_cell_between_the_repetitions_and_its_table(study_
         "noise_control": {"canary": {"every": 2}},
     }
     study = study_factory(config)
-    study.run("results/tables/canary.csv", *[f"results/runs/filesystem~tmpfs/threads~{t}/workload~fio-rr/rep~{r}/run.json"
-                                              for t in (1, 2) for r in (1, 2)])
+    study.run("results/tables/canary.csv",
+              *[f"results/runs/filesystem~tmpfs/threads~{t}/workload~fio-rr/rep~{r}/run.json"
+                for t in (1, 2) for r in (1, 2)])
     started = []
     for path in study.path("results").glob("*/*/*/*/rep~*/run.json"):
         record = json.loads(path.read_text())
@@ -373,7 +370,7 @@ def test_canary_runs_the_first_cell_between_the_repetitions_and_its_table(study_
     order = [(kind, rep) for _, kind, _, rep in sorted(started)]
     assert order == [("canary", 1), ("run", 1), ("run", 1), ("canary", 2), ("run", 2), ("run", 2), ("canary", 3)]
     assert all(threads == 1 for _, kind, threads, _ in started if kind == "canary")  # the first cell
-    rows = list(csv.DictReader(open(study.path("results/tables/canary.csv"))))
+    rows = list(csv.DictReader(study.path("results/tables/canary.csv").read_text().splitlines()))
     assert [(r["canary"], r["after"], r["metric"]) for r in rows] == [("1", "0", "iops"), ("2", "2", "iops"),
                                                                      ("3", "4", "iops")]
     assert all(float(r["throughput"]) > 100 for r in rows)

@@ -64,8 +64,8 @@ def test_start_cluster_refuses_before_starting_anything(tmp_path):
 
 
 def test_counter_kinds():
-    for gauge in ("tables.n_dead_tup", "replication_lag_s", "replica1.replay_lag_s", "replica2.write_lag_s", "replica1.flush_lag_s",
-                  "replica1.sent_replay_bytes", "replica1.sync", "replica1.streaming"):
+    for gauge in ("tables.n_dead_tup", "replication_lag_s", "replica1.replay_lag_s", "replica2.write_lag_s",
+                  "replica1.flush_lag_s", "replica1.sent_replay_bytes", "replica1.sync", "replica1.streaming"):
         assert not postgresql.CUMULATIVE(gauge), gauge
     for total in ("replication_position", "wal_lsn_bytes", "wal.wal_bytes", "checkpointer.sync_time",
                   "db.xact_commit", "tables.autovacuum_count", "tables.analyze_count"):
@@ -173,7 +173,8 @@ def test_async_standbys_stream_from_the_image_copy(image):
             ("replica1", "streaming"), ("replica2", "streaming")]
         sql(primary, "CREATE TABLE written_on_primary AS SELECT 42 AS answer")
         for name in ("replica1", "replica2"):
-            wait_for(lambda: sql(dbs[name], "SELECT to_regclass('written_on_primary') IS NOT NULL") == [(True,)],
+            wait_for(lambda name=name: sql(dbs[name], "SELECT to_regclass('written_on_primary') IS NOT NULL")
+                     == [(True,)],
                      what=f"the primary's table on {name}")
             assert sql(dbs[name], "SELECT answer FROM written_on_primary") == [(42,)]
             assert sql(dbs[name], "SELECT count(*) FROM pgbench_accounts") == [(100000,)]  # the image's rows

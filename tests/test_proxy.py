@@ -120,7 +120,7 @@ def test_good_settings_pass_and_every_kind_declares_its_contract():
     check_settings("proxysql", {"path": "/bin/true", "balance": "first"})
     for kind in proxies.KINDS:
         module = proxies.adapter(kind)
-        assert module.KIND == kind and callable(module.run) and callable(module.CUMULATIVE)
+        assert kind == module.KIND and callable(module.run) and callable(module.CUMULATIVE)
 
 
 def test_bad_settings_stop_before_anything_starts(tmp_path):
@@ -137,7 +137,8 @@ def test_bad_settings_stop_before_anything_starts(tmp_path):
 
 def test_haproxy_config_text():
     text = haproxy.config_text({**haproxy.SETTINGS, "balance": "first", "check_interval_ms": 300},
-                               ("10.1.0.5", 6033), [Backend("node1", "10.1.0.2", 3306), Backend("node2", "10.1.0.3", 3307)],
+                               ("10.1.0.5", 6033),
+                               [Backend("node1", "10.1.0.2", 3306), Backend("node2", "10.1.0.3", 3307)],
                                Path("/run/x/stats.sock"))
     assert "    bind 10.1.0.5:6033\n" in text
     assert "    balance first\n" in text
@@ -231,7 +232,7 @@ def servers(workdir, image):
 
 
 def backends(handles, names=("primary", "replica1")) -> list[Backend]:
-    return [Backend(name, "127.0.0.1", handle.port) for name, handle in zip(names, handles)]
+    return [Backend(name, "127.0.0.1", handle.port) for name, handle in zip(names, handles, strict=False)]
 
 
 @contextmanager
@@ -309,7 +310,8 @@ def test_first_sends_to_the_first_and_fails_over_when_it_is_killed(workdir, imag
     takes it out within about 2 check intervals; new connections go to the next node at once."""
     with pytest.raises(RuntimeError, match="exited .* while the run was using it"):
         with mariadb(workdir, image, "writer") as writer:
-            with running(workdir, {"balance": "first"}, backends([writer, servers[1]], ("writer", "replica1"))) as handle:
+            pair = backends([writer, servers[1]], ("writer", "replica1"))
+            with running(workdir, {"balance": "first"}, pair) as handle:
                 assert [backend_port(handle.port) for _ in range(4)] == [writer.port] * 4
                 held = connect(handle.port)
                 writer_process = psutil.Process(writer.pid)
@@ -332,12 +334,11 @@ def test_first_sends_to_the_first_and_fails_over_when_it_is_killed(workdir, imag
 
 @pytest.mark.workflow
 def test_nothing_left_after_an_error_in_the_body(workdir, servers):
-    with pytest.raises(KeyError, match="the body failed"):
-        with running(workdir, {}, backends(servers)) as handle:
-            rundir = Path(handle.facts["config"]).parent
-            pid = haproxy_pid(rundir)
-            assert backend_port(handle.port) in (servers[0].port, servers[1].port)
-            raise KeyError("the body failed")
+    with pytest.raises(KeyError, match="the body failed"), running(workdir, {}, backends(servers)) as handle:
+        rundir = Path(handle.facts["config"]).parent
+        pid = haproxy_pid(rundir)
+        assert backend_port(handle.port) in (servers[0].port, servers[1].port)
+        raise KeyError("the body failed")
     assert_nothing_left(pid, rundir, handle.port)
 
 

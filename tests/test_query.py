@@ -77,7 +77,7 @@ def check_plans(study):
     PLAN_CHANGES settings another, and the table and the page say which."""
     plans = {(r["engine"], r["cache"], r["workload"]): r for r in rows(study.path("results/tables/plans.csv.gz"))}
     assert len(plans) == 6
-    for (engine, cache, workload), plan in plans.items():
+    for (engine, _cache, _workload), plan in plans.items():
         path = study.path("results") / plan["file"]
         json.loads(path.read_text())  # the server's JSON
         record = json.loads(next(path.parents[2].glob("run.json")).read_text())
@@ -124,7 +124,8 @@ def test_sql_error_in_setup_names_the_file_and_the_error(study_factory, workdir)
 @pytest.mark.parametrize("key", ["setup", "query"])
 def test_a_missing_file_stops_before_any_work(key, tmp_path):
     config = query_study(**{key: str(tmp_path / "nowhere.sql")})
-    with pytest.raises(ConfigError, match=rf"^workloads\.join\.options\.{key}: '{tmp_path}/nowhere.sql' does not exist$"):
+    with pytest.raises(ConfigError,
+                       match=rf"^workloads\.join\.options\.{key}: '{tmp_path}/nowhere.sql' does not exist$"):
         load(config)
 
 

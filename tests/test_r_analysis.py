@@ -17,7 +17,8 @@ def test_every_testthat_file_is_found():
 @pytest.mark.parametrize("name", FILES)
 def test_testthat_file_passes(name):
     done = subprocess.run(
-        ["Rscript", "-e", f'testthat::test_file("tests/testthat/{name}", stop_on_failure = TRUE, reporter = "summary")'],
+        ["Rscript", "-e",
+         f'testthat::test_file("tests/testthat/{name}", stop_on_failure = TRUE, reporter = "summary")'],
         cwd=ROOT, capture_output=True, text=True,
         env=os.environ | {"R_ENABLE_JIT": "0"})  # small tables: compiling each function costs more than it saves
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]

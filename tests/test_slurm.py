@@ -134,7 +134,8 @@ def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm
                              start_new_session=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
     try:
         deadline = time.monotonic() + 60
-        while not any("fio" in line and "--parse-only" not in line for line in leftovers(tmp_path)):  # not the load's check
+        # not the load's check
+        while not any("fio" in line and "--parse-only" not in line for line in leftovers(tmp_path)):
             assert time.monotonic() < deadline, "fio never started"
             time.sleep(0.2)
         done = run(study, slurm, *SLURM_ARGS, check=False)

@@ -1,6 +1,7 @@
 """Expected stops print one line, not a Python traceback: a tool refusing the cell's option, and Ctrl-C
 (SIGINT to snakemake's process group, as a terminal sends it) in the middle of a measured window. The rule
 log keeps the details."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -74,10 +75,8 @@ def test_after_snakemake_is_sigkilled_dbsweep_run_says_how_to_unlock(study_facto
         proc.kill()  # snakemake only: its job goes on, and is stopped below
         proc.wait()
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGINT)  # the job (and snakemake, when an assertion stopped the test)
-        except ProcessLookupError:
-            pass
         proc.wait(120)
     deadline = time.monotonic() + 60
     while leftovers(s.root):

@@ -35,7 +35,8 @@ def test_relative_files_are_relative_to_the_study_file(tmp_path, monkeypatch):
 def test_absolute_files_stay_as_they_are(tmp_path):
     config = read(QUERY)
     options = config["workloads"]["revenue"]["options"]
-    options |= {"setup": str(QUERY.parent / "query" / "setup.sql"), "query": str(QUERY.parent / "query" / "revenue.sql")}
+    options |= {"setup": str(QUERY.parent / "query" / "setup.sql"),
+                "query": str(QUERY.parent / "query" / "revenue.sql")}
     study = load(config, tmp_path)  # a folder without the files: the absolute paths are found all the same
     assert study.workloads["revenue"]["options"]["setup"] == str(QUERY.parent / "query" / "setup.sql")
     config = read(QUERY)

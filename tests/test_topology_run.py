@@ -38,14 +38,16 @@ def config() -> dict:
         "exclude": [{"topology": "single", "events": ["outage", "loss"]},
                     {"topology": "semisync", "events": "loss"}, {"topology": "semisync", "proxy": "rr"},
                     {"topology": "single", "events": "misc"},
-                    {"topology": "galera3", "events": ["none", "outage", "misc"]}, {"topology": "galera3", "proxy": "none"},
+                    {"topology": "galera3", "events": ["none", "outage", "misc"]},
+                    {"topology": "galera3", "proxy": "none"},
                     {"topology": "single", "proxy": "rr"}],
         "topologies": {"semisync": {"replicas": 1, "replication": "semisync", "semisync_timeout_ms": 500},
                        "galera3": {"nodes": 3, "replication": "galera"}},
         "network": {"node_latency_ms": 2},
         "proxies": {"rr": {"type": "haproxy", "balance": "roundrobin"}},
         "events": {"outage": [{"at": 2, "for": 3, "action": "cut", "target": "link primary-replica1"}],
-                   "loss": [{"at": 3, "action": "kill", "target": "node2"}, {"at": 6, "action": "start", "target": "node2"}],
+                   "loss": [{"at": 3, "action": "kill", "target": "node2"},
+                            {"at": 6, "action": "start", "target": "node2"}],
                    "misc": [{"at": 1, "for": 1, "action": "delay", "target": "link client-primary", "latency_ms": 20},
                             {"at": 2.5, "for": 1, "action": "loss", "target": "link primary-replica1", "percent": 50},
                             {"at": 4, "action": "stop", "target": "replica1"},
@@ -59,7 +61,8 @@ def config() -> dict:
 
 def test_replicas_a_cluster_a_proxy_and_their_faults(study_factory):
     study = study_factory(config())
-    study.run("results/tables/topology.md", "results/plots/replication.png")  # and aggregate: not the rest of the analysis
+    # and aggregate: not the rest of the analysis
+    study.run("results/tables/topology.md", "results/plots/replication.png")
     summary = {(r["topology"], r["events"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
     assert set(summary) == {("single", "none"), ("semisync", "none"), ("semisync", "outage"), ("galera3", "loss"),
                             ("semisync", "misc")}

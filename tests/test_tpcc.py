@@ -17,7 +17,7 @@ from dbsweep.errors import ConfigError
 from dbsweep.workloads import tpcc
 
 from conftest import leftovers
-from test_database_workflow import rows, servers_in, workdir  # noqa: F401 - the fixture
+from test_database_workflow import rows, servers_in, workdir  # noqa: F401 - the fixture, a parameter below
 
 
 def study(engines_=("innodb", "myrocks", "postgresql"), **options) -> dict:
@@ -152,7 +152,7 @@ def corrupt_district(s, root: Path, cell) -> None:
 
 
 @pytest.mark.workflow
-def test_three_engines_prepare_run_check_and_a_corrupted_district_fails(study_factory, workdir):
+def test_three_engines_prepare_run_check_and_a_corrupted_district_fails(study_factory, workdir):  # noqa: F811
     config = study()
     run = study_factory(config)
     run.run(TPCC_TABLE)  # and what it needs (aggregate), not the rest of the analysis

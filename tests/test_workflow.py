@@ -2,6 +2,7 @@
 import copy
 import csv
 import gzip
+import itertools
 import json
 import re
 import signal
@@ -249,7 +250,7 @@ def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory
     windows = sorted((json.loads(p.read_text())["started"], json.loads(p.read_text())["ended"])
                      for p in study.path("results/runs").rglob("rep~1/run.json"))
     assert len(windows) == 4
-    for (_, end), (start, _) in zip(windows, windows[1:]):
+    for (_, end), (start, _) in itertools.pairwise(windows):
         assert end <= start, f"two measuring jobs overlapped: one ended {end}, the next started {start}"
     # The profile's `measure` token is what keeps them apart; collect and analysis jobs do not take it.
     dry = study.run("-c4", "-n", "--forcerun", "run").stdout

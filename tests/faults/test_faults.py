@@ -143,9 +143,9 @@ def secrets_outside(root: Path, secret: bytes) -> list[str]:
     """Files below root, other than the prepared images, that hold the secret; and any scratch image."""
     found = []
     for path in root.rglob("*"):
-        if path.is_file() and "resources/images" not in path.as_posix():
-            if path.suffix == ".img" or secret in path.read_bytes():
-                found.append(str(path))
+        if (path.is_file() and "resources/images" not in path.as_posix()
+                and (path.suffix == ".img" or secret in path.read_bytes())):
+            found.append(str(path))
     return found
 
 
@@ -218,7 +218,8 @@ def trial(prepared, name: str, config: dict, tool: str, kill, during: str = "win
         figures["leftovers"] = leftovers(root)
         secret = password(root) if name == "db" and during == "window" else None
         figures["secrets"] = (secrets_outside(root, secret) + _rundirs_holding(secret) if secret else []) + \
-            [str(p) for p in root.glob("results/runs/**/scratch")] + [str(p) for p in root.glob("resources/images/**/.*")]
+            [str(p) for p in root.glob("results/runs/**/scratch")] + \
+            [str(p) for p in root.glob("resources/images/**/.*")]
         after = completed(root)
         figures["taken as complete"] = sorted(set(after) - set(before) - {str(rep.relative_to(root)) if rep else ""})
         figures["killed repetition completed anyway"] = rep is not None and str(rep.relative_to(root)) in after

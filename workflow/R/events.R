@@ -106,9 +106,8 @@ rule_recovery <- function(input, output, params, log = snakemake_log()) {
   setcolorder(table, intersect(c(by, "reps", names(recovery)), names(table)))
   said <- function(n) !all(is.na(table[[n]]))
   # a figure empty in every row stays when its why says why
-  keep <- names(table)[vapply(names(table), function(n) said(n) ||
-                                (n %in% censored && said(RECOVERY_WHY[[n]])), TRUE) |
-                         names(table) %in% c(axes, "target", "for_s")]
+  kept <- function(n) said(n) || (n %in% censored && said(RECOVERY_WHY[[n]]))
+  keep <- names(table)[vapply(names(table), kept, TRUE) | names(table) %in% c(axes, "target", "for_s")]
   table <- table[, ..keep]
   order_by_axes(table, axes)
   log_line("%d events in %d repetitions", nrow(table), nrow(recovery))

@@ -42,9 +42,7 @@ md_lines <- function(dt) {
   cells <- lapply(dt, md_cells)
   align <- vapply(dt, function(x) if (is.numeric(x)) "---:" else ":---", "")
   row <- function(v) paste0("| ", paste(v, collapse = " | "), " |")
-  body <- if (nrow(dt) == 0) character() else {
-    paste0("| ", do.call(paste, c(unname(cells), sep = " | ")), " |")
-  }
+  body <- if (nrow(dt) == 0) character() else paste0("| ", do.call(paste, c(unname(cells), sep = " | ")), " |")
   c(row(cols), row(align), body)
 }
 

@@ -153,8 +153,7 @@ cell_factor <- function(dt, vary, sep = ", ", width = Inf) {
   cells <- unique(as.data.table(dt)[, vary, with = FALSE])
   order_by_axes(cells, vary)
   labels <- wrap_text(configuration_label(cells, vary, sep), width)
-  key <- function(d) do.call(paste, c(lapply(vary, function(a) as.character(d[[a]])),
-                                      sep = "\r"))
+  key <- function(d) do.call(paste, c(lapply(vary, function(a) as.character(d[[a]])), sep = "\r"))
   factor(labels[match(key(dt), key(cells))], levels = unique(labels))
 }
 

@@ -279,8 +279,9 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
   win <- window_samples(dt, windows, c(axes, "rep"), "throughput")
 
   draw <- list(
-    timeseries_steady = function() plot_timeseries_steady(dt, windows, axes, caption,
-                                                          event_spans(read_events(input[["events"]], axes), axes)),
+    timeseries_steady = function() {
+      plot_timeseries_steady(dt, windows, axes, caption, event_spans(read_events(input[["events"]], axes), axes))
+    },
     violin = function() plot_violin(win, axes, caption),
     ci_vs_threads = function() plot_ci_vs_threads(cells, axes, caption),
     ratio_heatmap = function() plot_ratio_heatmap(comparisons, cells, axes, caption),

@@ -84,4 +84,4 @@ def per_op(used: dict | None, ops: float | None, unit: str) -> dict:
     if used is None or not ops:
         return dict.fromkeys(names)
     return dict(zip(names, (used["cpu_s"] * 1e6 / ops, used["read_bytes"] / 1024 / ops,
-                            used["write_bytes"] / 1024 / ops)))
+                            used["write_bytes"] / 1024 / ops), strict=True))

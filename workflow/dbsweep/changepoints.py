@@ -16,6 +16,7 @@ alarm) is therefore at most `p_value` (1% by default); each later test has the s
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,12 +80,12 @@ def change_points(values, p_value: float = P_VALUE, permutations: int = PERMUTAT
     best: dict[tuple[int, int], tuple[float, int]] = {}
     tests: list[tuple[int, float]] = []
     while True:
-        for a, b in zip(bounds, bounds[1:]):
+        for a, b in itertools.pairwise(bounds):
             if (a, b) not in best:
                 q = divergence(z[a:b], min_size)[0]
                 tau = int(np.argmax(q))
                 best[(a, b)] = (q[tau], tau)
-        segments = list(zip(bounds, bounds[1:]))
+        segments = list(itertools.pairwise(bounds))
         (a, b) = max(segments, key=lambda s: best[s][0])
         q, tau = best[(a, b)]
         if not np.isfinite(q):

@@ -12,7 +12,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -155,10 +155,8 @@ def server_log_tail(db: Database, lines: int = 5) -> list[str]:
     """The last lines of the server's own log files (error log, stderr)."""
     said = []
     for path in sorted(db.handle.rundir.glob("*.log")):
-        try:
+        with suppress(OSError):
             said += [line for line in path.read_text(errors="replace").splitlines() if line.strip()][-lines:]
-        except OSError:
-            pass
     return said
 
 
@@ -188,10 +186,10 @@ class Sampling:
     """Several samplers (a topology's nodes, its proxy) as one: entered and left together; error is the
     first of theirs."""
 
-    def __init__(self, samplers: list["Sampler"]):
+    def __init__(self, samplers: list[Sampler]):
         self.samplers = samplers
 
-    def __enter__(self) -> "Sampling":
+    def __enter__(self) -> Sampling:
         for sampler in self.samplers:
             sampler.__enter__()
         return self
@@ -223,7 +221,7 @@ class Sampler:
         self.error: Exception | None = None
         self.cpu_s = 0.0  # CPU seconds of the sampling thread (this side only), once it has stopped
 
-    def __enter__(self) -> "Sampler":
+    def __enter__(self) -> Sampler:
         self._thread.start()
         return self
 
@@ -257,8 +255,6 @@ def datadir_bytes(path: Path) -> int:
     total = 0
     for folder, _, files in os.walk(path):
         for name in files:
-            try:
+            with suppress(FileNotFoundError):
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512
-            except FileNotFoundError:
-                pass
     return total

@@ -57,7 +57,8 @@ DEFINITIONS = {
     "ratio": "a cell's figure divided by the baseline cell's (no unit); its 95% CI and verdict come from the "
              "statistics rule ('within noise' when the CI contains 1)",
     "side by side ratio": "a workload's median divided by the baseline workload's (no unit when both share "
-                          "one; else the two units as printed; no interval: workloads are not tested against each other)",
+                          "one; else the two units as printed; no interval: workloads are not tested against "
+                          "each other)",
     "run-to-run noise": "the median over cells with 2 repetitions or more of the sd of their repetitions' "
                         "medians relative to their median, in %",
     "ms per execution": "the median over repetitions of each repetition's median time of one execution of "
@@ -121,7 +122,8 @@ DEFINITIONS = {
     # query_timing
     "name": "the figure of a query row: ms (time per execution), rows, or a server counter's delta",
     "configuration": "the cell's values of the axes that vary",
-    "value": "the median over repetitions of the repetitions' medians per execution: in ms for ms, a count for rows and counters",
+    "value": "the median over repetitions of the repetitions' medians per execution: in ms for ms, a count for rows "
+             "and counters",
     "relative": "value divided by the baseline configuration's (no unit; 1 at the baseline)",
     "verdict": "'within noise' when the ratio's 95% CI contains 1, else higher or lower",
     "executions": "executions of the query measured (a count)",

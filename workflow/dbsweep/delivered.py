@@ -352,10 +352,7 @@ def mkfs(kind: str, options: list[str], superblock: dict | None) -> list[Check]:
             if got is None:
                 out.append(_check("mkfs option", field, want, None, NOT_READ, "the superblock was not read"))
                 continue
-            if field.startswith("feature "):
-                ok = (got == "on") == (want == "on")
-            else:
-                ok = str(got) == str(want)
+            ok = (got == "on") == (want == "on") if field.startswith("feature ") else str(got) == str(want)
             out.append(_check("mkfs option", field, want, got, EQUAL if ok else DEVIATED))
     return out
 

@@ -216,7 +216,7 @@ def after_window(found: dict, start: dict, end: dict) -> list[str]:
     """Add the window's steal (its share of all CPU time between two cpu_use() readings) and the other
     processes' CPU (foreign_cpu, as a share of it, and the names that used most) to found (what look()
     returned); returns the warnings: steal above STEAL, other processes above FOREIGN."""
-    spent = [b - a for a, b in zip(start["ticks"], end["ticks"])]
+    spent = [b - a for a, b in zip(start["ticks"], end["ticks"], strict=True)]
     total = sum(spent)
     steal = spent[7] / total if total > 0 else 0.0
     others = foreign_cpu(start, end)

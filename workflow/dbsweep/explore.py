@@ -89,8 +89,8 @@ def build(tables: Path, axes: list[str], steady_state: Path | None = None,
             wide = wide.reindex(range(int(wide.index.min()), int(wide.index.max()) + 1))
             series[i]["ct0"] = int(wide.index.min())
             series[i]["ctr"] = {n: _compact(wide[n].to_numpy(dtype=float, na_value=np.nan)) for n in wide.columns}
-    return {"axes": varying, "top": names_by_variation[:2], "cells": [[str(row[a]) for a in varying] + [int(row["rep"])] for _, row in reps.iterrows()],
-            "series": series, "counters": names}
+    cells = [[str(row[a]) for a in varying] + [int(row["rep"])] for _, row in reps.iterrows()]
+    return {"axes": varying, "top": names_by_variation[:2], "cells": cells, "series": series, "counters": names}
 
 
 def write(data: dict, out: Path, title: str) -> None:
@@ -184,7 +184,8 @@ h1 { font-size: 1.3em; margin: 0.2em 0; } #controls { display: flex; flex-wrap: 
 <div id="controls">
  <div><label for="filter">cells (repetitions): filter, then pick (Ctrl/Shift for several)</label>
   <input id="filter" placeholder="e.g. xfs 4" size="30"><br><select id="cells" multiple size="8"></select></div>
- <div id="counter-picker"><label for="counters">server counters (per second)</label><select id="counters" multiple size="9"></select></div>
+ <div id="counter-picker"><label for="counters">server counters (per second)</label>
+  <select id="counters" multiple size="9"></select></div>
 </div>
 <p class="note">Shaded: each repetition's steady-state window; &#x2715;: stalls (seconds of the window below the
 stall threshold). Drag to zoom: every panel follows; double-click to reset.</p>
@@ -204,7 +205,8 @@ async function unpack() {
 const seq = (t0, n) => Array.from({length: n}, (_, i) => t0 + i);
 function label(data, i) {
   const c = data.cells[i];
-  return data.axes.map((a, j) => c[j] === "" ? "" : a + "=" + c[j]).filter(x => x).join(", ") + " rep " + c[c.length - 1];
+  return data.axes.map((a, j) => c[j] === "" ? "" : a + "=" + c[j]).filter(x => x).join(", ")
+    + " rep " + c[c.length - 1];
 }
 function draw(data) {
   const cells = [...document.getElementById("cells").selectedOptions].map(o => +o.value);
@@ -218,9 +220,11 @@ function draw(data) {
       traces.push({...common, x: t, y: s.thr, name: name, yaxis: "thr", hovertemplate: s.thr_name + " %{y}"});
       traces.push({...common, x: t, y: s.lat, showlegend: false, yaxis: "lat", hovertemplate: s.lat_name + " %{y}"});
       if (s.win && s.stall != null) {
-        const stalls = t.map((x, j) => [x, s.thr[j]]).filter(([x, y]) => y != null && y < s.stall && x >= s.win[0] && x <= s.win[1]);
+        const stalls = t.map((x, j) => [x, s.thr[j]])
+          .filter(([x, y]) => y != null && y < s.stall && x >= s.win[0] && x <= s.win[1]);
         traces.push({type: "scatter", mode: "markers", x: stalls.map(p => p[0]), y: stalls.map(p => p[1]), yaxis: "thr",
-                     legendgroup: name, showlegend: false, marker: {symbol: "x", size: 9, color: colour}, hovertemplate: "stall %{y}"});
+                     legendgroup: name, showlegend: false, marker: {symbol: "x", size: 9, color: colour},
+                     hovertemplate: "stall %{y}"});
       }
     }
     if (s.win) shapes.push({type: "rect", xref: "x", yref: "paper", x0: s.win[0], x1: s.win[1], y0: 0, y1: 1,
@@ -234,8 +238,8 @@ function draw(data) {
     }
     // the first cell with counters names them in the legend (its line style); other cells share the styles
     const named = cells.find(j => data.series[j].ctr) === i;
-    if (s.ctr) counters.forEach((m, d) => s.ctr[m] && traces.push({...common, x: seq(s.ct0, s.ctr[m].length), y: s.ctr[m],
-      name: m, legendgroup: named ? "counter " + m : name, showlegend: named, yaxis: "ctr",
+    if (s.ctr) counters.forEach((m, d) => s.ctr[m] && traces.push({...common, x: seq(s.ct0, s.ctr[m].length),
+      y: s.ctr[m], name: m, legendgroup: named ? "counter " + m : name, showlegend: named, yaxis: "ctr",
       line: {color: colour, width: 1.2, dash: DASH[d % DASH.length]}, hovertemplate: m + " %{y}"}));
   });
   const thr = [...new Set(cells.map(i => data.series[i].thr_name))].join(", ");

@@ -8,6 +8,7 @@ have one. Change points: dbsweep.changepoints.
 from __future__ import annotations
 
 import html
+import itertools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -103,7 +104,7 @@ def svg(series: Series, change: Change | None = None, width: int = 640, height: 
         parts.append(f'<text x="{x(i):.1f}" y="{height - bottom + 16}" font-size="11" text-anchor="{anchor}">'
                      f'{html.escape(label(series.points[i]))}</text>')
     bounds = [0] + [c.index for c in series.changes] + [n]
-    for a, b in zip(bounds, bounds[1:]):
+    for a, b in itertools.pairwise(bounds):
         mean = sum(values[a:b]) / (b - a)
         parts.append(f'<line x1="{x(a):.1f}" x2="{x(b - 1):.1f}" y1="{y(mean):.1f}" y2="{y(mean):.1f}" '
                      'stroke="#E69F00" stroke-width="2"/>')

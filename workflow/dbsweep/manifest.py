@@ -7,7 +7,7 @@ import os
 import platform
 import socket
 import subprocess
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 
@@ -19,7 +19,7 @@ SYSCTLS = ("vm.swappiness", "vm.dirty_ratio", "vm.dirty_background_ratio", "vm.d
 
 
 def now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def host() -> dict:

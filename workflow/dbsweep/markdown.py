@@ -34,7 +34,7 @@ class Table:
     align: list[str]  # left, right or center per column
     rows: list[list[str]]
     title: str = ""  # set when tidy() split a table: which part of it this is
-    parts: list["Table"] = field(default_factory=list)
+    parts: list[Table] = field(default_factory=list)
 
 
 Block = Heading | Para | Table

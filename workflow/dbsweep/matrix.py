@@ -153,12 +153,12 @@ def expand(axes: dict, exclude: list[dict], include: list[dict], applicable=None
         cells.setdefault(tuple((a, str(v)) for a, v in items), Cell(items))
 
     for combo in itertools.product(*(axes[a] for a in order)):
-        cell = dict(zip(order, combo))
+        cell = dict(zip(order, combo, strict=True))
         if not any(_matches(cell, rule, f"exclude[{i}]") for i, rule in enumerate(exclude)):
             add(cell)
     for i, rule in enumerate(include):
         where = f"include[{i}]"
         choices = [_values(rule, a, where) if a in rule else axes[a] for a in order]
         for combo in itertools.product(*choices):
-            add(dict(zip(order, combo)))
+            add(dict(zip(order, combo, strict=True)))
     return list(cells.values())

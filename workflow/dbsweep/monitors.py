@@ -9,7 +9,7 @@ import json
 import os
 import signal
 import subprocess
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 
 ENV = {"TZ": "UTC", "S_TIME_FORMAT": "ISO", "LC_ALL": "C"}
@@ -37,13 +37,13 @@ class Monitors:
         self._procs: list[subprocess.Popen] = []
         self.cpu_s: dict[str, float] = {}
 
-    def __enter__(self) -> "Monitors":
+    def __enter__(self) -> Monitors:
         for device in self.devices:
             if not (Path("/sys/class/block") / Path(device).name).exists():
                 raise ValueError(f"iostat device {device!r}: no such block device")
         env = os.environ | ENV
         try:
-            for argv, path in zip(self.commands, self.outputs):
+            for argv, path in zip(self.commands, self.outputs, strict=False):
                 with open(path, "wb") as out:  # the child keeps its own copy of the descriptor
                     self._procs.append(subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT,
                                                         stdin=subprocess.DEVNULL, env=env))
@@ -90,7 +90,7 @@ def process_cpu_s(pid: int) -> float:
 def _utc(text: str, fmt: str) -> float:
     stamp = datetime.strptime(text, fmt)
     if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=timezone.utc)
+        stamp = stamp.replace(tzinfo=UTC)
     return stamp.timestamp()
 
 
@@ -115,7 +115,7 @@ def vmstat(path: Path) -> list[dict]:
             continue
         if header is None or len(fields) != len(header) + 2:
             raise ValueError(f"{path}: unexpected vmstat line: {line!r}")
-        values = dict(zip(header, fields))
+        values = dict(zip(header, fields, strict=False))  # fields end with the date and time
         row = {"time": _utc(f"{fields[-2]} {fields[-1]}", "%Y-%m-%d %H:%M:%S")}
         row.update((key, int(values[key])) for key in VMSTAT_KEYS)
         rows.append(row)

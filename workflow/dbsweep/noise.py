@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -98,10 +98,8 @@ def pin(pid: int, cpus: list[int], tree: bool = False) -> list[int]:
     for p in pids:
         try:
             for tid in os.listdir(f"/proc/{p}/task"):
-                try:
+                with suppress(ProcessLookupError, PermissionError):
                     os.sched_setaffinity(int(tid), cpus)
-                except (ProcessLookupError, PermissionError):
-                    pass
             done.append(p)
         except FileNotFoundError:
             pass

@@ -32,7 +32,7 @@ import signal
 import subprocess
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager, nullcontext, suppress
 from pathlib import Path
 
 import psutil
@@ -100,10 +100,8 @@ def stop_tree(proc: subprocess.Popen, grace: float = 5.0) -> None:
 
 
 def _signal(p: psutil.Process, sig: int) -> None:
-    try:
+    with suppress(psutil.NoSuchProcess):
         p.send_signal(sig)
-    except psutil.NoSuchProcess:
-        pass
 
 
 def repetition(cell: dict, rep: int, recipe: Recipe, out: Path, image: Path | None, active: Path, log,

@@ -246,7 +246,7 @@ def _unpack_maven(archive: Path, scratch: Path, tree: Path, version: str) -> Non
 
 def _open_up(tree: Path) -> None:
     """Folders 0755 and files readable by all: the servers run as mysql and postgres."""
-    for folder, dirs, files in os.walk(tree):
+    for folder, _dirs, files in os.walk(tree):
         os.chmod(folder, 0o755)
         for name in files:
             path = os.path.join(folder, name)

@@ -13,7 +13,8 @@ import sys
 import traceback
 from contextlib import contextmanager
 
-CAUSE = re.compile(r"No space left|ENOSPC|Errno|\[ERROR\]|\bERROR\b|FATAL|PANIC|[Ee]rror|[Ff]ailed|[Kk]illed|died|refused")
+CAUSE = re.compile(r"No space left|ENOSPC|Errno|\[ERROR\]|\bERROR\b|FATAL|PANIC|"
+                   r"[Ee]rror|[Ff]ailed|[Kk]illed|died|refused")
 CAUSE_LINES = 6
 
 

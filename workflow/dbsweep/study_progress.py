@@ -13,7 +13,8 @@ after it, is said to wait, and for whom, not to run:
     dbsweep: 0/2 repetitions done, 12 s elapsed, about 30 s left; filesystem~xfs/threads~4 rep~1 waiting
     for the host's measuring lock (held by pid 4242 on vm in /home/me/other-study: run … since …)
 
-This needs nothing from Snakemake's internals, so it is right whatever the executor (local, Slurm) and whoever runs the jobs.
+This needs nothing from Snakemake's internals, so it is right whatever the executor (local, Slurm) and whoever runs
+the jobs.
 
 On a terminal the line is redrawn in place: a filter on Snakemake's logger erases it before each of
 Snakemake's own messages, and the next tick draws it again below them. Elsewhere (a log file, a
@@ -135,7 +136,7 @@ class StudyProgress:
                 self.done.add(rep_dir)
                 self.done_now.add(rep_dir)
                 self._paced_at = elapsed
-        running, newest, log = None, self.start - 1, None
+        running, newest = None, self.start - 1
         for rep_dir in self.rep_dirs:
             if rep_dir in self.done:
                 continue

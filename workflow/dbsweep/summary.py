@@ -110,7 +110,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
     tables = [p for p in targets if p.suffix == ".md"] if complete else []
     skipped = _csv(tables_dir / "skipped_plots.csv") if complete else []
     # a skipped plot is listed with its reason, not shown as an image of that reason
-    plots = [p for p in targets if p.suffix == ".png" and p.stem not in {r["plot"] for r in skipped}] if complete else []
+    skipped_plots = {r["plot"] for r in skipped}
+    plots = [p for p in targets if p.suffix == ".png" and p.stem not in skipped_plots] if complete else []
     axes = list(study.matrix)
     parsed = {p: markdown.parse(p.read_text()) for p in tables}
     # the longest first: the statistics' method before short repeated notes (the provenance footer)
@@ -349,7 +350,8 @@ h1 { margin-bottom: 0.2em; } .question { font-size: 1.2em; margin-top: 0; }
 table { border-collapse: collapse; font-size: 0.9em; overflow-wrap: normal; }
 th, td { border: 1px solid #ccc; padding: 0.2em 0.6em; } th { background: #f2f2f2; position: sticky; top: 0; }
 .scroll { overflow: auto; max-width: 100%; max-height: 32em; margin: 0.5em 0 1.5em; }
-.table td, .table th { white-space: nowrap; } .part { margin: 0.8em 0 0; font-style: italic; } .links { font-size: 0.8em; font-weight: normal; }
+.table td, .table th { white-space: nowrap; } .part { margin: 0.8em 0 0; font-style: italic; }
+.links { font-size: 0.8em; font-weight: normal; }
 img { max-width: 100%; height: auto; border: 1px solid #ddd; } figure { margin: 1em 0 2em; }
 @media (max-width: 700px) {  /* a plot's 11-point labels stay readable: the plot scrolls sideways */
   figure.plot { overflow-x: auto; } figure.plot img { max-width: none; } }
@@ -626,7 +628,8 @@ def to_markdown(page: dict, results: Path) -> str:
         out += _figures_markdown(page["figures"], plot_definitions(page))
     csv_only = [p for p in page["csv"] if not p.with_suffix(".md").exists()]
     if csv_only:
-        out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only), ""]
+        out += ["Tables as CSV only: " + ", ".join(f"[{m(p.name)}]({_md_link(_rel(p, results))})" for p in csv_only),
+                ""]
     if page["plots"]:
         out += ["## Plots" if not page["headline"] else "## Other plots", ""]
         out += [f"![{m(p.stem)}]({_md_link(_rel(p, results))})\n" for p in page["plots"]]

@@ -6,6 +6,7 @@ rule collect:
     input:
         f"{RUNS}/{{cell}}/rep~{{rep}}/run.json",
     output:
+        **{name: f"{RUNS}/{{cell}}/rep~{{rep}}/{name}.csv" for name in workloads.tables()},  # workloads' own
         samples=f"{RUNS}/{{cell}}/rep~{{rep}}/samples.csv",
         system=f"{RUNS}/{{cell}}/rep~{{rep}}/system.csv",
         counters=f"{RUNS}/{{cell}}/rep~{{rep}}/counters.csv",
@@ -14,11 +15,11 @@ rule collect:
         events=f"{RUNS}/{{cell}}/rep~{{rep}}/events.csv",
         recovery=f"{RUNS}/{{cell}}/rep~{{rep}}/recovery.csv",
         delivered=f"{RUNS}/{{cell}}/rep~{{rep}}/delivered.csv",
-        **{name: f"{RUNS}/{{cell}}/rep~{{rep}}/{name}.csv" for name in workloads.tables()},  # workloads' own
     log:
         f"results/logs/collect/{{cell}}/rep~{{rep}}.log",
+    group:
+        repetition_group
     resources:
         sbatch=SBATCH,  # on Slurm: its run's job
-    group: repetition_group
     script:
         "../scripts/collect.py"

@@ -16,6 +16,7 @@ from dbsweep.topology import link_floor
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
+
 def study_folder():
     """The folder of the study file (the first --configfile, or the default config/config.yaml; later
     ones overlay it, as config/studies/quick/ does): the files a study names are relative to it,
@@ -56,8 +57,17 @@ for _warning in STUDY.warnings if workflow.is_main_process else []:
     print(f"dbsweep: warning: {_warning}", file=sys.stderr)
 RUNS = "results/runs"
 # What collect makes of each repetition: the inputs of rule aggregate (and of a round's tables).
-REPETITION_FILES = (["run.json", "summary.json", "samples.csv", "system.csv", "counters.csv", "percentiles.csv",
-                     "events.csv", "recovery.csv", "delivered.csv"] + [f"{name}.csv" for name in workloads.tables()])
+REPETITION_FILES = [
+    "run.json",
+    "summary.json",
+    "samples.csv",
+    "system.csv",
+    "counters.csv",
+    "percentiles.csv",
+    "events.csv",
+    "recovery.csv",
+    "delivered.csv",
+] + [f"{name}.csv" for name in workloads.tables()]
 # The R analysis library: an input of every analysis rule, so editing it reruns only the analysis.
 R_LIBRARY = sorted(str(path) for path in Path(workflow.basedir, "R").glob("*.R"))
 IMAGES = {}
@@ -86,13 +96,15 @@ def print_estimate(dag):
     todo = [STUDY.recipe(CELLS[job.wildcards.cell]) for job in runs]
     RERUN.update(Path(job.output[0]).parent for job in runs if Path(job.output[0]).exists())
     again = len(RERUN)
-    done = [run for rep_dir in rep_dirs(repetitions(known_only=True))
-            if (run := Path(rep_dir, "run.json")).exists()]
+    done = [run for rep_dir in rep_dirs(repetitions(known_only=True)) if (run := Path(rep_dir, "run.json")).exists()]
     images = sum(job.rule.name == "prepare" for job in jobs)
     print(estimate.describe(estimate.estimate(todo, done), images, again), file=sys.stderr)
     if STUDY.repeat_until and (more := STUDY.most_repetitions - repetitions(known_only=True)) > 0:
-        print(f"dbsweep: repeat_until: up to {more} more round{'s' if more > 1 else ''} of {len(STUDY.cells)} "
-              f"repetition{'s' if len(STUDY.cells) > 1 else ''} while the noise needs them", file=sys.stderr)
+        print(
+            f"dbsweep: repeat_until: up to {more} more round{'s' if more > 1 else ''} of {len(STUDY.cells)} "
+            f"repetition{'s' if len(STUDY.cells) > 1 else ''} while the noise needs them",
+            file=sys.stderr,
+        )
 
 
 def estimate_after_dag():
@@ -128,8 +140,11 @@ def start_progress():
     done = [d / "run.json" for d in map(Path, rep_dirs(reps)) if (d / "run.json").exists()]
     expected = dict(zip(missing, estimate.per_repetition(recipes, estimate.estimate(recipes, done))))
     known = (lambda: list(map(Path, rep_dirs(repetitions(known_only=True))))) if STUDY.repeat_until else None
-    PROGRESS.append(study_progress.StudyProgress([Path(d) for d in rep_dirs(reps)], expected, sys.stderr,
-                                                 again=RERUN, rounds=known).__enter__())
+    PROGRESS.append(
+        study_progress.StudyProgress(
+            [Path(d) for d in rep_dirs(reps)], expected, sys.stderr, again=RERUN, rounds=known
+        ).__enter__()
+    )
 
 
 def stop_progress():
@@ -164,6 +179,7 @@ def repetitions(known_only: bool = False) -> int:
     round whose noise left the study short of its target (dbsweep/rounds.py), from checkpoint round_noise:
     called from an input function, Snakemake runs the checkpoint first. known_only: from the verdicts on
     disk, for the progress line, the estimate and a page written after an error."""
+
     def verdict(n):
         if known_only:
             return path if (path := rounds.verdict_path(n)).exists() else None
@@ -189,8 +205,11 @@ def known_now(function):
 
 def round_input(wildcards):
     """What a round's tables are made of: each repetition's run.json, summary and samples."""
-    return [f"{rep_dir}/{name}" for rep_dir in rep_dirs(int(wildcards.round))
-            for name in ("run.json", "summary.json", "samples.csv")]
+    return [
+        f"{rep_dir}/{name}"
+        for rep_dir in rep_dirs(int(wildcards.round))
+        for name in ("run.json", "summary.json", "samples.csv")
+    ]
 
 
 def round_verdicts(wildcards):
@@ -202,7 +221,7 @@ def round_verdicts(wildcards):
 
 @per_job
 def recipe(wildcards):
-    """The cell's recipe as rule run's param (JSON: a changed recipe reruns its cells)."""
+    """The cell's recipe, a param of the run rule; a changed recipe (JSON) reruns its cells."""
     return STUDY.recipe(CELLS[wildcards.cell]).as_dict()
 
 
@@ -317,9 +336,11 @@ def repetition_group(wildcards):
 
 # A function where jobs differ, the value itself where they do not: Snakemake calls a function for
 # every job (BENCHMARKS.md, planning).
-RUN_PRIORITY = (run_priority if len({STUDY.priority(rep, cell) for rep in range(1, STUDY.most_repetitions + 1)
-                                      for cell in STUDY.cells[:2]}) > 1
-                else STUDY.priority(1, STUDY.cells[0]))
+RUN_PRIORITY = (
+    run_priority
+    if len({STUDY.priority(rep, cell) for rep in range(1, STUDY.most_repetitions + 1) for cell in STUDY.cells[:2]}) > 1
+    else STUDY.priority(1, STUDY.cells[0])
+)
 SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cell names a host
 # The canary (noise_control.canary, dbsweep/canary.py): the study's first cell, run again between the
 # repetitions into results/canary/<cell>/rep~j.
@@ -331,8 +352,10 @@ def canary_runs(reps: int) -> list[str]:
     canary.every runs and one after the last."""
     if not CANARY:
         return []
-    return [f"{canary.ROOT}/{CANARY}/rep~{j}/run.json"
-            for j in range(1, canary.count(len(STUDY.cells) * reps, STUDY.canary_every) + 1)]
+    return [
+        f"{canary.ROOT}/{CANARY}/rep~{j}/run.json"
+        for j in range(1, canary.count(len(STUDY.cells) * reps, STUDY.canary_every) + 1)
+    ]
 
 
 def canary_input(wildcards):
@@ -357,8 +380,7 @@ def final_targets(wildcards):
     """The analysis, the summary page, and every repetition's files themselves: Snakemake does not
     remake a missing intermediate file while what was made from it is up to date (snakemake#1978),
     so a cell whose rerun failed (its run.json removed) would otherwise look complete on the next run."""
-    return [*aggregate_input(wildcards), *analysis_targets(), *user_targets(), *canary_table(),
-            *rules.summary.output]
+    return [*aggregate_input(wildcards), *analysis_targets(), *user_targets(), *canary_table(), *rules.summary.output]
 
 
 def canary_table():
@@ -367,7 +389,8 @@ def canary_table():
 
 def analysis_targets():
     """The analysis rules the study's workloads declare (Workload.analyses), version tables with several
-    versions, open-loop ones with cells at a fixed rate, topology ones with topology cells, recovery with timed events."""
+    versions, open-loop ones with cells at a fixed rate, topology ones with topology cells, recovery with timed events.
+    """
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
     used = {name for r in recipes for name in workloads.get(r.tool).analyses}
     names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
@@ -402,11 +425,15 @@ def user_targets():
 def user_script_input(wildcards):
     """What a user's script gets: the long tables, and the statistics rule's tables when the study has
     them (not for a study of insert or query cells only)."""
-    tables = {name: path for name, path in rules.aggregate.output.items()
-              if not name.endswith("parquet") and name != "not_applicable"}
+    tables = {
+        name: path
+        for name, path in rules.aggregate.output.items()
+        if not name.endswith("parquet") and name != "not_applicable"
+    }
     targets = set(analysis_targets())
-    tables |= {name: path for name, path in rules.statistics.output.items()
-               if path in targets and not path.endswith(".md")}
+    tables |= {
+        name: path for name, path in rules.statistics.output.items() if path in targets and not path.endswith(".md")
+    }
     return {"script": USER_SCRIPTS[wildcards.stem], **tables}
 
 
@@ -418,15 +445,29 @@ def summary_params(wildcards, input):
 def summary_study(reps: int, verdicts: list[str] = ()):
     """What the summary page states about the study: its question, matrix and repetitions (reps per cell;
     verdicts: the rounds' of repeat_until)."""
-    matrix = {axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
-              for axis in STUDY.axes}
-    images = {path: STUDY.image(cell).removeprefix("resources/images/").removesuffix(".img")
-              for path, cell in CELLS.items() if STUDY.image(cell)}
-    return summary.Study(STUDY.name, STUDY.description, matrix, len(STUDY.cells), reps,
-                         [Path(d) for d in rep_dirs(reps)], STUDY.not_applicable, STUDY.headline, images,
-                         rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "",
-                         STUDY.analysis["include_deviated"],
-                         {axis: str(value) for axis, value in STUDY.baseline.items()})
+    matrix = {
+        axis: list(dict.fromkeys(str(cell[axis]) for cell in STUDY.cells if axis in cell.as_dict()))
+        for axis in STUDY.axes
+    }
+    images = {
+        path: STUDY.image(cell).removeprefix("resources/images/").removesuffix(".img")
+        for path, cell in CELLS.items()
+        if STUDY.image(cell)
+    }
+    return summary.Study(
+        STUDY.name,
+        STUDY.description,
+        matrix,
+        len(STUDY.cells),
+        reps,
+        [Path(d) for d in rep_dirs(reps)],
+        STUDY.not_applicable,
+        STUDY.headline,
+        images,
+        rounds.text(list(map(Path, verdicts)), STUDY.repeat_until) if STUDY.repeat_until else "",
+        STUDY.analysis["include_deviated"],
+        {axis: str(value) for axis, value in STUDY.baseline.items()},
+    )
 
 
 def summary_after_error(log):
@@ -436,8 +477,9 @@ def summary_after_error(log):
     stop_progress()
     try:
         logs = [os.path.relpath(path) for path in (log if isinstance(log, list) else [log]) if path]
-        written = summary.write(summary_study(repetitions(known_only=True)), Path("results"), [], complete=False,
-                                log=", ".join(logs))
+        written = summary.write(
+            summary_study(repetitions(known_only=True)), Path("results"), [], complete=False, log=", ".join(logs)
+        )
         for path in written.values():
             os.utime(path, (0, 0))
         print(f"dbsweep: incomplete study; cells without results are listed in {written['html']}", file=sys.stderr)

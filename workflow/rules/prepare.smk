@@ -2,14 +2,14 @@
 
 
 rule fetch_server:
-    localrule: True  # it downloads: where snakemake runs
     output:
         directory("resources/servers/{family}-{version}"),
     log:
         "results/logs/fetch/{family}-{version}.log",
+    priority: STUDY.priority(0)  # before the runs that wait for it
+    localrule: True  # it downloads: where snakemake runs
     resources:
         measure=1,  # never while a measurement runs
-    priority: STUDY.priority(0)  # before the runs that wait for it
     script:
         "../scripts/fetch.py"
 
@@ -19,13 +19,13 @@ rule prepare:
         server_of_image,
     output:
         "resources/images/{image}.img",
-    params:
-        spec=image_spec,
     log:
         "results/logs/prepare/{image}.log",
+    priority: STUDY.priority(0)
     resources:
         measure=1,
         sbatch=sbatch_options(None),  # on Slurm: a node to itself
-    priority: STUDY.priority(0)
+    params:
+        spec=image_spec,
     script:
         "../scripts/prepare.py"

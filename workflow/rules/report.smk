@@ -1,7 +1,7 @@
 # report: the summary page (results/index.html, summary.md), the explore page (results/explore.html) and the report's captions, from what the analysis wrote.
 
+
 rule explore:
-    localrule: True
     input:
         samples=rules.aggregate.output.samples_parquet,
         system=rules.aggregate.output.system_parquet,
@@ -9,18 +9,18 @@ rule explore:
         steady_state=steady_state_of_study(),
     output:
         "results/explore.html",
+    log:
+        "results/logs/explore.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         study=STUDY.name,
-    log:
-        "results/logs/explore.log",
     script:
         "../scripts/explore.py"
 
 
 rule summary:
-    localrule: True
     input:
         analysis=analysis_targets(),
         canary=canary_table(),  # results/tables/canary.csv with a canary
@@ -34,9 +34,10 @@ rule summary:
         md="results/summary.md",
         caption="results/report/provenance.rst",
         front="results/report/study.rst",
-    params:
-        study=summary_params,
     log:
         "results/logs/summary.log",
+    localrule: True
+    params:
+        study=summary_params,
     script:
         "../scripts/summary.py"

@@ -6,18 +6,19 @@ rule run:
         unpack(image_of),
     output:
         f"{RUNS}/{{cell}}/rep~{{rep}}/run.json",
-    params:
-        cell=cell_values,
-        recipe=recipe,
     log:
         f"results/logs/run/{{cell}}/rep~{{rep}}.log",
+    priority: RUN_PRIORITY  # interleaved repetitions (config key interleave)
+    group:
+        repetition_group  # on a cluster: with its collect, in one job
     resources:
         measure=1,  # locally: one measuring job at a time
         sbatch=SBATCH,  # on Slurm: the node to itself
         runtime=run_minutes,
         attempt=attempt_number,
-    group: repetition_group  # on a cluster: with its collect, in one job
-    priority: RUN_PRIORITY  # interleaved repetitions (config key interleave)
+    params:
+        cell=cell_values,
+        recipe=recipe,
     script:
         "../scripts/run.py"
 
@@ -29,16 +30,16 @@ rule calibrate:
         unpack(calibration_input),
     output:
         "resources/calibration/{host}/{calibration}.json",
-    params:
-        recipe=calibration_recipe,
     log:
         "results/logs/calibrate/{host}/{calibration}.log",
+    priority: STUDY.priority(0)  # before the runs that wait for it
     resources:
         measure=1,
         sbatch=calibration_sbatch,
         runtime=30,
         attempt=attempt_number,
-    priority: STUDY.priority(0)  # before the runs that wait for it
+    params:
+        recipe=calibration_recipe,
     script:
         "../scripts/calibrate.py"
 
@@ -50,16 +51,16 @@ rule canary:
         unpack(image_of),
     output:
         f"{canary.ROOT}/{{cell}}/rep~{{rep}}/run.json",
-    params:
-        cell=cell_values,
-        recipe=recipe,
     log:
         f"results/logs/canary/{{cell}}/rep~{{rep}}.log",
+    priority: canary_priority
     resources:
         measure=1,
         sbatch=SBATCH,
         runtime=run_minutes,
         attempt=attempt_number,
-    priority: canary_priority
+    params:
+        cell=cell_values,
+        recipe=recipe,
     script:
         "../scripts/run.py"

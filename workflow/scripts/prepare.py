@@ -14,7 +14,8 @@ from dbsweep.stops import one_line  # noqa: E402
 spec = snakemake.params.spec
 image = Path(snakemake.output[0])
 active = Path("results/.active")
-with open(snakemake.log[0], "w") as log, one_line(f"prepare {image}", log), signals_raise(), owned(f"prepare {image}", active, log), \
+with open(snakemake.log[0], "w") as log, one_line(f"prepare {image}", log), signals_raise(), \
+        owned(f"prepare {image}", active, log), \
         storage.scratch_files(Path(tempfile.mkdtemp(dir=image.parent, prefix=".prepare-")), active) as scratch:
     scratch.chmod(0o755)  # a server's run folder goes inside, and servers run as their own users
     storage.prepare_image(spec["filesystem"], image, lambda root: fill(Recipe.preparing(spec), root, scratch, log),

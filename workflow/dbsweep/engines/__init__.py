@@ -40,11 +40,11 @@ import signal
 import socket
 import subprocess
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import psutil
 import yaml
@@ -528,15 +528,11 @@ class Supervisor:
         tree.update(_tree(popen, self.handle.datadir, self.launch.user, self.since))
         rest = [proc for proc in tree.values() if _alive(proc)]
         for proc in rest:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 proc.kill()
-            except psutil.NoSuchProcess:
-                pass
         if popen.poll() is None:
-            try:
+            with suppress(subprocess.TimeoutExpired):
                 popen.wait(KILL_WAIT_S)
-            except subprocess.TimeoutExpired:
-                pass
         others = [proc for proc in rest if proc.pid != popen.pid]
         psutil.wait_procs(others, timeout=KILL_WAIT_S)
         survivors = [proc for proc in rest if _alive(proc)]

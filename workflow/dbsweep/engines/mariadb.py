@@ -39,10 +39,10 @@ import signal
 import subprocess
 import tempfile
 import threading
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import pymysql
 
@@ -264,10 +264,7 @@ def _parse_version(line: str) -> tuple[int, int, int]:
 
 def build(basedir: Path | None = None) -> Build:
     """The build in basedir (None: Debian's), found once per binary."""
-    if basedir is None:
-        server = Path(_mariadbd())
-    else:
-        server = _server_binary(Path(basedir).absolute())
+    server = Path(_mariadbd()) if basedir is None else _server_binary(Path(basedir).absolute())
     stat = server.stat()
     return _build(None if basedir is None else str(Path(basedir).absolute()), str(server), stat.st_mtime_ns,
                   stat.st_size)
@@ -705,7 +702,7 @@ def batch_rows(out: str) -> list[dict[str, str]]:
         return []
     names = lines[0].split("\t")
     return [dict(zip(names, (re.sub(r"\\(.)", lambda m: _BATCH_ESCAPES.get(m[1], m[0]), value)
-                             for value in line.split("\t"))))
+                             for value in line.split("\t")), strict=False))
             for line in lines[1:]]
 
 
@@ -806,10 +803,8 @@ def _query(conn: Conn, sql: str, by_name: bool = False) -> list:
                 return list(cursor.fetchall())
         except (pymysql.err.OperationalError, pymysql.err.InterfaceError):
             _sessions.pop(key, None)
-            try:
+            with suppress(pymysql.err.Error):
                 session.close()
-            except pymysql.err.Error:
-                pass
             if attempt == 2:
                 raise
     return []

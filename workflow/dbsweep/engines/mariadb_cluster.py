@@ -26,10 +26,9 @@ import re
 import secrets
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from dbsweep.engines import mariadb as family
-from dbsweep.engines.mariadb import REPLICATION
 from dbsweep.errors import ConfigError
 
 REPLICATION_USER = "dbsweep_repl"

@@ -27,8 +27,9 @@ import threading
 import time
 import unicodedata
 from contextlib import contextmanager
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from dbsweep.engines import (
     ENV, LOADS_LIBRARY, NAMES_PATH, RUNS_COMMAND, SET_BY_DBSWEEP, Conn, Handle, Launch, as_user, binary,
@@ -37,6 +38,9 @@ from dbsweep.engines import (
 from dbsweep.errors import ConfigError
 from dbsweep.topology.network import enter_argv
 from dbsweep.units import format_size, parse_size
+
+if TYPE_CHECKING:
+    import psycopg  # imported where it is used, so that loading the module does not need it
 
 FAMILY = "postgresql"
 NAME = "PostgreSQL"
@@ -482,7 +486,7 @@ def statio(conn: Conn) -> dict[str, float]:
                "toast_blks_hit", "tidx_blks_read", "tidx_blks_hit"]
     row = _query(conn, "SELECT " + ", ".join(f"coalesce(sum({c}), 0)::float8" for c in columns)
                  + " FROM pg_statio_user_tables")[0]
-    return {f"statio.{c}": float(v) for c, v in zip(columns, row)}
+    return {f"statio.{c}": float(v) for c, v in zip(columns, row, strict=False)}
 
 
 def _scram_verifier(password: str) -> str:
@@ -546,7 +550,7 @@ def sysbench_args(engine: str) -> list[str]:
 
 # One cached session per server, user and thread (a sampler thread has its own), so sampling counters
 # every second costs a query, not a login.
-_sessions: dict[tuple, "psycopg.Connection"] = {}
+_sessions: dict[tuple, psycopg.Connection] = {}
 
 
 def _query(conn: Conn, sql: str) -> list[tuple]:
@@ -676,7 +680,7 @@ def counters(conn: Conn) -> dict[str, float]:
     prefixes, sql = counters_sql(_versions[key])
     *rows, lsn, standby, lag, senders = _query(conn, sql)[0]
     sample = {}
-    for prefix, row in zip(prefixes, rows):
+    for prefix, row in zip(prefixes, rows, strict=False):
         for name, value in row.items():
             if isinstance(value, (int, float)) and not isinstance(value, bool) and name != "datid":
                 sample[prefix + name] = float(value)

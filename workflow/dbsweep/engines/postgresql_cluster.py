@@ -29,7 +29,7 @@ import re
 import secrets
 import time
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from dbsweep.database import CREDENTIALS, DATADIR
 from dbsweep.engines import as_user, write_private

@@ -68,7 +68,7 @@ def joiner(values: dict[str, str]) -> int:
             try:
                 conn, _ = server.accept()
                 break
-            except socket.timeout:
+            except TimeoutError:
                 if parent and not parent_alive(parent):
                     complain(f"the server (pid {parent}) ended before the donor answered")
                     return 32

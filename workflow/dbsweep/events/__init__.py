@@ -8,8 +8,8 @@
       events: [none, replica-blip]
 
 `at` is seconds from the start of the measured window; `for` (where the action has an undo: cut → heal,
-pause → resume, delay / loss → removed, cpu_hog → stopped, io_throttle → lifted) ends it that much later. A schedule whose
-event ends outside the window, names a node or link the cell's topology lacks, or gives an action
+pause → resume, delay / loss → removed, cpu_hog → stopped, io_throttle → lifted) ends it that much later. A
+schedule whose event ends outside the window, names a node or link the cell's topology lacks, or gives an action
 something it does not take, is refused when the study loads.
 
 actions.py: what each action does, with which mechanism; schedule.py: runs a cell's schedule on the

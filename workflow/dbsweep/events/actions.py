@@ -13,7 +13,7 @@ schedules at its end). The mechanisms are events.targets'; each action is one me
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from collections.abc import Callable
 
 from dbsweep.errors import ConfigError, shown
 from dbsweep.runtime import blkio

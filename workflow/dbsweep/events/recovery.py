@@ -52,7 +52,8 @@ def event_rows(raw: Path) -> list[dict]:
     for line in path.read_text().splitlines():
         if line.strip():
             r = json.loads(line)
-            rows.append({k: r.get(k) for k in EVENT_COLUMNS} | {"late_ms": round((r["actual"] - r["planned"]) * 1000, 1)})
+            late_ms = round((r["actual"] - r["planned"]) * 1000, 1)
+            rows.append({k: r.get(k) for k in EVENT_COLUMNS} | {"late_ms": late_ms})
     return rows
 
 
@@ -104,7 +105,7 @@ def _recovered(after: list[tuple[int, float]], floor: float) -> int | None:
     """The second (its start, in seconds into the window) from which throughput stays at least floor for
     RECOVERED_RUN seconds in a row."""
     run = 0
-    for i, (second, value) in enumerate(after):
+    for i, (_second, value) in enumerate(after):
         run = run + 1 if value >= floor else 0
         if run == RECOVERED_RUN:
             return after[i - RECOVERED_RUN + 1][0] - 1

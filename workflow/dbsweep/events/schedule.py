@@ -44,7 +44,7 @@ class Schedule:
         self._done = 0
         self._lock = threading.Lock()
 
-    def __enter__(self) -> "Schedule":
+    def __enter__(self) -> Schedule:
         self.out.write_text("")
         self._thread.start()
         return self

@@ -12,10 +12,10 @@ import signal
 import subprocess
 import threading
 import time
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 import psutil
 
@@ -113,10 +113,8 @@ class Targets:
     def resume(self, event: dict) -> str:
         node = self.node(event)
         for pid in node.paused:
-            try:
+            with suppress(psutil.NoSuchProcess):
                 psutil.Process(pid).send_signal(signal.SIGCONT)
-            except psutil.NoSuchProcess:
-                pass
         count, node.paused = len(node.paused), []
         return f"SIGCONT to {node.name}'s {count} processes"
 
@@ -164,10 +162,9 @@ class Targets:
     # --- host ------------------------------------------------------------------------------
 
     def _spawn(self, key: str, argv: list[str], name: str) -> subprocess.Popen:
-        out = open(self.raw / f"{name}.stdout.txt", "ab")
-        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
-                                start_new_session=True)
-        out.close()
+        with open(self.raw / f"{name}.stdout.txt", "ab") as out:  # the child holds its own copy
+            proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd="/",
+                                    start_new_session=True)
         self.children[key] = proc
         return proc
 
@@ -273,10 +270,8 @@ def _terminate(proc: subprocess.Popen) -> list[psutil.Process]:
     except psutil.NoSuchProcess:
         tree = []
     for p in tree:
-        try:
+        with suppress(psutil.NoSuchProcess):
             p.terminate()
-        except psutil.NoSuchProcess:
-            pass
     return tree
 
 
@@ -284,10 +279,8 @@ def _reap(proc: subprocess.Popen, tree: list[psutil.Process]) -> None:
     """Wait up to 5 s for a terminated tree, then SIGKILL what is left, and reap proc."""
     _, alive = psutil.wait_procs(tree, timeout=5)
     for p in alive:
-        try:
+        with suppress(psutil.NoSuchProcess):
             p.kill()
-        except psutil.NoSuchProcess:
-            pass
     proc.wait()
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from dbsweep import storage
 from dbsweep.runtime import blkio, cgroup, guardian, lock

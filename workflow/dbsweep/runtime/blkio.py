@@ -54,9 +54,9 @@ def device(path: Path) -> str:
     best = None
     for part in psutil.disk_partitions(all=True):
         point = part.mountpoint.rstrip("/") or "/"
-        if where == point or where.startswith(point.rstrip("/") + "/"):
-            if best is None or len(point) > len(best.mountpoint):
-                best = part
+        inside = where == point or where.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) > len(best.mountpoint)):
+            best = part
     try:
         st = os.stat(best.device) if best is not None else None
     except OSError:

@@ -16,7 +16,7 @@ import sys
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from dbsweep import lock as results_lock, manifest
 

@@ -3,8 +3,8 @@
 Works on cgroup v1 (the memory controller's own hierarchy, memory.limit_in_bytes)
 and v2 (memory.max, with +memory enabled in the parent's cgroup.subtree_control).
 The new cgroup is made below the one this process is in (v1), or on v2 below
-the repetition's cgroup (runtime.cgroup) or wherever else v2 allows memory limits; on exit any process still in it goes back to this
-process's own cgroup and the cgroup is removed.
+the repetition's cgroup (runtime.cgroup) or wherever else v2 allows memory limits; on exit any process still in it
+goes back to this process's own cgroup and the cgroup is removed.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import re
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 import psutil
 

@@ -35,7 +35,7 @@ class Stack:
         self.log = log
         self.held: list[Held] = []
 
-    def __enter__(self) -> "Stack":
+    def __enter__(self) -> Stack:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -75,7 +75,8 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
     net = stack.enter("network", topology["name"], network([CLIENT, *names], links(recipe, names), log,
                                                              runtime.active, floor.floor_ms if floor else 0.0))
     specs = [NodeSpec(name=name, role=role(kind, i), index=i, address=net.addresses[name], port=database.free_port(),
-                      root=root, netns=net.namespaces[name]) for i, (name, root) in enumerate(zip(names, roots))]
+                      root=root, netns=net.namespaces[name])
+             for i, (name, root) in enumerate(zip(names, roots, strict=False))]
 
     openers = {}
 

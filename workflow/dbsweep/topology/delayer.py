@@ -4,8 +4,8 @@ This host's kernel has no sch_netem (CONFIG_NET_SCH_NETEM is not set; no modules
 latency is added here: an iptables rule in the receiving namespace hands each packet that arrives
 over a link to a queue (one queue per link end), the kernel holds it, and this process accepts it
 once its delay, counted from the packet's arrival (the kernel's receive timestamp), is over, never
-before; it wakes early by its own average lateness and waits out the rest. Only metadata crosses into user space (copy mode META,
-GSO packets kept whole), and packets leave a queue in the order they came (a jittered delay never
+before; it wakes early by its own average lateness and waits out the rest. Only metadata crosses into user space
+(copy mode META, GSO packets kept whole), and packets leave a queue in the order they came (a jittered delay never
 overtakes the one before it, as on a real link), so a whole batch is accepted by one verdict.
 A delay shorter than the trip through user space (about 0.2 ms each way on a loaded 2-core host)
 comes out as that trip.

@@ -33,7 +33,7 @@ DELAYER_FLOOR_MS = 0.2  # round trip: about 0.1 ms each way on a quiet host (BEN
 MEASURE_BELOW_MS = 1.0
 SMALLEST_MS = 0.002  # a round trip the delayer is asked for: 1 µs each way, so every packet goes through it
 PINGS = 40
-_KNOWN: dict[str, "Floor"] = {}
+_KNOWN: dict[str, Floor] = {}
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ SIGKILL (the delayers end on their own: their stdin closes with the owner).
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import ipaddress
 import os
@@ -34,9 +35,9 @@ import statistics
 import subprocess
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 from dbsweep import storage
 
@@ -230,8 +231,8 @@ class Network:
     @property
     def facts(self) -> dict:
         return {"namespaces": dict(self.namespaces), "addresses": dict(self.addresses),
-                "links": [{"a": l.a, "b": l.b, "latency_ms": l.latency_ms, "jitter_ms": l.jitter_ms,
-                           "loss_percent": l.loss_percent, "cut": l.cut} for l in self._links.values()],
+                "links": [{"a": link.a, "b": link.b, "latency_ms": link.latency_ms, "jitter_ms": link.jitter_ms,
+                           "loss_percent": link.loss_percent, "cut": link.cut} for link in self._links.values()],
                 "rtt_ms": dict(self._rtt),
                 "method": "veth pairs; latency: " + ("tc netem at each end's egress (half each)" if netem_available()
                                                      else "NFQUEUE user-space delayer at each end's input (half "
@@ -259,10 +260,8 @@ class Network:
     def _close(self) -> None:
         """Stop the delayers, delete the namespaces (and with them every veth and rule); raise if one stays."""
         for proc in self._delayers.values():
-            try:
+            with contextlib.suppress(BrokenPipeError):  # it died already
                 proc.stdin.close()
-            except BrokenPipeError:  # it died already
-                pass
             try:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:

@@ -12,7 +12,7 @@ import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 STORAGE = "storage"  # runs on a filesystem alone
 DATABASE = "database"  # runs against a database server the pipeline starts

@@ -121,7 +121,8 @@ def samples(rawdir: Path, start: float) -> list[dict]:
 
 def _options(phase: dict) -> dict:
     """The script's options as the phase's command gave them (--name=value)."""
-    return {arg[2:].split("=", 1)[0]: arg.split("=", 1)[1] for arg in phase["argv"] if arg.startswith("--") and "=" in arg}
+    return {arg[2:].split("=", 1)[0]: arg.split("=", 1)[1]
+            for arg in phase["argv"] if arg.startswith("--") and "=" in arg}
 
 
 def summary(rawdir: Path) -> dict:

@@ -214,6 +214,6 @@ def version() -> str:
 
 WORKLOAD = Workload(
     tool=TOOL, kind=STORAGE, check=check, dataset=dataset, prepare=prepare, command=command, samples=samples,
-    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True, rate_figure="iops", warmup=False,
-    dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "tables", "plots"),
+    summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True, rate_figure="iops",
+    warmup=False, dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "tables", "plots"),
     dataset_bytes=dataset_bytes)

@@ -84,9 +84,9 @@ _NUMBER = r"(\d+(?:\.\d+)?)"
 # "[ 1s ] thds: 2 tps: 39.95 qps: 39.95 (r/w/o: 39.95/0.00/0.00) lat (ms,95%): 0.24 err/s: 0.00 reconn/s: 0.00"
 # is the C reporter's line; sysbench.report_default (a Lua script's report hook) prints "err/s 0.00".
 INTERVAL = re.compile(
-    r"^\[ (?P<t>\d+)s \] thds: (?P<thds>\d+) tps: (?P<tps>{n}) qps: (?P<qps>{n}) "
-    r"\(r/w/o: (?P<r>{n})/(?P<w>{n})/(?P<o>{n})\) lat \(ms,(?P<pct>\d+)%\): (?P<lat>{n}) "
-    r"err/s:? (?P<err>{n}) reconn/s: (?P<reconn>{n})$".format(n=_NUMBER))
+    rf"^\[ (?P<t>\d+)s \] thds: (?P<thds>\d+) tps: (?P<tps>{_NUMBER}) qps: (?P<qps>{_NUMBER}) "
+    rf"\(r/w/o: (?P<r>{_NUMBER})/(?P<w>{_NUMBER})/(?P<o>{_NUMBER})\) lat \(ms,(?P<pct>\d+)%\): (?P<lat>{_NUMBER}) "
+    rf"err/s:? (?P<err>{_NUMBER}) reconn/s: (?P<reconn>{_NUMBER})$")
 # With --rate the C reporter adds "[ 1s ] queue length: 0, concurrency: 0" after each interval line.
 QUEUE = re.compile(r"^\[ (?P<t>\d+)s \] queue length: (?P<q>\d+),? concurrency: (?P<c>\d+)$")
 HISTOGRAM_HEADER = "Latency histogram (values are in milliseconds)"
@@ -320,7 +320,8 @@ def samples(rawdir: Path, start: float, stdout: str = "stdout.txt") -> list[dict
             raise ValueError(f"{path}: interval latency is the {pct}th percentile, expected "
                              f"{PERCENTILE}th (or {OPEN_LOOP_PERCENTILE}th with --rate)")
         second, tps = int(match["t"]), float(match["tps"])
-        latency = dict.fromkeys(PERCENTILE_KEY.values()) | {PERCENTILE_KEY[pct]: float(match["lat"]) if tps > 0 else None}
+        latency = dict.fromkeys(PERCENTILE_KEY.values()) | \
+            {PERCENTILE_KEY[pct]: float(match["lat"]) if tps > 0 else None}
         rows.append({
             "time": start + second,
             "second": second,

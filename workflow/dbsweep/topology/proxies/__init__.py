@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from dbsweep.errors import ConfigError
 

@@ -24,7 +24,7 @@ import signal
 import socket
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from dbsweep.engines import (Handle, Launch, binary, check_socket_path, prepare_rundir, socket_answers,
                              supervise, version_line, write_config)

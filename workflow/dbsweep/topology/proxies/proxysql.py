@@ -21,7 +21,7 @@ import secrets
 import signal
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from dbsweep.engines import (Handle, Launch, chown_tree, check_socket_path, prepare_rundir, socket_answers,
                              supervise, version_line, write_private)
@@ -79,7 +79,7 @@ def config_text(settings: dict, listen: tuple[str, int], backends: list, rundir:
     weights = [FIRST_WEIGHT if settings["balance"] == "first" and i == 0 else 1 for i in range(len(backends))]
     servers = ",\n".join(f"    {{ address={_quoted(b.address)}, port={int(b.port)}, hostgroup={HOSTGROUP}, "
                          f"weight={w}, max_connections={int(settings['maxconn'])} }}"
-                         for b, w in zip(backends, weights))
+                         for b, w in zip(backends, weights, strict=False))
     interval = int(settings["check_interval_ms"])
     return "\n".join([
         "# dbsweep: ProxySQL for one run; holds passwords (mode 0600)",
