@@ -40,7 +40,8 @@ grid <- CJ(engine = engines, memory = memory, threads = threads, sorted = FALSE)
 grid[, `:=`(filesystem = "xfs", workload = "oltp")]
 grid <- grid[rep(seq_len(.N), each = reps)][, rep := rowid(engine, memory, threads)]
 grid[, level := 500 + 50 * (.I %% 20)]
-summary <- grid[, .(engine, memory, filesystem, threads, workload, rep, tool = "sysbench", kind = "database", per_second = 1L,
+summary <- grid[, .(engine, memory, filesystem, threads, workload, rep, tool = "sysbench", kind = "database",
+                    per_second = 1L,
                     duration_s = seconds, seconds = seconds, iops = NA, read_iops = NA,
                     write_iops = NA, mibs = NA, fsyncs = NA, tps = level, qps = 20 * level,
                     transactions = level * seconds, ignored_errors = 0, reconnects = 0,

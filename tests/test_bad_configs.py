@@ -243,8 +243,10 @@ ROWS = [
     ("workloads.*", put("workloads.oltp-rw", {"options": {}}), "workloads.oltp-rw.tool:", "missing"),
     ("workloads.*.tool", put("workloads.oltp-rw.tool", "iozone"), "workloads.oltp-rw.tool:", "'iozone'"),
     ("workloads.*.warmup", put("workloads.oltp-rw.warmup", -1), "workloads.oltp-rw.warmup:", "-1"),
-    ("workloads.*.dataset_options", put("workloads.oltp-rw.dataset_options", ["tables"]), "workloads.oltp-rw.dataset_options:", "['tables']"),
-    ("workloads.*.prepare_threads", put("workloads.oltp-rw.prepare_threads", 0), "workloads.oltp-rw.prepare_threads:", "0"),
+    ("workloads.*.dataset_options", put("workloads.oltp-rw.dataset_options", ["tables"]),
+     "workloads.oltp-rw.dataset_options:", "['tables']"),
+    ("workloads.*.prepare_threads", put("workloads.oltp-rw.prepare_threads", 0), "workloads.oltp-rw.prepare_threads:",
+     "0"),
     ("workloads.*.options", put("workloads.fio-randread.options.numjobs", 4),
      "workloads.fio-randread.options.numjobs:", "4"),
     ("workloads.*.options", put("workloads.fio-randread.options.rw", "bogus"),
@@ -380,7 +382,8 @@ ROWS = [
     ("server.options.mariadb", put("server.options", {"mariadb": {"innodb_io_capacity": "100\nskip-grant-tables"}}),
      "server.options.mariadb.innodb_io_capacity:", "'100\\nskip-grant-tables' holds a line break"),
     # 81, 82, 83, 86, 87, 137: an include rule's values are checked as the axes' are
-    ("include", both(put("axes.host", ["a"]), put("include", [{"host": "../../../../tmp/escaped"}])), "include[0].host:",
+    ("include", both(put("axes.host", ["a"]), put("include", [{"host": "../../../../tmp/escaped"}])),
+     "include[0].host:",
      "'../../../../tmp/escaped'"),
     ("include", put("include", [{"engine": "mysql"}]), "include[0].engine:", "'mysql' is not one of"),
     ("include", put("include", [{"threads": 0}]), "include[0].threads:", "0 is below the minimum of 1"),
@@ -416,7 +419,8 @@ ROWS = [
     ("repetitions", both(put("repetitions", 1000), put("axes.tag", list(range(8)))), "repetitions:",
      "1000 x 112 cells is 112,000 runs"),
     # 130: an alias bomb is refused while it is counted, not expanded or printed
-    ("events.*", lambda c: c.update({"events": {"ev": [{"at": 1, "action": "command", "argv": ["/bin/true", bomb()]}]}}),
+    ("events.*",
+     lambda c: c.update({"events": {"ev": [{"at": 1, "action": "command", "argv": ["/bin/true", bomb()]}]}}),
      "events.ev[0].argv[1]", "more than 100,000 values"),
     # 93, 94, 96, 105, 147, 148, 149: .nan and .inf pass every minimum and maximum of the schema
     ("analysis.trim_s", put("analysis.trim_s", float("inf")), "analysis.trim_s:", "inf is not a finite number"),

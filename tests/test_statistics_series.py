@@ -79,7 +79,7 @@ def test_tables_and_verdicts_are_those_of_before(study):
         before, after = rows(FIXTURES / name / f"{table}.csv"), rows(tmp / "series" / f"{table}.csv")
         assert len(after) == len(before), table
         assert list(after[0]) == list(before[0]), table
-        for old, new in zip(before, after):
+        for old, new in zip(before, after, strict=True):
             for column in old:
                 if column in BOUNDS or column == "verdict":
                     continue
@@ -95,7 +95,7 @@ def test_tables_and_verdicts_are_those_of_before(study):
                     edge = [abs(float(r[b]) - 1) for r in (old, new) for b in ("ratio_low", "ratio_high")]
                     assert min(edge[:2]) < 0.005 and min(edge[2:]) < 0.005, (old, new)
     changed = sum(o["verdict"] != n["verdict"] for o, n in zip(rows(FIXTURES / name / "comparisons.csv"),
-                                                               rows(tmp / "series" / "comparisons.csv")))
+                                                               rows(tmp / "series" / "comparisons.csv"), strict=True))
     assert changed <= 0.02 * len(rows(FIXTURES / name / "comparisons.csv"))
     if name == "three_reps":  # the t interval: nothing random, nothing moves
         assert changed == 0

@@ -46,7 +46,7 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
     rows = 0
     try:
         for batch in source.iter_batches(batch_size=batch_rows, columns=[*axes, *values]):
-            row_codes = [axis_codes(batch.column(a), known) for a, known in zip(axes, codes)]
+            row_codes = [axis_codes(batch.column(a), known) for a, known in zip(axes, codes, strict=True)]
             keys, inverse = np.unique(cell_keys(row_codes, batch.num_rows), return_inverse=True)
             firsts = np.unique(inverse, return_index=True)[1]
             lookup = np.empty(len(keys), dtype="<i4")

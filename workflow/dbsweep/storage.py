@@ -278,7 +278,8 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
             yield Mounted(path, [Path(source).name] if source.startswith("/dev/") else [], facts)
             return
         if kind == "tmpfs":
-            argv = stack.enter_context(mounted("tmpfs", mnt, "tmpfs", [f"size={spec['size']}", *spec["mount_options"]], active))
+            argv = stack.enter_context(mounted("tmpfs", mnt, "tmpfs", [f"size={spec['size']}", *spec["mount_options"]],
+                                               active))
             yield Mounted(mnt, [], {"type": "tmpfs"} | mount_facts(mnt), [argv])
             return
         commands = []
@@ -334,7 +335,7 @@ def copy_image(src: Path, dst: Path) -> None:
 
 def mount_facts_for(path: Path) -> dict:
     out = sh(["findmnt", "-nvo", "SOURCE,FSTYPE,OPTIONS", "--target", str(path)]).stdout.split()
-    return dict(zip(("source", "fstype", "mount_options"), out))
+    return dict(zip(("source", "fstype", "mount_options"), out, strict=False))  # findmnt may print fewer
 
 
 def block_queue(device: str) -> dict:

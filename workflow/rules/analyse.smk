@@ -1,43 +1,26 @@
 # analyse: the R analysis (workflow/R, one function per rule, rule_<name>): long tables in, tables and plots out.
 # Every rule runs where snakemake runs (localrule) and lists the library it sources, so an R edit reruns
 # only the analysis.
-from snakemake.io import report as snakemake_report
-
 PLOTS = "results/plots"
-
-
-def report(path, caption, category):
-    """Snakemake's report(), with the study's name as the category (one per study) and Tables or
-    Plots as its subcategory. Every caption ends by including results/report/provenance.rst
-    (written by rule summary): the matrix, the host and the versions."""
-    return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
-
-
-def sweep_skipped_plots(wildcards):
-    """Rule plots' skipped plots, when the study draws them (storage cells): rule figures lists them in
-    skipped_plots.csv with its own, so the page has one list."""
-    path = rules.plots.output.skipped
-    return [path] if path in analysis_targets() else []
 
 
 # The per-second samples of samples.parquet as binary columns (dbsweep/statistics_series.py): R reads
 # them without parsing text (10 million samples: gunzip and parse of samples.csv.gz took half the rule).
 rule statistics_series:
-    localrule: True
     input:
         samples_parquet=rules.aggregate.output.samples_parquet,
     output:
         temp(directory(f"{TABLES}/statistics_series")),
-    params:
-        axes=STUDY.axes,
     log:
         "results/logs/statistics_series.log",
+    localrule: True
+    params:
+        axes=STUDY.axes,
     script:
         "../scripts/statistics_series.py"
 
 
 rule statistics:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         series=rules.statistics_series.output[0],
@@ -49,19 +32,19 @@ rule statistics:
         cell_stats_md=f"{TABLES}/cell_stats.md",
         comparisons_csv=report(f"{TABLES}/comparisons.csv", caption="../report/comparisons.rst", category="Tables"),
         comparisons_md=f"{TABLES}/comparisons.md",
+    log:
+        "results/logs/statistics.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
         analysis=ANALYSIS,
-    log:
-        "results/logs/statistics.log",
     script:
         "../scripts/analysis.R"
 
 
 rule tables:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
@@ -73,17 +56,17 @@ rule tables:
         cells_md=f"{TABLES}/cells.md",
         saturation_csv=report(f"{TABLES}/saturation.csv", caption="../report/saturation.rst", category="Tables"),
         saturation_md=f"{TABLES}/saturation.md",
+    log:
+        "results/logs/tables.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/tables.log",
     script:
         "../scripts/analysis.R"
 
 
 rule plots:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
@@ -95,17 +78,17 @@ rule plots:
         jitter=report(f"{PLOTS}/jitter.png", caption="../report/jitter.rst", category="Plots"),
         boxplot=report(f"{PLOTS}/boxplot.png", caption="../report/boxplot.rst", category="Plots"),
         skipped=f"{TABLES}/skipped_sweep_plots.csv",
+    log:
+        "results/logs/plots.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/plots.log",
     script:
         "../scripts/analysis.R"
 
 
 rule db_tables:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         cell_stats_csv=rules.statistics.output.cell_stats_csv,
@@ -113,23 +96,25 @@ rule db_tables:
         provenance=rules.aggregate.output.provenance,
         library=R_LIBRARY,
     output:
-        engine_memory_csv=report(f"{TABLES}/engine_memory.csv", caption="../report/engine_memory.rst", category="Tables"),
+        engine_memory_csv=report(
+            f"{TABLES}/engine_memory.csv", caption="../report/engine_memory.rst", category="Tables"
+        ),
         engine_memory_md=f"{TABLES}/engine_memory.md",
         binlog_csv=report(f"{TABLES}/binlog.csv", caption="../report/binlog.rst", category="Tables"),
         binlog_md=f"{TABLES}/binlog.md",
         efficiency_csv=report(f"{TABLES}/efficiency.csv", caption="../report/efficiency.rst", category="Tables"),
         efficiency_md=f"{TABLES}/efficiency.md",
+    log:
+        "results/logs/db_tables.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/db_tables.log",
     script:
         "../scripts/analysis.R"
 
 
 rule db_plots:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
@@ -147,18 +132,18 @@ rule db_plots:
         jitter_memory=report(f"{PLOTS}/jitter_memory.png", caption="../report/jitter_memory.rst", category="Plots"),
         boxplot_memory=report(f"{PLOTS}/boxplot_memory.png", caption="../report/boxplot_memory.rst", category="Plots"),
         timeseries=report(f"{PLOTS}/timeseries.png", caption="../report/timeseries.rst", category="Plots"),
+    log:
+        "results/logs/db_plots.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         analysis={"stall_share": ANALYSIS["stall_share"]},  # the legend of the time series
-    log:
-        "results/logs/db_plots.log",
     script:
         "../scripts/analysis.R"
 
 
 rule versions:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         cell_stats_csv=rules.statistics.output.cell_stats_csv,
@@ -171,17 +156,17 @@ rule versions:
         version_plot=report(
             f"{PLOTS}/tps_vs_memory_by_version.png", caption="../report/version_plot.rst", category="Plots"
         ),
+    log:
+        "results/logs/versions.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/versions.log",
     script:
         "../scripts/analysis.R"
 
 
 rule tpcc_table:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         provenance=rules.aggregate.output.provenance,
@@ -189,17 +174,17 @@ rule tpcc_table:
     output:
         tpcc_csv=report(f"{TABLES}/tpcc.csv", caption="../report/tpcc.rst", category="Tables"),
         tpcc_md=f"{TABLES}/tpcc.md",
+    log:
+        "results/logs/tpcc.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/tpcc.log",
     script:
         "../scripts/analysis.R"
 
 
 rule insert_benchmark:
-    localrule: True
     input:
         phases=rules.aggregate.output.phases,
         provenance=rules.aggregate.output.provenance,
@@ -208,19 +193,19 @@ rule insert_benchmark:
         table_csv=report(f"{TABLES}/insert_benchmark.csv", caption="../report/insert_benchmark.rst", category="Tables"),
         table_md=f"{TABLES}/insert_benchmark.md",
         plot=report(f"{PLOTS}/insert_benchmark.png", caption="../report/insert_benchmark.rst", category="Plots"),
+    log:
+        "results/logs/insert_benchmark.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
         analysis=ANALYSIS,
-    log:
-        "results/logs/insert_benchmark.log",
     script:
         "../scripts/analysis.R"
 
 
 rule query_timing:
-    localrule: True
     input:
         executions=rules.aggregate.output.executions,
         plans=rules.aggregate.output.plans,
@@ -230,19 +215,19 @@ rule query_timing:
         table_csv=report(f"{TABLES}/query_timing.csv", caption="../report/query_timing.rst", category="Tables"),
         table_md=f"{TABLES}/query_timing.md",
         plot=report(f"{PLOTS}/query_timing.png", caption="../report/query_timing.rst", category="Plots"),
+    log:
+        "results/logs/query_timing.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
         analysis=ANALYSIS,
-    log:
-        "results/logs/query_timing.log",
     script:
         "../scripts/analysis.R"
 
 
 rule openloop:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
@@ -253,17 +238,17 @@ rule openloop:
         table_md=f"{TABLES}/openloop.md",
         p99=report(f"{PLOTS}/openloop_p99.png", caption="../report/openloop_p99.rst", category="Plots"),
         queue=report(f"{PLOTS}/openloop_queue.png", caption="../report/openloop_queue.rst", category="Plots"),
+    log:
+        "results/logs/openloop.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/openloop.log",
     script:
         "../scripts/analysis.R"
 
 
 rule topology:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
@@ -275,17 +260,17 @@ rule topology:
         table_csv=report(f"{TABLES}/topology.csv", caption="../report/topology.rst", category="Tables"),
         table_md=f"{TABLES}/topology.md",
         replication=report(f"{PLOTS}/replication.png", caption="../report/replication.rst", category="Plots"),
+    log:
+        "results/logs/topology.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/topology.log",
     script:
         "../scripts/analysis.R"
 
 
 rule recovery:
-    localrule: True
     input:
         recovery=rules.aggregate.output.recovery,
         provenance=rules.aggregate.output.provenance,
@@ -293,17 +278,17 @@ rule recovery:
     output:
         table_csv=report(f"{TABLES}/recovery.csv", caption="../report/recovery.rst", category="Tables"),
         table_md=f"{TABLES}/recovery.md",
+    log:
+        "results/logs/recovery.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
-    log:
-        "results/logs/recovery.log",
     script:
         "../scripts/analysis.R"
 
 
 rule figures:
-    localrule: True
     input:
         summary=rules.aggregate.output.summary,
         samples=rules.aggregate.output.samples,
@@ -321,18 +306,18 @@ rule figures:
             for kind in STUDY.analysis["plots"]
         },
         skipped=f"{TABLES}/skipped_plots.csv",
+    log:
+        "results/logs/figures.log",
+    localrule: True
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         analysis=ANALYSIS,
-    log:
-        "results/logs/figures.log",
     script:
         "../scripts/analysis.R"
 
 
 rule user_script:
-    localrule: True
     input:
         unpack(user_script_input),
     output:
@@ -343,14 +328,15 @@ rule user_script:
             category=STUDY.name,
             subcategory="Your own analysis",
         ),
+    log:
+        "results/logs/user/{stem}.log",
+    wildcard_constraints:
+        stem="|".join(map(re.escape, USER_SCRIPTS)) or "^$",
+    localrule: True
     params:
         study=STUDY.name,
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
-    log:
-        "results/logs/user/{stem}.log",
-    wildcard_constraints:
-        stem="|".join(map(re.escape, USER_SCRIPTS)) or "^$",
     script:
         "../scripts/user_script.py"

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from snakemake.common import overwrite_function_params
+from snakemake.io import report as snakemake_report
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, tool_answers, workloads
@@ -485,3 +486,20 @@ def summary_after_error(log):
         print(f"dbsweep: incomplete study; cells without results are listed in {written['html']}", file=sys.stderr)
     except Exception as error:  # the workflow's own error is the one to report
         print(f"dbsweep: could not write the summary page: {error}", file=sys.stderr)
+
+
+# Of the analysis rules (rules/analyse.smk).
+
+
+def report(path, caption, category):
+    """Snakemake's report(), with the study's name as the category (one per study) and Tables or
+    Plots as its subcategory. Every caption ends by including results/report/provenance.rst
+    (written by rule summary): the matrix, the host and the versions."""
+    return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
+
+
+def sweep_skipped_plots(wildcards):
+    """Rule plots' skipped plots, when the study draws them (storage cells): rule figures lists them in
+    skipped_plots.csv with its own, so the page has one list."""
+    path = rules.plots.output.skipped
+    return [path] if path in analysis_targets() else []

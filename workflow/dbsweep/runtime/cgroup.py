@@ -16,6 +16,7 @@ one's.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import signal
@@ -27,7 +28,7 @@ BASE = "dbsweep"
 KILL_WAIT_S = 60
 RMDIR_TRIES = 50
 
-current: "Cgroup | None" = None  # the repetition cgroup this process is in (set by runtime.owned)
+current: Cgroup | None = None  # the repetition cgroup this process is in (set by runtime.owned)
 
 
 def mounts(mountinfo: str | None = None) -> list[tuple[str, str, str, set[str]]]:
@@ -156,7 +157,7 @@ class Cgroup:
         it) hold no processes itself, so there it is a leaf `job`; v1 has no such rule."""
         return self.path / "job" if self.hierarchy.version == 2 else self.path
 
-    def child(self, name: str) -> "Cgroup":
+    def child(self, name: str) -> Cgroup:
         """A new sub-cgroup (e.g. for the tool, so that it can be killed alone)."""
         path = self.path / name
         path.mkdir()
@@ -224,10 +225,8 @@ class Cgroup:
 
 
 def _sigkill(pid: int) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
 
 
 def create(h: Hierarchy, owner: int) -> Cgroup:
@@ -242,10 +241,8 @@ def create(h: Hierarchy, owner: int) -> Cgroup:
     cgroup = Cgroup(h, path)
     if h.version == 2:
         for folder in (h.mount, h.base, path):  # so a memory cap can go below it (best effort)
-            try:
+            with contextlib.suppress(OSError):
                 (folder / "cgroup.subtree_control").write_text("+memory")
-            except OSError:
-                pass
         cgroup.entry.mkdir()
     return cgroup
 
