@@ -494,12 +494,12 @@ def summary_after_error(log):
 def report(path, caption, category):
     """Snakemake's report(), with the study's name as the category (one per study) and Tables or
     Plots as its subcategory. Every caption ends by including results/report/provenance.rst
-    (written by rule summary): the matrix, the host and the versions."""
+    (the summary's rule writes it, with the matrix, the host and the versions)."""
     return snakemake_report(path, caption=caption, category=STUDY.name, subcategory=category)
 
 
 def sweep_skipped_plots(wildcards):
-    """Rule plots' skipped plots, when the study draws them (storage cells): rule figures lists them in
-    skipped_plots.csv with its own, so the page has one list."""
+    """The skipped plots of the plots rule, when the study draws them (storage cells); the figures rule lists
+    them in skipped_plots.csv with its own, so the page has one list."""
     path = rules.plots.output.skipped
     return [path] if path in analysis_targets() else []
