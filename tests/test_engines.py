@@ -492,7 +492,7 @@ def test_lifecycle(cluster):
         ratio = module.hit_ratio(engine, first, last)
         assert ratio is None or 0 <= ratio <= 1
         name, expected = MEMORY_SETTING[engine]
-        assert int(dict(module.variables(conn))[name]) == expected
+        assert int({row[0]: row[1] for row in module.variables(conn)}[name]) == expected
         assert {"mariadb": "MariaDB", "postgresql": "PostgreSQL"}[module.FAMILY] in module.version(conn)
     cluster.assert_nothing_left([first_pid])
 
@@ -589,7 +589,7 @@ def test_builtin_option_sets_start(cluster):
                 continue
             with cluster.server(by_family[module.FAMILY]) as handle:
                 module.create_user(handle, USER, PASSWORD, DATABASE)
-                settings = dict(module.variables(cluster.conn(handle)))
+                settings = {row[0]: row[1] for row in module.variables(cluster.conn(handle))}
             assert {name: settings[name] for name in expected[axis, value]} == expected[axis, value], (axis, value)
             checked.add((axis, value))
     assert checked == set(expected)
