@@ -7,6 +7,7 @@ import os
 import platform
 import socket
 import subprocess
+import tempfile
 from datetime import datetime, UTC
 from pathlib import Path
 
@@ -79,6 +80,38 @@ def checksums(folder: Path) -> dict[str, str]:
                 digest.update(block)
         out[str(path.relative_to(folder))] = digest.hexdigest()
     return out
+
+
+def stored_json(path: Path | None) -> dict:
+    """The JSON object in path (a cache of answers kept across processes); {} without one or unreadable."""
+    if path is None:
+        return {}
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def merge_json(path: Path | None, entries: dict) -> bool:
+    """Add entries to the JSON object in path, written whole and renamed: a reader sees the old or the new
+    file, and two writers at once lose at most one's entries (asked or measured again later). False where
+    path is None or its folder cannot be written (a read-only working directory: the caller keeps them)."""
+    if path is None:
+        return False
+    kept = stored_json(path) | entries
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    except OSError:
+        return False
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(kept, out)
+        os.replace(temp, path)
+    except OSError:
+        Path(temp).unlink(missing_ok=True)
+        return False
+    return True
 
 
 def write_json(path: Path, data: dict) -> None:

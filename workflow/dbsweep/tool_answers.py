@@ -13,8 +13,9 @@ import json
 import os
 import shutil
 import subprocess
-import tempfile
 from pathlib import Path
+
+from dbsweep import manifest
 
 FILE: Path | None = None  # set by the workflow (rules/common.smk): resources/tool-answers.json
 _KNOWN: dict[str, list] = {}
@@ -49,12 +50,7 @@ def _key(binary: str, args: list[str]) -> str:
 
 
 def _stored() -> dict:
-    if FILE is None:
-        return {}
-    try:
-        return json.loads(FILE.read_text())
-    except (OSError, ValueError):
-        return {}
+    return manifest.stored_json(FILE)
 
 
 def save() -> None:
@@ -63,16 +59,5 @@ def save() -> None:
     once lose at most an answer, asked again later."""
     if FILE is None or not _NEW:
         return
-    kept = _stored() | {key: _KNOWN[key] for key in _NEW}
-    try:
-        FILE.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=FILE.parent, prefix=f".{FILE.name}.")
-    except OSError:
-        return  # a read-only working directory: the answers stay in this process
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(kept, out)
-        os.replace(temp, FILE)
-        _NEW.clear()
-    except OSError:
-        Path(temp).unlink(missing_ok=True)
+    if manifest.merge_json(FILE, {key: _KNOWN[key] for key in _NEW}):
+        _NEW.clear()  # else a read-only working directory: the answers stay in this process

@@ -22,10 +22,11 @@ import json
 import os
 import socket
 import subprocess
-import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from dbsweep import manifest
 
 FILE: Path | None = None  # set by the workflow (rules/common.smk): resources/link-floor.json
 DELAYER = Path(__file__).with_name("delayer.py")
@@ -88,27 +89,9 @@ def _median(net, link: str) -> float:
 
 
 def _stored() -> dict:
-    if FILE is None:
-        return {}
-    try:
-        return json.loads(FILE.read_text())
-    except (OSError, ValueError):
-        return {}
+    return manifest.stored_json(FILE)
 
 
 def _save(key: str, found: Floor) -> None:
-    """Add this host's floor to FILE, written whole and renamed (a reader sees the old or the new file)."""
-    if FILE is None:
-        return
-    kept = _stored() | {key: asdict(found)}
-    try:
-        FILE.parent.mkdir(parents=True, exist_ok=True)
-        fd, temp = tempfile.mkstemp(dir=FILE.parent, prefix=f".{FILE.name}.")
-    except OSError:
-        return  # a read-only working directory: the floor stays in this process
-    try:
-        with os.fdopen(fd, "w") as out:
-            json.dump(kept, out)
-        os.replace(temp, FILE)
-    except OSError:
-        Path(temp).unlink(missing_ok=True)
+    """Add this host's floor to FILE (where it cannot be written, the floor stays in this process)."""
+    manifest.merge_json(FILE, {key: asdict(found)})
