@@ -150,6 +150,36 @@ def test_detach_never_takes_away_an_image_attached_to_the_same_device_after_it(t
     assert leftovers(tmp_path) == []
 
 
+def test_a_loop_mount_copied_into_another_mount_namespace_is_named_where_it_stays(tmp_path):
+    """A mount namespace made while a loop filesystem is mounted keeps a copy the host's unmount does not
+    reach where the copy is private: the device then cannot be detached, and the error names that namespace's
+    process (a CI run failed "held open by no process" so)."""
+    image, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    storage.sparse_file(image, "16M")
+    dev = storage.sh(["losetup", "--find", "--show", str(image)]).stdout.strip()
+    copy = None
+    try:
+        storage.sh(["mkfs.ext4", "-q", str(dev)])
+        mnt.mkdir()
+        storage.sh(["mount", dev, str(mnt)])
+        copy = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "60"])
+        deadline = time.monotonic() + 10
+        while not storage.mounted_in(dev):
+            assert time.monotonic() < deadline, "the copy never showed"
+            time.sleep(0.05)
+        storage.sh(["umount", str(mnt)])
+        assert storage.mounted_in(dev) == [f"{copy.pid} sleep"]
+        with pytest.raises(RuntimeError, match=rf"mounted in the mount namespace of {copy.pid} sleep"):
+            storage.detach(dev, tries=2)
+    finally:
+        if copy is not None:
+            copy.kill()
+            copy.wait()
+        subprocess.run(["umount", str(mnt)], capture_output=True)
+        storage.detach(dev)
+    assert storage.mounted_in(dev) == []
+
+
 def test_a_busy_mount_is_never_unmounted_lazily(tmp_path):
     """A lazy unmount hides a mount that is still used: its device stays attached and written to."""
     target = tmp_path / "mnt"

@@ -179,9 +179,11 @@ def _unthrottle(record: dict) -> list[str]:
     return [f"blkio throttle on {record['device']} ({record['throttle']})"]
 
 
-def detach(dev: str, tries: int = 50) -> None:
+def detach(dev: str, tries: int = 200) -> None:
     """Detach dev and wait until the kernel has let it go (losetup -d of a busy device only marks it
-    for autoclear and succeeds; udev's probe of a device that just changed holds it open a moment).
+    for autoclear and succeeds; udev's probe of a device that just changed holds it open a moment; a copy
+    of its mount in another mount namespace, until that namespace ends: up to a minute here, once, in a
+    CI run with another test's namespaces beside it).
     Only while it still holds the image it held when called: once let go, another process may attach
     its own image to the same device, and a second `losetup -d` would take that one away."""
     image = _backing(dev)
@@ -192,8 +194,10 @@ def detach(dev: str, tries: int = 50) -> None:
         if _backing(dev) != image:
             return
         time.sleep(0.3)
+    copies = mounted_in(dev)
     raise RuntimeError(f"could not detach {dev}: still backed by {image}; "
-                       f"held open by {', '.join(holders(dev)) or 'no process (a mount or a device-mapper target?)'}")
+                       f"held open by {', '.join(holders(dev)) or 'no process'}"
+                       + (f"; mounted in the mount namespace of {', '.join(copies)}" if copies else ""))
 
 
 def _backing(dev: str) -> str | None:
@@ -212,6 +216,27 @@ def holders(dev: str) -> list[str]:
             if any(os.readlink(fd) == dev for fd in fd_dir.iterdir()):
                 found.append(f"{fd_dir.parent.name} {(fd_dir.parent / 'comm').read_text().strip()}")
         except OSError:
+            continue
+    return found
+
+
+def mounted_in(dev: str) -> list[str]:
+    """`pid name` of one process of each other mount namespace where dev is still mounted (a copy of the
+    host's mounts that its unmount did not reach)."""
+    try:
+        number = major_minor(dev)
+    except OSError:
+        return []
+    found, seen = [], {os.readlink("/proc/self/ns/mnt")}
+    for proc in Path("/proc").glob("[0-9]*"):
+        try:
+            ns = os.readlink(proc / "ns" / "mnt")
+            if ns in seen:
+                continue
+            seen.add(ns)
+            if any(line.split()[2] == number for line in (proc / "mountinfo").read_text().splitlines()):
+                found.append(f"{proc.name} {(proc / 'comm').read_text().strip()}")
+        except (OSError, IndexError):
             continue
     return found
 
