@@ -68,7 +68,7 @@ def test_iostat_drops_the_since_boot_report():
     rows = monitors.iostat(FIXTURES / "fio_randrw" / "iostat.json")
     assert [r["time"] for r in rows] == [utc(f"2026-11-22 02:04:{s}") for s in (55, 56, 57)]
     assert rows[0] == {"time": utc("2026-11-22 02:04:55"), "device": "loop0", "r_s": 11266.0, "w_s": 11476.0,
-                       "rkb_s": 45064.0, "wkb_s": 45904.0, "r_await": 0.04, "w_await": 0.04,
+                       "f_s": 0.0, "rkb_s": 45064.0, "wkb_s": 45904.0, "r_await": 0.04, "w_await": 0.04,
                        "aqu_sz": 0.86, "util": 57.20}
     assert rows[1]["r_s"] == 15967.0 and rows[2]["w_s"] == 16240.0
 

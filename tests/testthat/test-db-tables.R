@@ -222,7 +222,11 @@ test_that("storage cells in a database study are left out", {
 test_that("the efficiency table has one row per cell, medians over reps", {
   sweep <- make_db_sweep()
   eff <- efficiency_table(db_summary(sweep), sweep$axes)
-  expect_named(eff, c(sweep$axes, "reps", EFFICIENCY_COLUMNS))
+  # no cell on a device class: no class_util_pct column
+  expect_named(eff, c(sweep$axes, "reps", setdiff(EFFICIENCY_COLUMNS, "class_util_pct")))
+  on_class <- db_summary(sweep)[, class_util_pct := ifelse(engine == "innodb", 90 + 10 * rep, NA_real_)]
+  classed <- efficiency_table(on_class, sweep$axes)
+  expect_equal(classed$class_util_pct, c(105, 105, 105, NA, NA, NA))  # median of 100 and 110 (reps 1, 2)
   expect_equal(nrow(eff), 6L)
   expect_equal(eff$engine, rep(c("innodb", "myrocks"), each = 3))
   expect_equal(eff$memory, rep(c("64M", "256M", "1G"), 2))

@@ -36,6 +36,15 @@ test_that("saturation is avg latency over the group's smallest thread count", {
   expect_equal(sat$saturation, c(1, 2, 5, 1, 3))
 })
 
+test_that("saturation gives the device class's utilisation when a cell is on a class", {
+  summary <- hand_summary()[, class_util_pct := ifelse(filesystem == "xfs", 50 * rep, NA_real_)]
+  sat <- saturation_table(summary, c("filesystem", "threads"))
+  expect_true("class_util_pct" %in% names(sat))
+  expect_equal(sat[filesystem == "ext4", class_util_pct], c(NA_real_, NA_real_, NA_real_))
+  expect_equal(sat[filesystem == "xfs", class_util_pct],
+               summary[filesystem == "xfs", mean(class_util_pct), by = threads]$V1)
+})
+
 test_that("saturation gives iostat's r/s, w/s, queue size and %util over the measured seconds only", {
   summary <- hand_summary()[filesystem == "ext4" & threads %in% c(1L, 4L)]
   samples <- summary[, .(second = 1:3), by = .(filesystem, threads, rep)]

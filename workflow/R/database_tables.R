@@ -22,7 +22,8 @@ EFFICIENCY_COLUMNS <- c("tps", "lat_p95_ms", "hit_ratio", "kb_read_per_txn",
                         "kb_written_per_txn", "log_kb_per_txn", "binlog_kb_per_txn",
                         "cpu_us_per_txn", "cs_per_txn", "server_cpu_us_per_txn",
                         "server_kb_read_per_txn", "server_kb_written_per_txn",
-                        "datadir_mb_start", "datadir_mb_end", "memory_limit_mb")
+                        "datadir_mb_start", "datadir_mb_end", "memory_limit_mb",
+                        "class_util_pct")
 
 # Stops on a repetition that counted transactions but reports no throughput.
 check_database_reps <- function(summary, axes) {
@@ -98,6 +99,7 @@ efficiency_table <- function(summary, axes) {
   for (col in setdiff(EFFICIENCY_COLUMNS, names(summary))) set(summary, j = col, value = NA_real_)  # older tables
   out <- summary[, c(list(reps = .N), lapply(.SD, median_or_na)), by = axes,
                  .SDcols = EFFICIENCY_COLUMNS]
+  if (all(is.na(out$class_util_pct))) out[, class_util_pct := NULL]  # no cell on a device class
   order_by_axes(out, axes)
   out[]
 }
@@ -119,7 +121,10 @@ EFFICIENCY_PREAMBLE <- paste(
   "wrote to the block layer per transaction (their /proc/<pid>/io totals at",
   "the window's start and end; 0 on tmpfs); datadir_mb_start,",
   "datadir_mb_end: data directory size (MB) at the start and end;",
-  "memory_limit_mb: the server's memory cap (MB), NA when none."
+  "memory_limit_mb: the server's memory cap (MB), NA when none; class_util_pct",
+  "(only when a cell is on a device class): the class's utilisation (%): per second,",
+  "the largest share of one of the class's caps the capped device's rates reached,",
+  "writes with their flushes; mean over the measured seconds, NA without a class."
 )
 
 # The md lines of one table: its note, or its preamble and (sectioned) table.

@@ -71,6 +71,7 @@ cells_table <- function(summary, samples, axes) {
 saturation_table <- function(summary, axes, system = NULL, samples = NULL) {
   summary <- copy(summary)
   if (!"threads" %in% axes) summary[, threads := 1L]
+  if (!"class_util_pct" %in% names(summary)) summary[, class_util_pct := NA_real_]  # older tables
   group <- setdiff(axes, "threads")
   by_cell <- c(group, "threads")
   sat <- summary[, .(
@@ -78,12 +79,14 @@ saturation_table <- function(summary, axes, system = NULL, samples = NULL) {
     mibs = mean_or_na(mibs),
     lat_mean_ms = mean_or_na(lat_mean_ms),
     lat_p95_ms = mean_or_na(lat_p95_ms),
-    lat_p99_ms = mean_or_na(lat_p99_ms)
+    lat_p99_ms = mean_or_na(lat_p99_ms),
+    class_util_pct = mean_or_na(class_util_pct)
   ), by = by_cell]
   if (!is.null(system)) {
     sat <- device_means(system, samples, axes)[sat, on = axes]
     setcolorder(sat, c(by_cell, "iops", "mibs", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms"))
   }
+  if (all(is.na(sat$class_util_pct))) sat[, class_util_pct := NULL]  # no cell on a device class
   setorderv(sat, by_cell)
   sat[, saturation := baseline_ratio(lat_mean_ms, lat_mean_ms[which.min(threads)]), by = group]
   sat[]
@@ -107,7 +110,9 @@ SATURATION_PREAMBLE <- paste(
   "Saturation: average latency divided by the average latency at the",
   "group's smallest thread count. Figures are the tool's own final ones,",
   "averaged over repetitions; r_s, w_s, aqu_sz and util_pct are iostat's reads/s,",
-  "writes/s, average queue size and %util over the measured seconds (none on tmpfs)."
+  "writes/s, average queue size and %util over the measured seconds (none on tmpfs);",
+  "class_util_pct is the device class's utilisation (%, the largest share of a cap",
+  "the device's rates reached, per second, mean over the measured seconds; NA without a class)."
 )
 
 rule_tables <- function(input, output, params, log = snakemake_log()) {

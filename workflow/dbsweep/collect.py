@@ -7,7 +7,7 @@ import math
 import sys
 from pathlib import Path
 
-from dbsweep import accounting, delivered, engines, monitors, workloads
+from dbsweep import accounting, delivered, devices, engines, monitors, workloads
 from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS, event_rows, recovery_rows
 from dbsweep.recipe import Recipe
 from dbsweep.topology import figures as topology_figures
@@ -17,12 +17,14 @@ from dbsweep.workloads.contract import Run
 SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
                   "lat_ms", "lat_pct_ms", "err_s", "reconn_s", "queue", "lat_p99_ms"]
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
-IOSTAT_COLUMNS = ["device", "r_s", "w_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
-SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
+IOSTAT_COLUMNS = ["device", "r_s", "w_s", "f_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
+# class_util_pct: the device class's utilisation in that second (devices.utilisation), on a capped device
+SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS + ["class_util_pct"]
 COUNTER_COLUMNS = ["second", "time", "node", "name", "value"]  # node: a topology's (else empty)
 PERCENTILE_COLUMNS = ["percentile", "lat_ms", "source"]
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
-                "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms"]
+                "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms",
+                "class_util_pct"]
 # An open-loop run (sysbench --rate): the target and achieved arrival rates, the event queue's
 # longest and last length, and whether the run fell short of its target (1) or not (0); for a rate given
 # as a percentage of the host's calibrated throughput (calibration.py), that percentage and throughput.
@@ -52,7 +54,8 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     write_csv(out["samples"], sample_columns(), samples)
     # The system clock second that ends sample `second` 1 is window_start + 1.
     window_start = samples[0]["time"] - 1 if samples else record["measure_start"]
-    system = system_rows(raw, window_start)
+    device_class = record.get("filesystem", {}).get("device_class")
+    system = system_rows(raw, window_start, device_class)
     write_csv(out["system"], SYSTEM_COLUMNS, system)
     engine = recipe.engine
     counters = node_counter_rows(raw, record, recipe, window_start) if engine else []
@@ -63,6 +66,7 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     # a workload's own figures (aggregated as columns) and details (summary.json only)
     summary |= {k: final.get(k) for k in [*tool.summary_keys, *tool.detail_keys]}
     summary |= {"tool": recipe.tool, "duration_s": recipe.duration_s, "seconds": len(samples)}
+    summary["class_util_pct"] = devices.mean_utilisation(system, len(samples)) if device_class else None
     target = tool.rate(recipe.options)
     if target:
         calibrated = record.get("calibration", {})
@@ -227,8 +231,9 @@ def server_summary(recipe: Recipe, path: Path, window_start: float, samples: lis
     }
 
 
-def system_rows(raw: Path, window_start: float) -> list[dict]:
-    """vmstat and iostat joined on the second they were sampled in, numbered like the samples."""
+def system_rows(raw: Path, window_start: float, device_class: dict | None = None) -> list[dict]:
+    """vmstat and iostat joined on the second they were sampled in, numbered like the samples; with the
+    device class's utilisation in each second of its capped device (run.json filesystem.device_class)."""
     def second(t: float) -> int:
         return math.ceil(t - window_start)
 
@@ -240,6 +245,8 @@ def system_rows(raw: Path, window_start: float) -> list[dict]:
         for row in monitors.iostat(iostat):
             target = rows.setdefault(second(row["time"]), {"time": row["time"]})
             target |= {k: row[k] for k in IOSTAT_COLUMNS}
+            if device_class and row["device"] == device_class.get("block"):
+                target["class_util_pct"] = devices.utilisation(row, device_class["declared"])
     return [{"second": s} | rows[s] for s in sorted(rows)]
 
 

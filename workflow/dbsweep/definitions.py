@@ -95,6 +95,9 @@ DEFINITIONS = {
     "w_s": "iostat's writes/s of the device (w/s, in requests/s), mean over the measured seconds and repetitions",
     "aqu_sz": "iostat's average queue size of the device (requests), mean over the measured seconds",
     "util_pct": "iostat's %util of the device (share of time busy, %), mean over the measured seconds",
+    "class_util_pct": "the device class's utilisation (%): in each second, the largest share of one of the "
+                      "class's caps that the capped device's rates reached (reads/s, writes and flushes/s, "
+                      "bytes/s), mean over the measured seconds; empty without a class",
     "saturation": "the cell's lat_mean_ms divided by that at its group's smallest thread count (no unit)",
     # efficiency
     "hit_ratio": "the share of page reads served from memory (0..1)",

@@ -141,6 +141,26 @@ def on_cell(fs: dict, values: dict, classes: dict) -> dict:
     return out | {"device_class": {"name": str(name)} | classes[str(name)]}
 
 
+def utilisation(row: dict, caps: dict) -> float | None:
+    """The class's utilisation in one second of iostat's rows of its device (%): the largest share of a
+    cap that the device's rates reached. Writes count with their flushes against write_iops (the throttle
+    counts an fsync's empty flush as a write IO, which iostat counts apart, f/s); iostat's kB are 1,024
+    bytes. iostat's own %util cannot say this: a throttled IO waits above the device, and only the loop
+    device's service counts as busy. None without a cap."""
+    rates = {"read_iops": row["r_s"], "write_iops": row["w_s"] + row.get("f_s", 0.0),
+             "read_bps": row["rkb_s"] * 1024, "write_bps": row["wkb_s"] * 1024}
+    shares = [rates[key] / cap for key, cap in caps.items() if key in rates and cap]
+    return round(100 * max(shares), 2) if shares else None
+
+
+def mean_utilisation(system: list[dict], seconds: int) -> float | None:
+    """The mean of the class's per-second utilisation over the measured seconds (1 to seconds) of the
+    system rows; None when no second of them has one (the capped device was not sampled)."""
+    values = [row["class_util_pct"] for row in system
+              if 1 <= row["second"] <= seconds and row.get("class_util_pct") is not None]
+    return round(sum(values) / len(values), 2) if values else None
+
+
 def without_class(fs: dict) -> dict:
     """A filesystem declaration without its device class: a cap shapes the run, never the prepared image."""
     return {key: value for key, value in fs.items() if key != "device_class"}

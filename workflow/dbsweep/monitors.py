@@ -15,7 +15,7 @@ from pathlib import Path
 ENV = {"TZ": "UTC", "S_TIME_FORMAT": "ISO", "LC_ALL": "C"}
 STOP_TIMEOUT_S = 5
 VMSTAT_KEYS = ("r", "b", "free", "buff", "cache", "si", "so", "bi", "bo", "in", "cs", "us", "sy", "id", "wa", "st")
-IOSTAT_KEYS = {"r_s": "r/s", "w_s": "w/s", "rkb_s": "rkB/s", "wkb_s": "wkB/s",
+IOSTAT_KEYS = {"r_s": "r/s", "w_s": "w/s", "f_s": "f/s", "rkb_s": "rkB/s", "wkb_s": "wkB/s",
                "r_await": "r_await", "w_await": "w_await", "aqu_sz": "aqu-sz", "util": "util"}
 
 

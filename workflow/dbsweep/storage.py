@@ -143,7 +143,7 @@ def throttled(dev: str, device_class: dict, active: Path):
     caps = {key: int(device_class[key]) for key in blkio.LIMITS if key in device_class}
     entry = register(active, {"throttle": number, "blkio": str(h.mount), "device": dev, "image": _backing(dev)})
     home = h.home()
-    facts = {"name": device_class["name"], "device": number, "declared": caps,
+    facts = {"name": device_class["name"], "device": number, "block": Path(dev).name, "declared": caps,
              "blkio_cgroup": "/" + str(home.relative_to(h.mount)).removeprefix(".")}
     try:
         if home != h.mount:
