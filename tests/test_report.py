@@ -12,41 +12,13 @@ from pathlib import Path
 import pytest
 from docutils.core import publish_parts
 
-from chromium import Chromium
 from conftest import ROOT, tiny_study
+from page_check import HEIGHT, LAPTOP, PHONE, page_layout
 
 sys.path.insert(0, str(ROOT / "workflow"))
 from dbsweep import answer, definitions, manifest, markdown, summary  # noqa: E402
 
 BAD = "filesystem~tmpfs/threads~1/workload~fio-rr"
-LAPTOP, PHONE, HEIGHT = 1366, 390, 1600
-
-
-# The page as laid out: the viewport's width, the page's (wider when something runs off it), the right
-# edge of every table's box (its scrolling box when it has one) and of every image's figure, with the
-# image's natural width (0 when it did not load); whether each image links to itself, the scale it is
-# drawn at; the answer section's top and text.
-LAYOUT = """({viewport: window.innerWidth, page: document.documentElement.scrollWidth,
-  tables: [...document.querySelectorAll('table')].map(t => Math.ceil((t.closest('.scroll') || t)
-          .getBoundingClientRect().right)),
-  images: [...document.images].map(i => [i.getAttribute('src'), i.naturalWidth,
-                                         Math.ceil((i.closest('figure') || i).getBoundingClientRect().right)]),
-  linked: [...document.images].map(i => i.closest('a')
-                                         && i.closest('a').getAttribute('href') === i.getAttribute('src')),
-  scale: [...document.images].map(i => i.getBoundingClientRect().width / (i.naturalWidth || 1)),
-  answer: (a => a ? {top: a.getBoundingClientRect().top, text: a.innerText} : null)(
-    document.getElementById('answer'))})"""
-
-
-def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
-    """The page as headless Chromium lays it out at `width` px; a screenshot of its first screen."""
-    with Chromium() as browser:
-        browser.open(page.as_uri(), width, HEIGHT)
-        if screenshot:
-            browser.screenshot(screenshot)
-        return browser.evaluate(LAYOUT)
-
-
 def png_facts(path: Path) -> tuple[int, int, int]:
     """Width, height and the number of distinct byte values of the decompressed image data."""
     data = path.read_bytes()
@@ -312,6 +284,7 @@ def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):
 # --- every shape of study gets an answer with numbers (synthetic tables through the real functions) ---
 
 STORAGE_AXES = ["filesystem", "threads", "workload"]
+DB_AXES = ["engine", "memory", "filesystem", "threads", "workload"]
 CELL_STATS_HEADER = "filesystem,threads,workload,metric,reps,seconds,median,ci_low,ci_high,rep_sd\n"
 
 
@@ -587,6 +560,55 @@ def test_an_insert_benchmark_study_answers_with_each_phase_s_rates(tmp_path):
     assert queries[1].startswith("qr phase, engine=postgresql: 2,000 queries/s; 2.00 [") and queries[1].endswith(
         "of the baseline's, higher")
     assert not any("load phase" in line and "queries/s" in line for line in lines)
+
+
+def test_a_ratio_without_interval_or_verdict_says_why_rather_than_no_verdict(tmp_path):
+    """An insert-benchmark study of one repetition per engine (the shape of a real run's table): the
+    ratio to the baseline has no interval and no verdict, and the answer says it ran once."""
+    (tmp_path / "insert_benchmark.csv").write_text(
+        "phase,metric,engine,reps,target_inserts_s,value,configuration,baseline,relative,ratio_low,ratio_high,"
+        "verdict,test,short_of_target\n"
+        "load,inserts_s,innodb,1,,8126.5,engine=innodb,TRUE,1,,,,,FALSE\n"
+        "load,inserts_s,postgresql,1,,26545.6,engine=postgresql,FALSE,3.2665,,,,,FALSE\n"
+        "qr,queries_s,postgresql,2,,3395,engine=postgresql,FALSE,1.19,,,,,FALSE\n")
+    lines = answer.insert_phases(tmp_path / "insert_benchmark.csv", ["engine"]).lines
+    assert lines[1] == ("load phase, engine=postgresql: 26,546 inserted rows/s; 3.27 of the baseline's "
+                        "(one repetition: no interval or verdict)")
+    assert lines[2].endswith("1.19 of the baseline's (no interval or verdict: too few values to test)")
+    assert not any("no verdict" in line.split("(")[0] for line in lines)
+
+
+OPENLOOP_HEADER = ("engine,memory,filesystem,threads,workload,rep,rate_percent,rate_calibrated_tps,rate,"
+                   "rate_achieved,achieved_pct,queue_max,queue_end,lat_p99_ms,lat_mean_ms,status\n")
+
+
+def test_an_open_loop_study_answers_first_with_each_cell_at_its_rate(tmp_path):
+    """openloop.csv as rule openloop writes it (one row per repetition): at threads 1 both repetitions kept
+    up (medians 104 achieved, p99 40 ms); at threads 2 one of two fell short. The page says so before the
+    throughput ratio, which for an open-loop study is the rate it was given."""
+    results = tmp_path / "results"
+    one_cell_tables(results / "tables")
+    (results / "tables" / "openloop.csv").write_text(
+        OPENLOOP_HEADER + "innodb,32M,tmpfs,1,oltp,1,50,206.63,103,103,100,2,1,30,10,kept up\n"
+        "innodb,32M,tmpfs,1,oltp,2,50,206.63,103,105,102,4,1,50,12,kept up\n"
+        "innodb,32M,tmpfs,2,oltp,1,50,206.63,103,96.6,93.8,900,850,15.8,4.14,short of its rate\n"
+        "innodb,32M,tmpfs,2,oltp,2,50,206.63,103,103,100,1,1,15.8,4.14,kept up\n")
+    section = answer.open_loop(results / "tables" / "openloop.csv", DB_AXES)
+    assert section.lines == [
+        "threads 1: target rate 103 transactions/s (50% of the calibrated 207); achieved 104 (101%), kept up; "
+        "latency from arrival (time in the queue included): p99 40.0 ms, mean 11.0 ms; longest queue 3 "
+        "(median of 2 repetitions)",
+        "threads 2: target rate 103 transactions/s (50% of the calibrated 207); achieved 99.8 (96.9%), short of "
+        "its rate in 1 of 2 repetitions; latency from arrival (time in the queue included): p99 15.8 ms, mean "
+        "4.14 ms; longest queue 450 (median of 2 repetitions)"]
+    assert answer.open_loop(results / "tables" / "missing.csv", DB_AXES) is None
+    study = summary.Study("open loop", "", {"engine": ["innodb"], "memory": ["32M"], "filesystem": ["tmpfs"],
+                                            "threads": ["1", "2"], "workload": ["oltp"]}, 2, 2, [])
+    page = summary.write(study, results, [], complete=True)["html"].read_text()
+    answer_html = page.split('id="answer"')[1]
+    assert answer_html.index("At each cell&#x27;s rate of arrivals") < answer_html.index("The one cell")
+    method = page.split('id="figures"')[1]
+    assert "<dt>latency from arrival</dt>" in method and "<dt>rate</dt>" in method
 
 
 def test_every_plot_a_rule_can_draw_has_a_definition_and_the_page_defines_those_it_shows(tmp_path):

@@ -157,6 +157,8 @@ DEFINITIONS = {
     "queue_max": "the client's longest queue of transactions waiting to start (a count)",
     "queue_end": "the client's queue at the run's end (a count)",
     "status": "whether the client kept up with its target rate (kept up, or short)",
+    "latency from arrival": "an open-loop transaction's latency counted from its arrival, its time in the "
+                            "client's queue included: the tool's p99 and mean over the run, in ms",
     # topology
     "lag_max_s": "the largest replica lag reported in the window, in s",
     "lag_end_s": "the largest replica lag at the window's last second, in s: a replica still behind at the "

@@ -126,6 +126,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "comparisons": compared,
         "recovery": answer.recovery(tables_dir / "recovery.csv", axes) if complete else [],
+        # what the answer says before the comparisons: an open-loop study's cells at their rate
+        "first": [s for s in [answer.open_loop(tables_dir / "openloop.csv", axes)] if s] if complete else [],
         "sections": shape_answers(tables_dir, study, compared) if complete else [],
         "noise": " ".join(filter(None, [
             answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"),
@@ -295,7 +297,9 @@ ANSWER_FIGURES = {"ratio": " ratio", "run-to-run noise": "Run-to-run noise",
                   "latency (median of per-second p95s)": "per-second p95s",
                   "the tool's own latency over the whole run": "the tool's own latency",
                   "side by side ratio": "side by side", "ms per execution": "ms per execution",
-                  "inserts_s": "inserted rows/s", "queries_s": " queries/s"}
+                  "inserts_s": "inserted rows/s", "queries_s": " queries/s",
+                  "rate": "target rate ", "rate_achieved": "achieved ", "queue_max": "longest queue",
+                  "latency from arrival": "latency from arrival"}
 
 
 def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
@@ -303,7 +307,7 @@ def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
     the columns of every table (axes and their values are not figures) and the answer's names."""
     said = " ".join([page.get("noise") or ""] + [f"{c.axis} {c.metric} ratio {' '.join(c.lines)}"
                                                   for c in page["comparisons"]]
-                    + [f"{x.title} {' '.join(x.lines)}" for x in page["sections"]])
+                    + [f"{x.title} {' '.join(x.lines)}" for x in page["first"] + page["sections"]])
     headers = [name for name, words in ANSWER_FIGURES.items() if words in said]
     for _, blocks in page["tables"]:
         for block in blocks:
@@ -422,11 +426,14 @@ RECOVERY_TITLE = "Through each timed event (results/tables/recovery.csv)"
 
 def _answer_html(page: dict, results: Path) -> str:
     e = html.escape
-    if not (page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["explore"]):
+    if not (page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["explore"]
+            or page["first"]):
         return ""
     out = ['<section class="answer" id="answer"><h2>Answer</h2>']
     if page["recovery"]:
         out.append(f"<h3>{RECOVERY_TITLE}</h3><ul>{''.join(f'<li>{e(line)}</li>' for line in page['recovery'])}</ul>")
+    for section in page["first"]:
+        out.append(f"<h3>{e(section.title)}</h3><ul>{''.join(f'<li>{e(line)}</li>' for line in section.lines)}</ul>")
     for c in page["comparisons"]:
         items = [f"<li>{e(line)}</li>" for line in c.lines]
         more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
@@ -602,10 +609,12 @@ def to_markdown(page: dict, results: Path) -> str:
             out += [m(line), ""]
     if _deviated(page):
         out += _delivered_md(page)
-    if page["comparisons"] or page["recovery"] or page["sections"] or page["headline"]:
+    if page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["first"]:
         out += ["## Answer", ""]
         if page["recovery"]:
             out += [f"### {RECOVERY_TITLE}", ""] + [f"- {m(line)}" for line in page["recovery"]] + [""]
+        for section in page["first"]:
+            out += [f"### {m(section.title)}", ""] + [f"- {m(line)}" for line in section.lines] + [""]
         for c in page["comparisons"]:
             out += [f"### {m(c.axis)} against {m(c.baseline)} ({m(c.metric)}, ratio [95% CI], verdict)", ""]
             out += [f"- {m(line)}" for line in c.lines] + [""]
