@@ -13,7 +13,7 @@ import pytest
 from docutils.core import publish_parts
 
 from conftest import ROOT, tiny_study
-from page_check import HEIGHT, LAPTOP, PHONE, page_layout
+from page_check import HEIGHT, LAPTOP, PHONE, check_page, page_layout
 
 sys.path.insert(0, str(ROOT / "workflow"))
 from dbsweep import answer, definitions, manifest, markdown, summary  # noqa: E402
@@ -609,6 +609,29 @@ def test_an_open_loop_study_answers_first_with_each_cell_at_its_rate(tmp_path):
     assert answer_html.index("At each cell&#x27;s rate of arrivals") < answer_html.index("The one cell")
     method = page.split('id="figures"')[1]
     assert "<dt>latency from arrival</dt>" in method and "<dt>rate</dt>" in method
+
+
+def test_the_shapes_page_check_fails_on_a_page_that_does_not_answer(tmp_path):
+    """check_page (tests/page_check.py, which the workflow tests run on their studies' pages) passes a
+    page that answers and fails each defect it guards: the answer below the first screen, a false
+    sentence, an image that does not load or is not linked to its full size, a table that runs off."""
+    write_png(tmp_path / "plot.png", 300, 200)  # narrower than a phone: drawn at its natural size
+    answer_html = '<section id="answer"><h2>Answer</h2><p>ext4 / tmpfs: 0.182 [0.162, 0.304], lower</p>'
+    good = answer_html + '<a href="plot.png"><img src="plot.png"></a></section>'
+    pages = {"good": good, "below the first screen": '<div style="height:900px"></div>' + good,
+             "a false sentence": good + "<p>No axis with two values or more to compare</p>",
+             "no verdict": good.replace("lower", "no verdict"),
+             "an image not loaded": good.replace('src="plot.png"', 'src="missing.png"'),
+             "an image not linked": answer_html + '<img src="plot.png"></section>',
+             "a table cut off": good + '<table><tr><td style="min-width:2000px">x</td></tr></table>'}
+    for name, body in pages.items():
+        page = tmp_path / f"{name}.html"
+        page.write_text(f'<!doctype html><meta name="viewport" content="width=device-width">{body}')
+        if name == "good":
+            check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name)
+        else:
+            with pytest.raises(AssertionError):
+                check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name)
 
 
 def test_every_plot_a_rule_can_draw_has_a_definition_and_the_page_defines_those_it_shows(tmp_path):
