@@ -634,6 +634,65 @@ def test_the_shapes_page_check_fails_on_a_page_that_does_not_answer(tmp_path):
                 check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name)
 
 
+TOPOLOGY_RULES = r"""
+source("workflow/R/library.R", chdir = TRUE)
+fixture <- function(name) file.path("tests/fixtures/topology_tables", name)
+args <- commandArgs(TRUE)
+tables <- args[1]
+plots <- args[2]
+axes <- c("engine", "memory", "filesystem", "threads", "workload", "topology", "proxy", "events")
+rule_topology(list(summary = fixture("summary.csv.gz"), counters = fixture("counters.csv.gz"),
+                   events = fixture("events.csv.gz"), provenance = fixture("provenance.json"),
+                   samples = fixture("samples.csv.gz")),
+              list(table_csv = file.path(tables, "topology.csv"), table_md = file.path(tables, "topology.md"),
+                   replication = file.path(plots, "replication.png")),
+              list(axes = axes), log = file.path(tables, "topology.log"))
+rule_recovery(list(recovery = fixture("recovery.csv.gz"), provenance = fixture("provenance.json")),
+              list(table_csv = file.path(tables, "recovery.csv"), table_md = file.path(tables, "recovery.md")),
+              list(axes = axes), log = file.path(tables, "recovery.log"))
+"""
+
+
+def test_a_topology_study_s_page_answers_with_each_event_s_recovery_in_its_first_screen(tmp_path):
+    """A topology study's page, from a real topology study's tables (tests/fixtures/topology_tables: a
+    semi-sync replica cut off, a Galera member killed) through the real R rules (topology, recovery) and
+    rule summary's writer, checked in Chromium at 1366 and 390 px. No study is run for it: the workflow
+    test of topologies (test_topology_run.py) stops at the topology table and plot."""
+    import shutil
+    import subprocess
+    results = tmp_path / "results"
+    tables, plots = results / "tables", results / "plots"
+    tables.mkdir(parents=True)
+    plots.mkdir()
+    done = subprocess.run(["Rscript", "-e", TOPOLOGY_RULES, str(tables), str(plots)], cwd=ROOT,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shutil.copy(ROOT / "tests/fixtures/topology_tables/provenance.json", tables)
+    # the links' round trips a busy host delivered (as a real run of test_topology_run.py's study had them):
+    # settings that ran otherwise come before the answer, folded, so that the answer stays in the first screen
+    head = "engine,memory,filesystem,threads,workload,topology,proxy,events,rep,host,kind,key,declared,delivered,"
+    cell = {"semisync": "innodb,64M,ext4,4,rw,semisync,first,outage,1,vm,", "galera3":
+            "innodb,64M,ext4,4,rw,galera3,first,loss,1,vm,"}
+    write_gz(tables / "delivered.csv.gz", head + "source,tolerance,verdict\n" + "".join(
+        f"{cell[t]}link,{link} round trip ms (window {moment}),2,{ms},ping,±1 ms,deviated\n"
+        for t, link, moment, ms in [("semisync", "primary-replica1", "start", 10.2),
+                                    ("semisync", "primary-replica1", "end", 4.87),
+                                    ("galera3", "node1-node2", "start", 3.69), ("galera3", "node1-node3", "end", 3.73)])
+        + f"{cell['semisync']}filesystem,type,ext4,ext4,/proc/self/mounts,exact,equal\n")
+    matrix = {"engine": ["innodb"], "memory": ["64M"], "filesystem": ["ext4"], "threads": ["4"], "workload": ["rw"],
+              "topology": ["semisync", "galera3"], "proxy": ["first"], "events": ["outage", "loss"]}
+    study = summary.Study("topology", "What does a replica cut off, or a member killed, cost?", matrix, 2, 1, [])
+    page = summary.write(study, results, [tables / "topology.md", tables / "recovery.md",
+                                          plots / "replication.png"], complete=True)["html"]
+    check_page(page, r"^Answer Through each timed event .*cut link primary-replica1 at 3 s for 4 s: 743 tps "
+               r"before; .*replicas not caught up by the window's end: 6,600 transactions behind", "a topology")
+    text = page.read_text()
+    assert "4 setting(s) ran otherwise than declared" in text.split('id="answer"')[0]
+    assert "<summary>The 4 settings that ran otherwise" in text and "declared 2, delivered 10.2" in text
+    assert '<a href="plots/replication.png"><img src="plots/replication.png"' in text
+    assert "<dt>replication</dt><dd>per second: the client&#x27;s transactions/s and latency" in text
+
+
 def test_every_plot_a_rule_can_draw_has_a_definition_and_the_page_defines_those_it_shows(tmp_path):
     smk = (ROOT / "workflow" / "rules" / "analyse.smk").read_text()
     names = set(re.findall(r'\{PLOTS\}/(\w+)\.png', smk))

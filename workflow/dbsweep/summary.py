@@ -459,20 +459,25 @@ def _deviated(page: dict) -> bool:
 
 
 def _delivered_html(page: dict, results: Path) -> str:
-    """Declared vs delivered (delivered.report): before the answer when a setting deviated, else after it."""
+    """Declared vs delivered (delivered.report): before the answer when a setting deviated, else after it.
+    Before it, the sentence that says so is shown and the settings are one tap away (a details element), so
+    that the answer still starts in the first screen of a phone."""
     report, e = page.get("delivered"), html.escape
     if report is None:
         return ""
     out = ['<section class="delivered" id="delivered"><h2>Declared vs delivered</h2>']
     out += [f'<p class="deviated">{e(line)}</p>' for line in report.lines]
+    table = results / "tables" / "delivered.csv.gz"
+    verified = (f'<p class="verified">{e(report.verified_line())} Every check: '
+                f'<a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p>')
     if report.deviations:
         items = [f"<li>{e(line)}</li>" for line in report.deviations]
-        more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
-                "</ul></details>") if len(items) > ANSWER_LINES else ""
-        out.append(f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
-    table = results / "tables" / "delivered.csv.gz"
-    out.append(f'<p class="verified">{e(report.verified_line())} Every check: '
-               f'<a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p></section>')
+        n = len(items)
+        out.append(f"<details><summary>The {n} setting{'s' if n != 1 else ''} that ran otherwise, and what was "
+                   f"verified</summary><ul>{''.join(items)}</ul>{verified}</details>")
+    else:
+        out.append(verified)
+    out.append("</section>")
     return "\n".join(out)
 
 
