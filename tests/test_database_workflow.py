@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from conftest import leftovers
+from page_check import check_page
 from dbsweep import storage
 from dbsweep.config import load
 from dbsweep.database import CREDENTIALS
@@ -257,6 +258,11 @@ def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, wor
     table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], float(r["rate_percent"]), int(r["rate"])) for r in table] == [
         ("1", 50.0, expected), ("2", 50.0, expected)]
+    # its page in Chromium answers first with each cell at its rate, before the throughput ratio (the rate)
+    check_page(study.path("results/index.html"), rf"^Answer At each cell's rate of arrivals .* threads 1: target "
+               rf"rate {expected:,} transactions/s \(50% of the calibrated [\d,.]+\); achieved [\d,.]+ \([\d.]+%\), "
+               r"(kept up|short of its rate in 1 of 1 repetition); latency from arrival .*: p99 [\d,.]+ ms",
+               "open loop")
     again = study.run("-n")
     assert "Nothing to be done" in again.stdout + again.stderr  # no second calibration, no run
     assert servers_in(workdir) == [] and leftovers(workdir) == []
