@@ -114,6 +114,19 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
         assert manifest["checksums"]["engine_status.end.txt"]
     for name in ("engine_memory.md", "efficiency.md"):
         assert study.path("results/tables", name).stat().st_size > 0
+    # each distinct statement's plan, asked for once before the window (ANALYZE where it changes nothing, else
+    # EXPLAIN), fingerprinted, and the page says which cells ran which plan
+    plans = {(r["engine"], r["query"]): r for r in rows(study.path("results/tables/plans.csv.gz"))}
+    statements = ["point_select", "simple_range", "sum_range", "order_range", "distinct_range", "index_update",
+                  "non_index_update", "delete", "insert"]
+    assert set(plans) == {(e, s) for e in ("innodb", "myrocks", "postgresql") for s in statements}
+    assert plans["innodb", "point_select"]["statement"] == "ANALYZE FORMAT=JSON"
+    assert plans["myrocks", "insert"]["statement"] == "EXPLAIN FORMAT=JSON"
+    assert plans["postgresql", "order_range"]["statement"] == "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
+    assert plans["postgresql", "delete"]["statement"] == "EXPLAIN (FORMAT JSON)"
+    assert all(len(r["fingerprint"]) == 12 and study.path("results", r["file"]).exists() for r in plans.values())
+    listed = study.path("results/index.html").read_text().split('id="statement-plans"')[1]
+    assert "point_select: " in listed and "engine postgresql" in listed.split("point_select: ")[1].split("</li>")[0]
     # The summary page shows every database table and plot (test_report.py renders one in Chromium).
     page = study.path("results/index.html").read_text()
     # (a plot listed in skipped_plots.csv is listed there with its reason, not shown)

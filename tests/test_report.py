@@ -693,6 +693,23 @@ def test_a_topology_study_s_page_answers_with_each_event_s_recovery_in_its_first
     assert "<dt>replication</dt><dd>per second: the client&#x27;s transactions/s and latency" in text
 
 
+def test_sysbench_statement_plans_say_which_cells_ran_which_plan(tmp_path):
+    """plans.csv.gz as aggregate writes it for a sysbench study (one row per statement and repetition): a
+    statement with one plan in both cells says so; one whose plan changed names each plan's cells."""
+    tables = tmp_path / "results" / "tables"
+    tables.mkdir(parents=True)
+    write_gz(tables / "plans.csv.gz", "engine,memory,rep,query,statement,fingerprint,seconds,file\n"
+             "innodb,32M,1,point_select,ANALYZE FORMAT=JSON,aaa,0.01,runs/a.json\n"
+             "innodb,64M,1,point_select,ANALYZE FORMAT=JSON,aaa,0.01,runs/b.json\n"
+             "innodb,32M,1,order_range,ANALYZE FORMAT=JSON,bbb,0.01,runs/c.json\n"
+             "innodb,64M,1,order_range,ANALYZE FORMAT=JSON,ccc,0.01,runs/d.json\n")
+    assert summary.statement_plans(tmp_path / "results", ["engine", "memory"]) == [
+        "point_select: one plan (aaa) in every one of the 2 cells", "order_range: 2 plans: bbb in memory 32M; "
+        "ccc in memory 64M"]
+    (tables / "query_timing.csv").write_text("name\n")  # a query study: its plans have their own section
+    assert summary.statement_plans(tmp_path / "results", ["engine", "memory"]) == []
+
+
 def test_every_plot_a_rule_can_draw_has_a_definition_and_the_page_defines_those_it_shows(tmp_path):
     smk = (ROOT / "workflow" / "rules" / "analyse.smk").read_text()
     names = set(re.findall(r'\{PLOTS\}/(\w+)\.png', smk))

@@ -15,6 +15,7 @@ and the report's front page.
 from __future__ import annotations
 
 import csv
+import gzip
 import html
 import json
 import os
@@ -379,6 +380,7 @@ def to_html(page: dict, results: Path) -> str:
         _answer_html(page, results),
         "" if _deviated(page) else _delivered_html(page, results),
         _query_plans_html(page, results),
+        _statement_plans_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
@@ -487,6 +489,49 @@ def _delivered_md(page: dict) -> list[str]:
         return []
     return (["## Declared vs delivered", ""] + [md_escape(line) for line in report.lines]
             + [f"- {md_escape(line)}" for line in report.deviations] + ["", md_escape(report.verified_line()), ""])
+
+
+def statement_plans(results: Path, axes: list[str]) -> list[str]:
+    """One line per statement a sysbench script ran whose plan was kept before each window (plans.csv.gz
+    without a query-timing table): one plan in every cell, or each plan with the cells that ran it, so a
+    reader sees whether a plan changed between cells."""
+    if (results / "tables" / "query_timing.csv").exists():
+        return []  # a query study's plans have their own section
+    path = results / "tables" / "plans.csv.gz"
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt", newline="") as f:
+        rows = list(csv.DictReader(f))
+    by_statement: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        cells = by_statement.setdefault(row["query"], {}).setdefault(row["fingerprint"], [])
+        cell = ", ".join(f"{a} {row[a]}" for a in axes if row.get(a) and len({r.get(a) for r in rows}) > 1)
+        if cell not in cells:
+            cells.append(cell)
+    lines = []
+    for statement, fingerprints in by_statement.items():
+        n = len({c for cells in fingerprints.values() for c in cells})
+        if len(fingerprints) == 1:
+            (fp,) = fingerprints
+            lines.append(f"{statement}: one plan ({fp}) in {'every one of the ' if n > 1 else 'the '}{n} "
+                         f"cell{'s' if n != 1 else ''}")
+        else:
+            lines.append(f"{statement}: {len(fingerprints)} plans: " + "; ".join(
+                f"{fp} in {', '.join(cells) or 'the cell'}" for fp, cells in fingerprints.items()))
+    return lines
+
+
+def _statement_plans_html(page: dict, results: Path) -> str:
+    e = html.escape
+    lines = statement_plans(results, list(page["study"].matrix)) if page["complete"] else []
+    if not lines:
+        return ""
+    table = results / "tables" / "plans.csv.gz"
+    return ('<section id="statement-plans"><h2>Statement plans</h2><p>The plan the server chose for each distinct '
+            "statement of the sysbench script, asked for once per repetition before its window (its timing "
+            "unchanged); a plan's fingerprint is a hash of its shape without costs, estimates and timings. "
+            f'Every plan\'s file: <a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p><ul>'
+            + "".join(f"<li>{e(line)}</li>" for line in lines) + "</ul></section>")
 
 
 def _query_plans_html(page: dict, results: Path) -> str:
