@@ -34,13 +34,16 @@ FALSE = [re.compile(p) for p in (
     r"= NA\b", r"NA \[", r"\[NA", r"no verdict")]
 
 
-def page_layout(page: Path, width: int, screenshot: Path | None = None) -> dict:
-    """The page as headless Chromium lays it out at `width` px; a screenshot of its first screen."""
-    with Chromium() as browser:
-        browser.open(page.as_uri(), width, HEIGHT)
-        if screenshot:
-            browser.screenshot(screenshot)
-        return browser.evaluate(LAYOUT)
+def page_layout(page: Path, width: int, screenshot: Path | None = None, browser: Chromium | None = None) -> dict:
+    """The page as headless Chromium lays it out at `width` px (in a new tab of `browser`, else of a Chromium
+    of its own); a screenshot of its first screen."""
+    if browser is None:
+        with Chromium() as own:
+            return page_layout(page, width, screenshot, own)
+    browser.open(page.as_uri(), width, HEIGHT)
+    if screenshot:
+        browser.screenshot(screenshot)
+    return browser.evaluate(LAYOUT)
 
 
 def false_sentences(text: str) -> list[str]:
@@ -48,14 +51,19 @@ def false_sentences(text: str) -> list[str]:
     return [line for line in text.splitlines() if any(p.search(line) for p in FALSE)]
 
 
-def check_page(page: Path, answer: str, shape: str, images: bool = True) -> dict[int, dict]:
+def check_page(page: Path, answer: str, shape: str, images: bool = True,
+               browser: Chromium | None = None) -> dict[int, dict]:
     """Assert what every shape's page must show at 1366 and 390 px: `answer` (a regular expression, with
     numbers) found in an Answer section that starts in the first screen; no false sentence anywhere on the
     page; nothing wider than the viewport (page, tables, figures); every image loaded, linked to itself
-    (its full size), and on a phone drawn at 80% of its size or more. Returns the layouts by width."""
+    (its full size), and on a phone drawn at 80% of its size or more. Returns the layouts by width. One
+    Chromium (`browser`, else its own) lays out both widths."""
+    if browser is None:
+        with Chromium() as own:
+            return check_page(page, answer, shape, images, own)
     layouts = {}
     for width in (LAPTOP, PHONE):
-        layout = page_layout(page, width)
+        layout = page_layout(page, width, browser=browser)
         where = f"{shape} at {width} px"
         assert layout["answer"], f"{where}: no Answer section"
         # its heading and first line (with numbers) within the first screen

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from docutils.core import publish_parts
 
+from chromium import Chromium
 from conftest import ROOT, tiny_study
 from page_check import HEIGHT, LAPTOP, PHONE, check_page, page_layout
 
@@ -624,14 +625,15 @@ def test_the_shapes_page_check_fails_on_a_page_that_does_not_answer(tmp_path):
              "an image not loaded": good.replace('src="plot.png"', 'src="missing.png"'),
              "an image not linked": answer_html + '<img src="plot.png"></section>',
              "a table cut off": good + '<table><tr><td style="min-width:2000px">x</td></tr></table>'}
-    for name, body in pages.items():
-        page = tmp_path / f"{name}.html"
-        page.write_text(f'<!doctype html><meta name="viewport" content="width=device-width">{body}')
-        if name == "good":
-            check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name)
-        else:
-            with pytest.raises(AssertionError):
-                check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name)
+    with Chromium() as browser:
+        for name, body in pages.items():
+            page = tmp_path / f"{name}.html"
+            page.write_text(f'<!doctype html><meta name="viewport" content="width=device-width">{body}')
+            if name == "good":
+                check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name, browser=browser)
+            else:
+                with pytest.raises(AssertionError):
+                    check_page(page, r"ext4 / tmpfs: [\d.]+ \[", name, browser=browser)
 
 
 TOPOLOGY_RULES = r"""
