@@ -15,6 +15,7 @@ import psutil
 import pytest
 
 from conftest import leftovers
+from page_check import check_page
 from dbsweep import storage
 from dbsweep.config import load
 from dbsweep.database import CREDENTIALS
@@ -113,6 +114,19 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
         assert manifest["checksums"]["engine_status.end.txt"]
     for name in ("engine_memory.md", "efficiency.md"):
         assert study.path("results/tables", name).stat().st_size > 0
+    # each distinct statement's plan, asked for once before the window (ANALYZE where it changes nothing, else
+    # EXPLAIN), fingerprinted, and the page says which cells ran which plan
+    plans = {(r["engine"], r["query"]): r for r in rows(study.path("results/tables/plans.csv.gz"))}
+    statements = ["point_select", "simple_range", "sum_range", "order_range", "distinct_range", "index_update",
+                  "non_index_update", "delete", "insert"]
+    assert set(plans) == {(e, s) for e in ("innodb", "myrocks", "postgresql") for s in statements}
+    assert plans["innodb", "point_select"]["statement"] == "ANALYZE FORMAT=JSON"
+    assert plans["myrocks", "insert"]["statement"] == "EXPLAIN FORMAT=JSON"
+    assert plans["postgresql", "order_range"]["statement"] == "EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON)"
+    assert plans["postgresql", "delete"]["statement"] == "EXPLAIN (FORMAT JSON)"
+    assert all(len(r["fingerprint"]) == 12 and study.path("results", r["file"]).exists() for r in plans.values())
+    listed = study.path("results/index.html").read_text().split('id="statement-plans"')[1]
+    assert "point_select: " in listed and "engine postgresql" in listed.split("point_select: ")[1].split("</li>")[0]
     # The summary page shows every database table and plot (test_report.py renders one in Chromium).
     page = study.path("results/index.html").read_text()
     # (a plot listed in skipped_plots.csv is listed there with its reason, not shown)
@@ -257,6 +271,11 @@ def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, wor
     table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], float(r["rate_percent"]), int(r["rate"])) for r in table] == [
         ("1", 50.0, expected), ("2", 50.0, expected)]
+    # its page in Chromium answers first with each cell at its rate, before the throughput ratio (the rate)
+    check_page(study.path("results/index.html"), rf"^Answer At each cell's rate of arrivals .* threads 1: target "
+               rf"rate {expected:,} transactions/s \(50% of the calibrated [\d,.]+\); achieved [\d,.]+ \([\d.]+%\), "
+               r"(kept up|short of its rate in 1 of 1 repetition); latency from arrival .*: p99 [\d,.]+ ms",
+               "open loop")
     again = study.run("-n")
     assert "Nothing to be done" in again.stdout + again.stderr  # no second calibration, no run
     assert servers_in(workdir) == [] and leftovers(workdir) == []

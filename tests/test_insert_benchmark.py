@@ -16,6 +16,7 @@ from dbsweep.config import load
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import insert_bench
 from conftest import leftovers
+from page_check import check_page
 from test_database_workflow import db_study, servers_in, workdir  # noqa: F401 - the fixture
 
 RATE = 50  # rows/s per client
@@ -105,6 +106,9 @@ def test_phases_on_innodb_and_postgresql(study_factory, workdir):  # noqa: F811
         assert float(pg["relative"]) == pytest.approx(float(pg["value"]) / float(innodb["value"]), rel=1e-6)
         assert float(pg["value"]) == pytest.approx(float(got["postgresql", phase]["queries_s"]), rel=1e-6)
     assert study.path("results/plots/insert_benchmark.png").stat().st_size > 1000
+    # its page in Chromium answers with each phase's rates against the baseline engine's
+    check_page(study.path("results/index.html"), r"qr phase, engine=postgresql: [\d,.]+ queries/s; [\d.]+ of the "
+               r"baseline's \(one repetition: no interval or verdict\)", "the insert benchmark")
 
 
 def test_options_are_checked_before_any_work():

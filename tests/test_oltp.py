@@ -645,3 +645,18 @@ def test_user_script_runs_on_mariadb_and_postgresql(study_factory, workdir):  # 
         for argv in json.loads(run.read_text())["commands"]:
             if argv[0] == "sysbench":
                 assert not [a for a in argv if a.startswith(("--tables", "--table_size", "--mysql-storage-engine"))]
+
+
+def test_the_statements_whose_plans_are_kept_are_those_the_script_runs():
+    """oltp_common.lua's statements each built-in script runs, without those its options turn off (a count of
+    0, range_selects off); none for a user's own script, whose statements are not known."""
+    from dbsweep.workloads import sysbench_oltp
+    assert list(sysbench_oltp.statements({"script": "oltp_read_write"})) == [
+        "point_select", "simple_range", "sum_range", "order_range", "distinct_range", "index_update",
+        "non_index_update", "delete", "insert"]
+    read_only = sysbench_oltp.statements({"script": "oltp_read_only", "range_size": 10, "sum_ranges": 0})
+    assert read_only["order_range"] == "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND 10 ORDER BY c"
+    assert "sum_range" not in read_only
+    assert list(sysbench_oltp.statements({"script": "oltp_read_only", "range_selects": "off"})) == ["point_select"]
+    assert sysbench_oltp.statements({"script": "/home/me/my.lua"}) == {}
+    assert sysbench_oltp.statements({"script": "select_random_points"}) == {}

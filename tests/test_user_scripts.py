@@ -4,6 +4,7 @@ import shutil
 
 import pytest
 from conftest import ROOT, tiny_study
+from page_check import check_page
 
 from dbsweep import user_scripts
 
@@ -44,6 +45,10 @@ def test_a_failing_script_names_itself_and_its_log(tmp_path):
 @pytest.mark.workflow
 def test_the_workflow_runs_the_studys_own_scripts(study_factory):
     config = tiny_study()
+    # only a user axis: fio's block size, the one axis that varies
+    config["axes"] = {"filesystem": ["ext4"], "threads": [1], "workload": ["fio-rr"], "bs": ["4k", "16k"]}
+    config["workloads"] = {"fio-rr": config["workloads"]["fio-rr"]}
+    config["workloads"]["fio-rr"]["options"]["bs"] = "{bs}"
     study = study_factory(config)
     shutil.copy(ROOT / "config" / "scripts" / "per_thread.R", study.path("per_thread.R"))
     study.path("iops_range.py").write_text(PYTHON_SCRIPT)
@@ -56,7 +61,7 @@ def test_the_workflow_runs_the_studys_own_scripts(study_factory):
         "tables": ["per_thread.csv"], "plots": ["per_thread.png"], "other": []}
     assert (r_out / "per_thread.png").read_bytes()[:4] == b"\x89PNG"
     lines = (r_out / "per_thread.csv").read_text().splitlines()
-    assert lines[0] == "filesystem,threads,workload,metric,median,per_thread" and len(lines) == 3
+    assert lines[0] == "filesystem,threads,workload,bs,metric,median,per_thread" and len(lines) == 3
     py_out = study.path("results/user/iops_range")
     assert json.loads((py_out / "outputs.json").read_text())["tables"] == ["iops_range.csv"]
     assert "iops_range: 2 cells" in study.path("results/logs/user/iops_range.log").read_text()
@@ -65,6 +70,9 @@ def test_the_workflow_runs_the_studys_own_scripts(study_factory):
     assert '<h2 id="user">Your own analysis</h2>' in page and 'id="user-per_thread"' in page
     assert '<a href="user/per_thread/per_thread.png"><img src="user/per_thread/per_thread.png"' in page
     assert "<th" in page.split('id="user-iops_range"')[1].split("</section>")[0], "its CSV as a table"
+    # only a user axis: its page in Chromium answers with that axis against its first value
+    check_page(study.path("results/index.html"), r"^Answer bs against 4k \(iops, ratio \[95% CI\], verdict\) "
+               r"16k / 4k: [\d.]+ \[[\d.]+, [\d.]+\], (higher|lower|within noise)", "only a user axis")
 
     # editing a script reruns only that script (and the page)
     study.path("iops_range.py").write_text(PYTHON_SCRIPT + "\n# edited\n")

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from conftest import leftovers, tiny_study
+from page_check import check_page
 
 pytestmark = pytest.mark.workflow  # every test here runs snakemake or a server
 
@@ -157,8 +158,11 @@ def test_tmpfs_and_dir_filesystems_and_the_report(study_factory, tmp_path):
     scratch = tmp_path / "scratch"
     scratch.mkdir()
     config = tiny_study()
-    config["axes"] = {"filesystem": ["tmpfs", f"dir:{scratch}"], "threads": [2], "workload": ["sb-rr"]}
-    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]  # tmpfs has no O_DIRECT
+    # one axis (filesystem), a storage write workload: random writes
+    config["axes"] = {"filesystem": ["tmpfs", f"dir:{scratch}"], "threads": [2], "workload": ["sb-wr"]}
+    config["workloads"] = {"sb-wr": config["workloads"]["sb-rr"]}
+    config["workloads"]["sb-wr"]["options"]["file-test-mode"] = "rndwr"
+    del config["workloads"]["sb-wr"]["options"]["file-extra-flags"]  # tmpfs has no O_DIRECT
     study = study_factory(config)
     study.run()
     facts = {}
@@ -169,6 +173,13 @@ def test_tmpfs_and_dir_filesystems_and_the_report(study_factory, tmp_path):
     assert facts[f"dir:{scratch}"]["type"] == "dir" and facts[f"dir:{scratch}"]["path"] == str(scratch)
     assert list(scratch.iterdir()) == [], "the run's folder under dir: is removed"
     assert len(rows(study.path("results/tables/summary.csv.gz"))) == 2
+    # its page in Chromium: the one axis against its first value, with numbers; the saturation table of a
+    # write workload has iostat's writes/s
+    check_page(study.path("results/index.html"), r"^Answer filesystem against tmpfs \(iops, ratio \[95% CI\], "
+               r"verdict\) dir:\S+ / tmpfs: [\d.]+ \[[\d.]+, [\d.]+\], (higher|lower|within noise)",
+               "one axis; a storage write workload")
+    saturation = study.path("results/index.html").read_text().split("<h3>saturation ")[1].split("<h3>")[0]
+    assert ">w_s</th>" in saturation
 
     study.run("--report", "results/report.html")
     report = study.path("results/report.html").read_text()

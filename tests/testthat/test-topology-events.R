@@ -31,8 +31,26 @@ test_that("the topology table has each cell's replication figures and the replic
   expected <- samples[topology == "semisync" & rep == 1L & !is.na(tps)]
   expect_equal(drawn[order(second)]$value, expected[order(second)]$tps)
   expect_equal(unique(drawn$node), "client")
+  # and its latency, each second's p95 as sysbench reported it, on the same seconds
+  expect_equal(metrics[2], "latency: each second's p95 (ms)")
+  drawn <- as.data.table(built$plot$data)[.metric == metrics[2] & topology == "semisync" & rep == 1L]
+  expected <- samples[topology == "semisync" & rep == 1L & !is.na(lat_pct_ms)]
+  expect_equal(drawn[order(second)]$value, expected[order(second)]$lat_pct_ms)
   spans <- built$plot$layers[[length(built$plot$layers)]]$data  # the event names
   expect_setequal(spans$label, c("cut link primary-replica1", "kill node2"))
+})
+
+test_that("the topology table's lag_end_s is the median over repetitions of the lag at the window's end", {
+  # oracle: a replica 2 s and 6 s behind at the end of two repetitions (median 4), caught up in a third cell
+  summary <- data.table(topology = c("semisync", "semisync", "async"), rep = c(1L, 2L, 1L), tps = 100,
+                        lat_p95_ms = 5, lag_max_s = c(9, 7, 1), lag_end_s = c(2, 6, 0), behind_max = 10,
+                        sync_off_s = 0, flow_paused_share = NA_real_, rtt_client_ms = 0.1, rtt_node_ms = 2)
+  table <- topology_table(summary, "topology")
+  expect_equal(table[topology == "semisync", lag_end_s], 4)
+  expect_equal(table[topology == "async", lag_end_s], 0)
+  expect_equal(names(table)[1:6], c("topology", "reps", "tps", "lat_p95_ms", "lag_max_s", "lag_end_s"))
+  # a summary aggregated before lag_end_s was a column: the table has none, and no error
+  expect_false("lag_end_s" %in% names(topology_table(summary[, !"lag_end_s"], "topology")))
 })
 
 test_that("event spans run from each action to its undo, and an action without an end is a mark", {

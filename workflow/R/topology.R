@@ -8,10 +8,11 @@
 # Snakemake: input summary, samples, counters, provenance, events; output
 # table_csv, table_md, replication; params axes; log.
 
-TOPOLOGY_COLUMNS <- c("lag_max_s", "behind_max", "sync_off_s", "unacked_tx",
+TOPOLOGY_COLUMNS <- c("lag_max_s", "lag_end_s", "behind_max", "sync_off_s", "unacked_tx",
                       "flow_paused_share", "rtt_client_ms", "rtt_node_ms")
-# Summaries aggregated before unacked_tx was counted (2026-11-27) have none.
-TOPOLOGY_REQUIRED <- setdiff(TOPOLOGY_COLUMNS, "unacked_tx")
+# Summaries aggregated before unacked_tx was counted (2026-11-27), or before lag_end_s was a summary
+# column, have none.
+TOPOLOGY_REQUIRED <- setdiff(TOPOLOGY_COLUMNS, c("unacked_tx", "lag_end_s"))
 # The per-second series collect derives in words every server family shares.
 TOPOLOGY_SERIES <- c(replication_lag_s = "replica lag (s)",
                      replication_behind = "behind the primary",
@@ -31,33 +32,36 @@ topology_table <- function(summary, axes) {
   dt[]
 }
 
-# The client's throughput, drawn on top of the replication series on the same
-# seconds (samples and counters share the run's clock).
-THROUGHPUT_SERIES <- c(tps = "throughput (transactions/s)")
+# The client's throughput and latency (sysbench's per-second p95, lat_pct_ms), drawn on top of the
+# replication series on the same seconds (samples and counters share the run's clock).
+CLIENT_SERIES <- c(tps = "throughput (transactions/s)", lat_pct_ms = "latency: each second's p95 (ms)")
 
 # The derived series of the topology's nodes, with .cell (the axes that vary)
 # and .line (node and repetition); with samples, the client's per-second tps
-# of the same repetitions first (node "client").
+# and latency of the same repetitions first (node "client"), each where the
+# samples have it.
 topology_series <- function(counters, axes, samples = NULL) {
   dt <- counters[name %in% names(TOPOLOGY_SERIES) & !is.na(node) & node != ""]
   if (nrow(dt) == 0) return(dt)
-  if (!is.null(samples) && "tps" %in% names(samples)) {
+  if (!is.null(samples)) {
     keys <- c(axes, "rep")
-    thr <- samples[unique(dt[, ..keys]), on = keys, nomatch = NULL][!is.na(tps)]
-    thr <- thr[, c(keys, "second", "tps"), with = FALSE]
-    setnames(thr, "tps", "value")
-    dt <- rbind(dt, thr[, `:=`(name = "tps", node = "client")], fill = TRUE)
+    mine <- samples[unique(dt[, ..keys]), on = keys, nomatch = NULL]
+    for (column in intersect(names(CLIENT_SERIES), names(mine))) {
+      client <- mine[!is.na(get(column)), c(keys, "second", column), with = FALSE]
+      setnames(client, column, "value")
+      dt <- rbind(dt, client[, `:=`(name = column, node = "client")], fill = TRUE)
+    }
   }
   vary <- varying_axes(dt, axes)
   dt[, .cell := cell_factor(dt, vary, width = 30)]
-  series <- c(THROUGHPUT_SERIES, TOPOLOGY_SERIES)
+  series <- c(CLIENT_SERIES, TOPOLOGY_SERIES)
   dt[, .metric := factor(series[name], levels = series)]
   dt[, .line := interaction(node, rep, drop = TRUE)]
   dt[]
 }
 
 plot_replication <- function(counters, axes, caption, spans = data.table(), samples = NULL) {
-  title <- "Replication per second beside throughput: lag, distance, waiting, flow control"
+  title <- "Replication per second beside throughput and latency: lag, distance, waiting, flow control"
   dt <- topology_series(counters, axes, samples)
   if (nrow(dt) == 0) {
     return(empty_plot(title, "no replication counters in this study (no replicas or cluster)", caption))
@@ -93,6 +97,7 @@ rule_topology <- function(input, output, params, log = snakemake_log()) {
   preamble <- c("# Topologies: replication figures per cell",
                 "",
                 paste("Medians over repetitions. lag_max_s: the largest lag a replica reported;",
+                      "lag_end_s: the largest lag at the window's last second (a replica still behind then);",
                       "behind_max: the most transactions (MariaDB) or WAL bytes (PostgreSQL) a replica",
                       "was behind the primary; sync_off_s: seconds the primary did not wait for a",
                       "replica (semi-sync fallen back to async); unacked_tx: commits no replica",

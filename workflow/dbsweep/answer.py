@@ -218,6 +218,49 @@ def queries(query_timing_csv: Path, axes: list[str]) -> Section | None:
     return Section("Time per execution of the query (median; ratio to the baseline [95% CI], verdict)", lines)
 
 
+def open_loop(openloop_csv: Path, axes: list[str]) -> Section | None:
+    """An open-loop study (a rate of arrivals) answers first with what each cell did at its rate: the
+    target (and the share of the calibrated capacity it is), the rate achieved and whether the client kept
+    up, and the latency that includes the time in the client's queue (openloop.csv, rule openloop: one
+    row per repetition; medians over them). Its throughput is the rate it was given, so a throughput
+    ratio alone does not answer it."""
+    rows = read_csv(openloop_csv)
+    if not rows:
+        return None
+    by_cell: dict[tuple, list[dict]] = {}
+    for row in rows:
+        by_cell.setdefault(tuple(_axis_value(row.get(a)) for a in axes), []).append(row)
+    vary = _varying(list(by_cell), axes)
+    lines = []
+    for key, reps in list(by_cell.items())[:ANSWER_CELLS]:
+        def median(column: str, reps=reps) -> str:
+            return _median_text(reps, column)
+
+        target = f"target rate {count(median('rate'))} transactions/s"
+        if median("rate_percent"):
+            target += f" ({count(median('rate_percent'))}% of the calibrated {number(median('rate_calibrated_tps'))})"
+        short = sum(r.get("status", "").startswith("short") for r in reps)
+        kept = (f"short of its rate in {short} of {len(reps)} repetition{'s' if len(reps) != 1 else ''}"
+                if short else "kept up")
+        figures = [target, f"achieved {number(median('rate_achieved'))} ({count(median('achieved_pct'))}%), {kept}"]
+        latency = [f"{name} {number(median(column))} ms" for column, name in (("lat_p99_ms", "p99"),
+                                                                               ("lat_mean_ms", "mean"))
+                   if median(column)]
+        if latency:
+            figures.append("latency from arrival (time in the queue included): " + ", ".join(latency))
+        if median("queue_max"):
+            figures.append(f"longest queue {count(median('queue_max'))}")
+        lines.append(f"{_label(key, axes, vary)}: {'; '.join(figures)} (median of {len(reps)} "
+                     f"repetition{'s' if len(reps) != 1 else ''})")
+    return Section("At each cell's rate of arrivals (open loop; results/tables/openloop.csv)", lines)
+
+
+def _median_text(rows: list[dict], column: str) -> str:
+    """The median of a column's numbers over rows, as text ("" when none has one)."""
+    values = [x for x in (_float(r.get(column)) for r in rows) if x is not None]
+    return str(statistics.median(values)) if values else ""
+
+
 # The insert benchmark's rates (insert_benchmark.csv, rule insert_benchmark) the answer states, per phase.
 INSERT_RATES = {"inserts_s": "inserted rows/s", "queries_s": "queries/s"}
 
@@ -247,9 +290,19 @@ def _against_baseline(row: dict) -> str:
         return ""
     if row.get("baseline") == "TRUE" or (relative == 1 and _float(row.get("ratio_low")) is None):
         return " (the baseline)"
+    if _float(row.get("ratio_low")) is None and not row.get("verdict"):
+        return f"; {number(row['relative'])} of the baseline's ({_why_no_verdict(row)})"
     ci = (f" [{number(row['ratio_low'])}, {number(row['ratio_high'])}]"
           if _float(row.get("ratio_low")) is not None else "")
     return f"; {number(row['relative'])}{ci} of the baseline's, {row.get('verdict') or 'no verdict'}"
+
+
+def _why_no_verdict(row: dict) -> str:
+    """Why a ratio to the baseline has neither interval nor verdict: the test needs two values or more on
+    each side, and a configuration that ran once has one (insert_benchmark.csv's reps)."""
+    if row.get("reps") == "1":
+        return "one repetition: no interval or verdict"
+    return "no interval or verdict: too few values to test"
 
 
 def _by_cell(rows: list[dict], axes: list[str]) -> dict[tuple, dict[str, dict]]:

@@ -160,8 +160,12 @@ DEFINITIONS = {
     "queue_max": "the client's longest queue of transactions waiting to start (a count)",
     "queue_end": "the client's queue at the run's end (a count)",
     "status": "whether the client kept up with its target rate (kept up, or short)",
+    "latency from arrival": "an open-loop transaction's latency counted from its arrival, its time in the "
+                            "client's queue included: the tool's p99 and mean over the run, in ms",
     # topology
     "lag_max_s": "the largest replica lag reported in the window, in s",
+    "lag_end_s": "the largest replica lag at the window's last second, in s: a replica still behind at the "
+                 "window's end (0: none reported a lag then)",
     "behind_max": "the most transactions a replica was behind the primary (a count)",
     "sync_off_s": "seconds of the window the primary did not wait for a replica (semi-sync off), in s",
     "unacked_tx": "commits no replica acknowledged (a count)",
@@ -204,7 +208,8 @@ PLOTS = {
     "query_timing": "the median time per execution (ms) and counter deltas per execution of each configuration",
     "openloop_p99": "the 99th percentile latency of each second (ms), time in the client's queue included",
     "openloop_queue": "the client's queue of transactions waiting to start, each second (a count)",
-    "replication": "per second: the client's transactions/s on top, then per node: replica lag (s), "
+    "replication": "per second: the client's transactions/s and latency (each second's p95, ms) on top, then per "
+                   "node: replica lag (s), "
                    "transactions behind the primary (a count), whether "
                    "the primary waited for a replica (1/0), Galera's flow-control pause (share of the second)",
 }

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 
 FINGERPRINT_LENGTH = 12  # hex digits of the shape's sha256: short enough for a table column
 FIGURE = re.compile(
@@ -52,3 +53,16 @@ def fingerprint(text: str) -> str:
     the sha256 of its shape (keys sorted, so that only order within lists counts: join order, child plans)."""
     canonical = json.dumps(shape(json.loads(text)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_LENGTH]
+
+
+COLUMNS = ["query", "statement", "fingerprint", "seconds", "file"]  # a workload's plans table (plans.csv.gz)
+
+
+def table_row(rawdir: Path, query: str, statement: str, seconds: float, file: str) -> dict:
+    """A row of the plans table: the query (or statement) it is the plan of, the statement that asked for it
+    (ANALYZE or EXPLAIN), its fingerprint, the seconds it took and its file, relative to the results folder
+    (runs/<cell>/...) when it lies in one, else to the raw folder."""
+    path = Path(rawdir) / file
+    runs = [i for i, part in enumerate(path.parts) if part == "runs"]
+    return {"query": query, "statement": statement, "fingerprint": fingerprint(path.read_text()),
+            "seconds": seconds, "file": str(Path(*path.parts[runs[-1]:])) if runs else file}

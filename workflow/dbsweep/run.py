@@ -417,6 +417,8 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
             progress = Follow(raw / f"warmup.{tool.live_from}", tool.live, recipe.warmup_s, log, "warm-up")
             if run_tool(argv, scratch, raw / "warmup.stdout.txt", raw / "warmup.stderr.txt", progress, env) != 0:
                 refused(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}", db)
+    if tool.before_window is not None:  # outside the window, before a cold start drops what it read
+        tool.before_window(db, recipe.options, raw)
     if recipe.cold_start:
         stack.close("server")
         database.drop_caches()

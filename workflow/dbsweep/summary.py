@@ -15,6 +15,7 @@ and the report's front page.
 from __future__ import annotations
 
 import csv
+import gzip
 import html
 import json
 import os
@@ -126,6 +127,8 @@ def write(study: Study, results: Path, targets: list[Path], complete: bool, log:
         "written": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
         "comparisons": compared,
         "recovery": answer.recovery(tables_dir / "recovery.csv", axes) if complete else [],
+        # what the answer says before the comparisons: an open-loop study's cells at their rate
+        "first": [s for s in [answer.open_loop(tables_dir / "openloop.csv", axes)] if s] if complete else [],
         "sections": shape_answers(tables_dir, study, compared) if complete else [],
         "noise": " ".join(filter(None, [
             answer.noise_text(answer.noise(tables_dir / "comparisons.csv", tables_dir / "cell_stats.csv"),
@@ -295,7 +298,9 @@ ANSWER_FIGURES = {"ratio": " ratio", "run-to-run noise": "Run-to-run noise",
                   "latency (median of per-second p95s)": "per-second p95s",
                   "the tool's own latency over the whole run": "the tool's own latency",
                   "side by side ratio": "side by side", "ms per execution": "ms per execution",
-                  "inserts_s": "inserted rows/s", "queries_s": " queries/s"}
+                  "inserts_s": "inserted rows/s", "queries_s": " queries/s",
+                  "rate": "target rate ", "rate_achieved": "achieved ", "queue_max": "longest queue",
+                  "latency from arrival": "latency from arrival"}
 
 
 def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
@@ -303,7 +308,7 @@ def page_figures(page: dict, study: Study) -> list[tuple[str, str]]:
     the columns of every table (axes and their values are not figures) and the answer's names."""
     said = " ".join([page.get("noise") or ""] + [f"{c.axis} {c.metric} ratio {' '.join(c.lines)}"
                                                   for c in page["comparisons"]]
-                    + [f"{x.title} {' '.join(x.lines)}" for x in page["sections"]])
+                    + [f"{x.title} {' '.join(x.lines)}" for x in page["first"] + page["sections"]])
     headers = [name for name, words in ANSWER_FIGURES.items() if words in said]
     for _, blocks in page["tables"]:
         for block in blocks:
@@ -375,6 +380,7 @@ def to_html(page: dict, results: Path) -> str:
         _answer_html(page, results),
         "" if _deviated(page) else _delivered_html(page, results),
         _query_plans_html(page, results),
+        _statement_plans_html(page, results),
     ]
     if page["tables"]:
         parts.append('<h2 id="tables">Tables</h2>')
@@ -422,11 +428,14 @@ RECOVERY_TITLE = "Through each timed event (results/tables/recovery.csv)"
 
 def _answer_html(page: dict, results: Path) -> str:
     e = html.escape
-    if not (page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["explore"]):
+    if not (page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["explore"]
+            or page["first"]):
         return ""
     out = ['<section class="answer" id="answer"><h2>Answer</h2>']
     if page["recovery"]:
         out.append(f"<h3>{RECOVERY_TITLE}</h3><ul>{''.join(f'<li>{e(line)}</li>' for line in page['recovery'])}</ul>")
+    for section in page["first"]:
+        out.append(f"<h3>{e(section.title)}</h3><ul>{''.join(f'<li>{e(line)}</li>' for line in section.lines)}</ul>")
     for c in page["comparisons"]:
         items = [f"<li>{e(line)}</li>" for line in c.lines]
         more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
@@ -452,20 +461,25 @@ def _deviated(page: dict) -> bool:
 
 
 def _delivered_html(page: dict, results: Path) -> str:
-    """Declared vs delivered (delivered.report): before the answer when a setting deviated, else after it."""
+    """Declared vs delivered (delivered.report): before the answer when a setting deviated, else after it.
+    Before it, the sentence that says so is shown and the settings are one tap away (a details element), so
+    that the answer still starts in the first screen of a phone."""
     report, e = page.get("delivered"), html.escape
     if report is None:
         return ""
     out = ['<section class="delivered" id="delivered"><h2>Declared vs delivered</h2>']
     out += [f'<p class="deviated">{e(line)}</p>' for line in report.lines]
+    table = results / "tables" / "delivered.csv.gz"
+    verified = (f'<p class="verified">{e(report.verified_line())} Every check: '
+                f'<a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p>')
     if report.deviations:
         items = [f"<li>{e(line)}</li>" for line in report.deviations]
-        more = (f"<details><summary>{len(items) - ANSWER_LINES} more</summary><ul>{''.join(items[ANSWER_LINES:])}"
-                "</ul></details>") if len(items) > ANSWER_LINES else ""
-        out.append(f"<ul>{''.join(items[:ANSWER_LINES])}</ul>{more}")
-    table = results / "tables" / "delivered.csv.gz"
-    out.append(f'<p class="verified">{e(report.verified_line())} Every check: '
-               f'<a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p></section>')
+        n = len(items)
+        out.append(f"<details><summary>The {n} setting{'s' if n != 1 else ''} that ran otherwise, and what was "
+                   f"verified</summary><ul>{''.join(items)}</ul>{verified}</details>")
+    else:
+        out.append(verified)
+    out.append("</section>")
     return "\n".join(out)
 
 
@@ -475,6 +489,49 @@ def _delivered_md(page: dict) -> list[str]:
         return []
     return (["## Declared vs delivered", ""] + [md_escape(line) for line in report.lines]
             + [f"- {md_escape(line)}" for line in report.deviations] + ["", md_escape(report.verified_line()), ""])
+
+
+def statement_plans(results: Path, axes: list[str]) -> list[str]:
+    """One line per statement a sysbench script ran whose plan was kept before each window (plans.csv.gz
+    without a query-timing table): one plan in every cell, or each plan with the cells that ran it, so a
+    reader sees whether a plan changed between cells."""
+    if (results / "tables" / "query_timing.csv").exists():
+        return []  # a query study's plans have their own section
+    path = results / "tables" / "plans.csv.gz"
+    if not path.exists():
+        return []
+    with gzip.open(path, "rt", newline="") as f:
+        rows = list(csv.DictReader(f))
+    by_statement: dict[str, dict[str, list[str]]] = {}
+    for row in rows:
+        cells = by_statement.setdefault(row["query"], {}).setdefault(row["fingerprint"], [])
+        cell = ", ".join(f"{a} {row[a]}" for a in axes if row.get(a) and len({r.get(a) for r in rows}) > 1)
+        if cell not in cells:
+            cells.append(cell)
+    lines = []
+    for statement, fingerprints in by_statement.items():
+        n = len({c for cells in fingerprints.values() for c in cells})
+        if len(fingerprints) == 1:
+            (fp,) = fingerprints
+            lines.append(f"{statement}: one plan ({fp}) in {'every one of the ' if n > 1 else 'the '}{n} "
+                         f"cell{'s' if n != 1 else ''}")
+        else:
+            lines.append(f"{statement}: {len(fingerprints)} plans: " + "; ".join(
+                f"{fp} in {', '.join(cells) or 'the cell'}" for fp, cells in fingerprints.items()))
+    return lines
+
+
+def _statement_plans_html(page: dict, results: Path) -> str:
+    e = html.escape
+    lines = statement_plans(results, list(page["study"].matrix)) if page["complete"] else []
+    if not lines:
+        return ""
+    table = results / "tables" / "plans.csv.gz"
+    return ('<section id="statement-plans"><h2>Statement plans</h2><p>The plan the server chose for each distinct '
+            "statement of the sysbench script, asked for once per repetition before its window (its timing "
+            "unchanged); a plan's fingerprint is a hash of its shape without costs, estimates and timings. "
+            f'Every plan\'s file: <a href="{e(_rel(table, results))}">{e(table.name)}</a>.</p><ul>'
+            + "".join(f"<li>{e(line)}</li>" for line in lines) + "</ul></section>")
 
 
 def _query_plans_html(page: dict, results: Path) -> str:
@@ -602,10 +659,12 @@ def to_markdown(page: dict, results: Path) -> str:
             out += [m(line), ""]
     if _deviated(page):
         out += _delivered_md(page)
-    if page["comparisons"] or page["recovery"] or page["sections"] or page["headline"]:
+    if page["comparisons"] or page["recovery"] or page["sections"] or page["headline"] or page["first"]:
         out += ["## Answer", ""]
         if page["recovery"]:
             out += [f"### {RECOVERY_TITLE}", ""] + [f"- {m(line)}" for line in page["recovery"]] + [""]
+        for section in page["first"]:
+            out += [f"### {m(section.title)}", ""] + [f"- {m(line)}" for line in section.lines] + [""]
         for c in page["comparisons"]:
             out += [f"### {m(c.axis)} against {m(c.baseline)} ({m(c.metric)}, ratio [95% CI], verdict)", ""]
             out += [f"- {m(line)}" for line in c.lines] + [""]

@@ -89,6 +89,9 @@ class Workload:
     phases: Callable | None = None  # (options, threads, config_file) -> [(name, argv)]: runs in one window
     measure: Callable | None = None  # (run.Window): drives the server itself (no per-second counters)
     after_run: Callable | None = None  # (options, threads, config_file) -> (argv, raw file of its stdout)
+    # (db, options, raw): once against the running server, after any warm-up and before the measured window (a
+    # sysbench script's statements' plans), so that it changes no timing
+    before_window: Callable | None = None
     # (db, argv) -> a context of (argv, env): a command made to reach the running server, and the environment it
     # runs with (None: the caller's); what it needs (a password file) exists only within
     client: Callable = sysbench_client

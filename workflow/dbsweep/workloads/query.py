@@ -42,7 +42,7 @@ OPTION = re.compile(rf"[A-Za-z][A-Za-z0-9_-]*|{re.escape(SESSION)}.*")
 REPORTED = re.compile("|".join(f"^(?:{family.QUERY_COUNTERS})$" for family in engines.families()), re.I)
 EXECUTION_COLUMNS = ["execution", "name", "value"]
 PLANS = "plans"  # raw/plans/<query>.json
-PLAN_COLUMNS = ["query", "statement", "fingerprint", "seconds", "file"]
+PLAN_COLUMNS = plans.COLUMNS
 
 
 def check(options: dict, where: str) -> None:
@@ -238,16 +238,8 @@ def plan_rows(rawdir: Path, run) -> list[dict]:
     """The plans table: per plan the server gave (the plan passes), the query, the statement that asked for it,
     its fingerprint, the seconds it took and its file, relative to the results folder (runs/<cell>/...) when
     it lies in one."""
-    out = []
-    for p in _passes(rawdir):
-        if p["pass"] != "plan":
-            continue
-        path = Path(rawdir) / p["file"]
-        runs = [i for i, part in enumerate(path.parts) if part == "runs"]
-        out.append({"query": Path(p["file"]).stem, "statement": p["statement"],
-                    "fingerprint": plans.fingerprint(path.read_text()), "seconds": p["seconds"],
-                    "file": str(Path(*path.parts[runs[-1]:])) if runs else p["file"]})
-    return out
+    return [plans.table_row(rawdir, Path(p["file"]).stem, p["statement"], p["seconds"], p["file"])
+            for p in _passes(rawdir) if p["pass"] == "plan"]
 
 
 def version() -> str:

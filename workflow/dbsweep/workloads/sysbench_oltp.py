@@ -15,15 +15,18 @@ prints its errors there too) and stderr.txt, both saved by the caller.
 from __future__ import annotations
 
 import hashlib
+import json
 import math
 import re
 import subprocess
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
+from dbsweep import plans
 from dbsweep.errors import ConfigError
 from dbsweep.workloads import RUNS_COMMAND, SET_BY_DBSWEEP, check_names, check_rate, rate, sysbench_time
-from dbsweep.workloads.contract import DATABASE, Workload
+from dbsweep.workloads.contract import DATABASE, Table, Workload
 
 TOOL = "sysbench"
 PERCENTILE = 95
@@ -502,6 +505,78 @@ def percentiles(rawdir: Path, stdout: str = "stdout.txt") -> list[tuple[float, f
     return out
 
 
+# The statements of oltp_common.lua (sysbench 1.0), each with the option that counts it per transaction (0: not
+# run) and the built-in scripts that run it; the parameters are the first rows' (ids from 1, a range of
+# range_size), so that every cell asks for the plan of the same statement.
+STATEMENTS = {
+    "point_select": ("point_selects", "SELECT c FROM sbtest1 WHERE id=1"),
+    "simple_range": ("simple_ranges", "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND {range}"),
+    "sum_range": ("sum_ranges", "SELECT SUM(k) FROM sbtest1 WHERE id BETWEEN 1 AND {range}"),
+    "order_range": ("order_ranges", "SELECT c FROM sbtest1 WHERE id BETWEEN 1 AND {range} ORDER BY c"),
+    "distinct_range": ("distinct_ranges", "SELECT DISTINCT c FROM sbtest1 WHERE id BETWEEN 1 AND {range} ORDER BY c"),
+    "index_update": ("index_updates", "UPDATE sbtest1 SET k=k+1 WHERE id=1"),
+    "non_index_update": ("non_index_updates", "UPDATE sbtest1 SET c='dbsweep' WHERE id=1"),
+    "delete": ("delete_inserts", "DELETE FROM sbtest1 WHERE id=1"),
+    "insert": ("delete_inserts", "INSERT INTO sbtest1 (id, k, c, pad) VALUES (1, 1, 'dbsweep', 'dbsweep')"),
+}
+READS = ("point_select", "simple_range", "sum_range", "order_range", "distinct_range")
+WRITES = ("index_update", "non_index_update", "delete", "insert")
+SCRIPT_STATEMENTS = {"oltp_read_write": READS + WRITES, "oltp_read_only": READS, "oltp_write_only": WRITES,
+                     "oltp_point_select": ("point_select",), "oltp_update_index": ("index_update",),
+                     "oltp_update_non_index": ("non_index_update",), "oltp_delete": ("delete", "insert"),
+                     "oltp_insert": ("insert",)}
+PLANS = "plans"  # raw/plans/<statement>.json, and raw/plans.jsonl: how each was asked for
+
+
+def statements(options: dict) -> dict[str, str]:
+    """name -> SQL of the distinct statements a built-in script runs with these options; none for a user's
+    own script or select_random_* (their statements are not known here)."""
+    out = {}
+    for name in SCRIPT_STATEMENTS.get(str(options.get("script")), ()):
+        count, sql = STATEMENTS[name]
+        if options.get(count) in (0, "0"):
+            continue
+        if name.endswith("_range") and _bool(options.get("range_selects", True)) is False:
+            continue
+        out[name] = sql.format(range=int(options.get("range_size", 100)))
+    return out
+
+
+def explain(db, options: dict, raw: Path) -> None:
+    """Each distinct statement's plan, once, before the measured window (so its timing is unchanged), into
+    raw/plans/<statement>.json byte for byte as the server gave it (the family's explain: ANALYZE in a
+    read-only transaction rolled back, EXPLAIN for a statement that writes: nothing is changed). The plans
+    table fingerprints them, so a reader can check that the plans did not change between cells."""
+    wanted = statements(options)
+    if not wanted:
+        return
+    (raw / PLANS).mkdir(exist_ok=True)
+    entries = []
+    conn = db.family.connect(db.local)
+    try:
+        for name, sql in wanted.items():
+            t0 = time.perf_counter()
+            try:
+                statement, text = db.family.explain(conn, sql)
+            except Exception as e:  # noqa: BLE001 - the driver's own errors (PyMySQL, psycopg)
+                raise RuntimeError(f"plan of sysbench's {name} statement: {e}") from None
+            (raw / PLANS / f"{name}.json").write_bytes(text.encode())
+            entries.append({"query": name, "statement": statement, "seconds": time.perf_counter() - t0,
+                            "file": f"{PLANS}/{name}.json"})
+    finally:
+        conn.close()
+    (raw / f"{PLANS}.jsonl").write_text("".join(json.dumps(e) + "\n" for e in entries))
+
+
+def plan_rows(rawdir: Path, run) -> list[dict]:
+    """The plans table: one row per statement explained before the window (none when none was)."""
+    path = Path(rawdir) / f"{PLANS}.jsonl"
+    if not path.exists():
+        return []
+    return [plans.table_row(rawdir, e["query"], e["statement"], e["seconds"], e["file"])
+            for e in map(json.loads, path.read_text().splitlines())]
+
+
 def version() -> str:
     out = subprocess.run(["sysbench", "--version"], capture_output=True, text=True, check=True)
     return out.stdout.strip()
@@ -513,4 +588,5 @@ WORKLOAD = Workload(
     dataset_options=(*DATASET_DEFAULTS, ENGINE), settings=("dataset_options", "prepare_threads"),
     analyses=("statistics", "figures", "db_tables", "db_plots"),
     percentiles=percentiles, percentile_source="sysbench histogram", client=client,
-    sample_columns=("lat_max_ms", "wait_ms"), wait_report=wait_report)
+    sample_columns=("lat_max_ms", "wait_ms"), wait_report=wait_report,
+    before_window=explain, tables={"plans": Table(tuple(plans.COLUMNS), plan_rows)})
