@@ -128,7 +128,7 @@ def test_the_cpu_other_processes_use_in_a_window_is_measured_per_name_and_warned
 
 def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
     # --thread: fio's job is a thread of the one process this test kills and reaps. A forked job process
-    # outlived the SIGKILL of its parent (until its runtime), then stayed a zombie under this VM's PID 1.
+    # outlived the SIGKILL of its parent, orphaned (still there 48 minutes later, past its runtime).
     fio = subprocess.Popen(["fio", "--thread", "--name=beside", "--ioengine=null", "--rw=read", "--size=1M",
                             "--rate_iops=1", "--time_based", "--runtime=30"], cwd=tmp_path, stdout=subprocess.DEVNULL)
     try:
