@@ -25,7 +25,7 @@
    workflow is a copy of workflow/ taken at start (--live: workflow/ itself).
 
     .venv/bin/python bench/noop.py [--cells 1000] [--repeats 5]
-    .venv/bin/python bench/noop.py --smoke     # threads 1..2, 4 cells, one repeat: checks it still runs
+    .venv/bin/python bench/noop.py --smoke     # threads 1..2, 4 cells, 2 s windows, one repeat: checks it still runs
 """
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ from planning import derive, write_bare  # noqa: E402
 
 THREADS = list(range(1, 11))  # --smoke: 1..2
 NOTHING = "Nothing to be done"
-RUNTIME = 3
+RUNTIME = 3  # --smoke: 2
 
 
 # `snakemake --touch` as a Python one-liner with the touch executor's sleep of 0.1 s per job cut to 0.01 s:
@@ -62,14 +62,14 @@ def users(n: int) -> list[str]:
     return [f"u{i:05d}" for i in range(n)]
 
 
-def study(n_users: int, threads: list[int]) -> dict:
+def study(n_users: int, threads: list[int], runtime: int = RUNTIME) -> dict:
     return {
         "study": "noop",
         "repetitions": 1,
         "axes": {"filesystem": ["tmpfs"], "threads": threads, "user": users(n_users), "workload": ["fio-rr"]},
         "filesystems": {"tmpfs": {"type": "tmpfs", "size": "64M"}},
         "workloads": {"fio-rr": {"tool": "fio", "options": {"rw": "randread", "bs": "4k", "size": "1M",
-                                                            "runtime": RUNTIME}}},
+                                                            "runtime": runtime}}},
     }
 
 
@@ -134,11 +134,12 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--keep", action="store_true")
     ap.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy taken at start")
-    ap.add_argument("--smoke", action="store_true", help="threads 1..2, 4 cells, one repeat: does it still run")
+    ap.add_argument("--smoke", action="store_true",
+                    help="threads 1..2, 4 cells, 2 s windows, one repeat: does it still run")
     args = ap.parse_args()
-    threads = THREADS
+    threads, runtime = THREADS, RUNTIME
     if args.smoke:
-        threads, args.cells, args.repeats = [1, 2], 4, 1
+        threads, runtime, args.cells, args.repeats = [1, 2], 2, 4, 1
     if args.cells % len(threads):
         raise SystemExit(f"--cells: {args.cells} is not a multiple of {len(threads)}")
     tmp = tempdir("noop", args.keep)
@@ -151,22 +152,22 @@ def main() -> None:
     # 1. small real run
     small = tmp / "small"
     small.mkdir()
-    write_yaml(small / "study.yaml", study(1, threads))
-    bare_text, bare_scripts = derive(tmp, sf, environ, study(1, threads), cell_paths(1, threads))
+    write_yaml(small / "study.yaml", study(1, threads, runtime))
+    bare_text, bare_scripts = derive(tmp, sf, environ, study(1, threads, runtime), cell_paths(1, threads))
     # up to its collect jobs: the big tree copies cells, its own analysis is made once, in step 2
     wall, _ = run(snakemake_argv(small, *flags, "--until", "collect", snakefile=sf), small, environ,
                   tmp / "small-run.txt")
     runs = [json.loads(p.read_text()) for p in (small / "results" / "runs").rglob("rep~1/run.json")]
     in_job = [r["measure_end"] - r["measure_start"] for r in runs]
     print(f"small real run: {len(runs)} cells run and collected in {wall:.1f} s "
-          f"({wall / len(runs):.1f} s per cell; measured window {RUNTIME} s, fio ran {median(in_job):.1f} s)")
+          f"({wall / len(runs):.1f} s per cell; measured window {runtime} s, fio ran {median(in_job):.1f} s)")
     assert not leftovers(tmp), leftovers(tmp)
 
     # 2. completed big tree, finished by the real workflow
     n_users = args.cells // len(threads)
     big = tmp / "big"
     big.mkdir()
-    write_yaml(big / "study.yaml", study(n_users, threads))
+    write_yaml(big / "study.yaml", study(n_users, threads, runtime))
     t0 = time.perf_counter()
     build_tree(small, big, n_users, threads)
     copy_s = time.perf_counter() - t0

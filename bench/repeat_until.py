@@ -16,7 +16,7 @@ on this host, and what stopping on a quiet round does to the comparisons' false 
    with the same interval (the method before d393cf4).
 
     .venv/bin/python bench/repeat_until.py [--cells 4] [--seconds 3] [--target 10] [--most 8] [--trials 2000]
-    .venv/bin/python bench/repeat_until.py --smoke     # 2 cells of 2 s, at most 3 rounds; 50 trials
+    .venv/bin/python bench/repeat_until.py --smoke     # 2 cells of 2 s, at most 3 rounds; 10 trials
 """
 from __future__ import annotations
 
@@ -127,10 +127,10 @@ def main() -> None:
     ap.add_argument("--sim-cells", type=int, default=8)
     ap.add_argument("--noise", default="0.03,0.05,0.1", help="the simulated run-to-run noise(s), comma-separated")
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="2 cells of 2 s, at most 3 rounds; 50 trials")
+    ap.add_argument("--smoke", action="store_true", help="2 cells of 2 s, at most 3 rounds; 10 trials")
     args = ap.parse_args()
     if args.smoke:
-        args.cells, args.seconds, args.most, args.trials, args.target = 2, 2, 3, 50, 0.01
+        args.cells, args.seconds, args.most, args.trials, args.target = 2, 2, 3, 10, 0.01
     tmp = tempdir("repeat-until", args.keep)
     workflow = snapshot(tmp)
     use_pipeline_code(workflow)

@@ -127,8 +127,10 @@ def test_the_cpu_other_processes_use_in_a_window_is_measured_per_name_and_warned
 
 
 def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
-    fio = subprocess.Popen(["fio", "--name=beside", "--ioengine=null", "--rw=read", "--size=1M", "--rate_iops=1",
-                            "--time_based", "--runtime=30"], cwd=tmp_path, stdout=subprocess.DEVNULL)
+    # --thread: fio's job is a thread of the one process this test kills and reaps. A forked job process
+    # outlived the SIGKILL of its parent, orphaned (still there 48 minutes later, past its runtime).
+    fio = subprocess.Popen(["fio", "--thread", "--name=beside", "--ioengine=null", "--rw=read", "--size=1M",
+                            "--rate_iops=1", "--time_based", "--runtime=30"], cwd=tmp_path, stdout=subprocess.DEVNULL)
     try:
         found = disturbances.look(own=set)
         for _ in range(50):  # until fio is past its exec
@@ -140,9 +142,14 @@ def test_look_names_a_benchmark_tool_this_repetition_did_not_start(tmp_path):
         mine = disturbances.look(own=lambda: {fio.pid})
         # another session's fio on this shared host is foreign too: then only ours can be left out
         others = [p.pid for p in psutil.process_iter(["name"]) if p.info["name"] == "fio" and p.pid != fio.pid]
+        job_started = time.monotonic() + 30
+        while psutil.Process(fio.pid).num_threads() == 1 and time.monotonic() < job_started:
+            time.sleep(0.05)
+        children = psutil.Process(fio.pid).children(recursive=True)
     finally:
         fio.kill()
         fio.wait()
+    assert not children, "fio's job runs in a process of its own, which the kill above leaves behind"
     assert "fio" in found["settings"]["foreign_processes"] and "fio" in found["warnings"]["servers"]
     # (the other pytest worker's servers may be running: only fio is this test's)
     if not others:

@@ -40,8 +40,17 @@ plot_message <- function(p) {
   p$layers[[1]]$aes_params$label
 }
 
+# The default sweep drawn once, for the two tests that read it (drawing seven PNGs is most of a test's time).
+default_render <- local({
+  result <- NULL
+  function() {
+    if (is.null(result)) result <<- render_db(make_db_sweep())
+    result
+  }
+})
+
 test_that("the rule draws the seven plots and logs them", {
-  result <- render_db(make_db_sweep())
+  result <- default_render()
   expect_db_pngs(result$output)
   for (name in DB_PLOT_NAMES) expect_null(plot_message(result$plots[[name]]), label = name)
   log <- readLines(result$log)
@@ -52,7 +61,7 @@ test_that("the rule draws the seven plots and logs them", {
 })
 
 test_that("every axis names its unit, under the project's caption", {
-  plots <- render_db(make_db_sweep())$plots
+  plots <- default_render()$plots
   expect_equal(plots$tps_memory$labels$y, "transactions/s")
   expect_equal(plots$io_per_txn$labels$y, "KB per transaction")
   expect_equal(plots$cpu$labels$y, "CPU time (%)")
