@@ -23,7 +23,8 @@
 # DIR/etc is bound over /etc/slurm (Slurm's commands and the jobs find the cluster's slurm.conf without
 # SLURM_CONF; the host's config is untouched), DIR/etc/hosts over /etc/hosts (the hosts know each
 # other by name), and DIR/hosts/HOST over DIR/host: each slurmd's pid file, log and spool are at the
-# same path in slurm.conf and in a folder of its own on disk. munged's socket is
+# same path in slurm.conf and in a folder of its own on disk; DIR/hosts/HOST/run over /run/dbsweep: each
+# host's own measuring lock (dbsweep/runtime/lock.py), as on separate machines. munged's socket is
 # DIR/munge/munge.socket: a file, reachable from every namespace.
 #
 # `down` kills every process in the dbsw-* namespaces (daemons, jobs, anything `exec` started), which
@@ -122,6 +123,7 @@ hold() {
     hostname "$1" && mount --rbind /sys/fs/cgroup "$2/host" && mount -t sysfs sysfs /sys \
       && mount --move "$2/host" /sys/fs/cgroup && mount --bind "$2/etc" /etc/slurm \
       && mount --bind "$2/etc/hosts" /etc/hosts && mount --bind "$2/hosts/$1" "$2/host" \
+      && mkdir -p /run/dbsweep "$2/hosts/$1/run" && mount --bind "$2/hosts/$1/run" /run/dbsweep \
       && cd "$2" && echo $$ > "$2/hosts/$1/holder.pid" && exec sleep infinity' \
     holder "$host" "$dir" </dev/null >/dev/null 2>"$dir/hosts/$host/holder.err" &
 }

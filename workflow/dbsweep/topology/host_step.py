@@ -1,0 +1,83 @@
+"""One node of a placed topology on its own host (issue 34): what a Slurm job step runs there.
+
+    srun --overlap --nodes=1 --ntasks=1 --nodelist=HOST python -m dbsweep.topology.host_step
+    stdin: one JSON line {recipe, image, node: {name, role, index}, clients: [addresses], raw, active}
+
+On that host, as a repetition does on one host (runtime.owned): it holds the host's own measuring lock,
+sweeps what a dead run left there, and runs in a cgroup of its own with a guardian; it restores the
+cell's image on the host's own storage (a copy, loop device and mount under SCRATCH, in the host's
+mount namespace), starts the node's server listening on the host's address (its hostname's, on the
+network between the hosts; never a wildcard) and lets the clients' addresses in (the family's
+start_cluster for one node). Then it prints one JSON line, the node's facts (host, address, port,
+datadir, server pid, the benchmark user's login), and holds everything until its stdin closes or a
+signal stops it (scancel: SIGTERM), when it stops the server, unmounts and detaches, and returns.
+Every process it starts is in the job step (Slurm kills them with it) and in its cgroup.
+
+The login (user and password) goes to the coordinator on stdout: through srun's own channel, never on a
+command line, in a log or in a file. The node's server logs are kept in RAW/<node> (the submitting
+results tree, shared by the hosts).
+"""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+from pathlib import Path
+
+from dbsweep import database, engines, runtime, storage
+from dbsweep.recipe import Recipe
+from dbsweep.runtime.resources import Stack
+from dbsweep.runtime.signals import signals_raise
+from dbsweep.topology.nodes import NodeSpec
+
+# Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user.
+SCRATCH = Path(os.environ.get("DBSWEEP_HOST_SCRATCH", "/var/tmp/dbsweep-hosts"))
+
+
+def host_address() -> str:
+    """This host's address on the network between the hosts: what its own name resolves to."""
+    return socket.gethostbyname(socket.gethostname())
+
+
+def serve(spec: dict, log, stdin) -> None:
+    """Start spec's node on this host, print its facts on stdout, hold it until stdin closes."""
+    recipe = Recipe.from_dict(spec["recipe"])
+    node, host = spec["node"], socket.gethostname()
+    raw = Path(spec["raw"]) / node["name"]
+    raw.mkdir(parents=True, exist_ok=True)
+    active = Path(spec["active"]) / host  # this host's records: only its own runs are swept here
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    SCRATCH.chmod(0o755)
+    scratch = SCRATCH / f"{os.getpid()}-{node['name']}"
+    with signals_raise(), runtime.owned(f"node {node['name']} of {spec['raw']}", active, log):
+        with storage.scratch_files(scratch, runtime.active), Stack(log) as stack:
+            fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {node['name']}",
+                             storage.filesystem(recipe.filesystem, scratch, runtime.active, Path(spec["image"])))
+            node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"], address=host_address(),
+                                 port=database.free_port(), root=fs.path)
+            family = engines.family(recipe.engine)
+
+            def start(one: NodeSpec, options: dict) -> database.Database:
+                return stack.enter("server", f"{recipe.engine} {one.name}",
+                                   database.running(recipe, one.root, log, recipe.memory, keep=raw, node=one,
+                                                    node_options=options))
+
+            db = family.start_cluster(recipe.engine, None, {}, [node_spec], start, spec["clients"], log)[node["name"]]
+            facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
+                     "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
+                     "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
+            print(json.dumps(facts), flush=True)
+            stdin.read()  # until the coordinator closes it (or a signal stops the step)
+            log.write(f"node {node['name']} on {host}: stopping\n")
+
+
+def main() -> int:
+    log = sys.stderr
+    spec = json.loads(sys.stdin.readline())
+    serve(spec, log, sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The nodes of a placed topology started on their hosts, from the job's first host (issue 34).
+
+Inside the cell's Slurm job (one job over its hosts: placement.py), each node's server is started on
+its host by a job step (`srun --overlap --nodelist=HOST`) running topology/host_step.py; this module
+is the other end: it starts the step, hands it the node's spec on its stdin, waits for the node's facts,
+and on exit closes the step's stdin (the node stops, unmounts and detaches on its host) and waits for
+the step to end. A step that does not end in time is cancelled by Slurm (scancel of the step), so
+nothing of it is left on its host.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import socket
+import subprocess
+import sys
+import time
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from collections.abc import Iterator
+
+from dbsweep import engines, manifest
+from dbsweep.recipe import Recipe
+from dbsweep.runtime.signals import signals_raise
+from dbsweep.topology import placement
+from dbsweep.topology.cell import role
+from dbsweep.topology.host_step import host_address
+
+PACKAGE = Path(__file__).resolve().parents[2]  # workflow/: what the step imports dbsweep from
+READY_S = 300  # restore the image, start the server, let the clients in
+STOP_S = 120
+
+
+# What the client's host reads back from each node's server, over the network between the hosts: where it
+# runs (the family's variables: MariaDB's hostname, datadir, port; PostgreSQL's data_directory, port).
+IDENTITY = ("hostname", "datadir", "data_directory", "port")
+
+
+@contextmanager
+def placed_nodes(recipe: Recipe, image: Path, raw: Path, active: Path, log) -> Iterator[dict[str, dict]]:
+    """Every node of recipe's placed topology running on its host (one job step each), from this process
+    on the client's host; yields node name -> facts (host_step.py's, less the login, plus `delivered`: the
+    server's own identity, read over the network from here as the benchmark user)."""
+    placed = placement.of(recipe.topology)
+    here = socket.gethostname()
+    if placed is None or placed.hosts[placement.CLIENT] != here:
+        raise RuntimeError(f"placed nodes start from the client's host ({placed and placed.hosts['client']}); "
+                           f"this is {here}")
+    family = engines.family(recipe.engine)
+    client = host_address()
+    with ExitStack() as stack:
+        nodes = {}
+        for index, name in enumerate(recipe.topology["nodes"]):
+            spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "active": str(active),
+                    "node": {"name": name, "role": role(recipe.topology["replication"], index), "index": index},
+                    "clients": [client]}
+            facts = stack.enter_context(node_on_host(placed.hosts[name], spec, log))
+            conn = family.Conn(host=facts["address"], port=facts["port"], socket=None, user=facts.pop("user"),
+                               password=facts.pop("password"), database=facts.pop("database"))
+            shown = dict(family.variables(conn))
+            facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
+            facts["conn"] = conn
+            nodes[name] = facts
+        yield nodes
+
+
+def main(args: list[str]) -> int:
+    """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job: start the
+    placed nodes, write RAW/hosts.json (each node's facts, no login), hold them SPEC's hold_s seconds (or
+    until a signal), stop them. SPEC: {recipe, image, raw, active, hold_s}."""
+    spec = json.loads(Path(args[0]).read_text())
+    raw = Path(spec["raw"])
+    raw.mkdir(parents=True, exist_ok=True)
+    log = sys.stderr
+    with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw,
+                                       Path(spec["active"]), log) as nodes:
+        shown = {name: {k: v for k, v in facts.items() if k != "conn"} for name, facts in nodes.items()}
+        manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown})
+        time.sleep(spec.get("hold_s", 0))
+    return 0
+
+
+def step_argv(host: str) -> list[str]:
+    """The job step that runs one node on host: one task there, beside the job's other steps."""
+    return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--quiet",
+            f"--job-name=dbsweep-node@{host}", sys.executable, "-m", "dbsweep.topology.host_step"]
+
+
+@contextmanager
+def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
+    """spec's node running on host (spec: recipe, image, node, clients, raw, active; host_step.py); yields
+    its facts (host, address, port, datadir, pid, login). Raises with the step's last words when it ends
+    before its node is ready."""
+    env = os.environ | {"PYTHONPATH": str(PACKAGE)}
+    step = subprocess.Popen(step_argv(host), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                            text=True)
+    try:
+        step.stdin.write(json.dumps(spec) + "\n")
+        step.stdin.flush()
+        line = _line(step, READY_S)
+        if not line:
+            raise RuntimeError(f"node {spec['node']['name']} on {host}: its job step ended (exit {step.wait()}) "
+                               f"before its server was ready; its log is in the run's log")
+        yield json.loads(line)
+    finally:
+        _stop(step)
+
+
+def _line(step: subprocess.Popen, timeout: float) -> str:
+    """The step's first line of output, or '' when it ends or says nothing within timeout."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(step.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            return ""
+    return step.stdout.readline()
+
+
+def _stop(step: subprocess.Popen) -> None:
+    """Close the step's stdin (its node stops and cleans up on its host) and wait; after STOP_S, signal
+    srun, which has Slurm end the step on its host."""
+    with suppress(OSError):
+        step.stdin.close()
+    deadline = time.monotonic() + STOP_S
+    while step.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if step.poll() is None:
+        step.terminate()  # srun forwards it to the step's task, then Slurm kills what is left
+        try:
+            step.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            step.kill()
+            step.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
