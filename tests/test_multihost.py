@@ -1,17 +1,25 @@
 """A topology placed on several hosts (issue 34), on the namespace Slurm cluster (tests/slurm/cluster.sh):
 each node a host of its own (network, UTS and mount namespaces), Slurm's commands on ctl."""
 import copy
+import json
 import os
+import shutil
 import subprocess
+import sys
+import tempfile
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
-from conftest import ROOT, Study, slurm_turn
+from conftest import ROOT, Study, leftovers, slurm_turn
+from dbsweep.config import load
 from test_multihost_placement import STUDY
 
 pytestmark = pytest.mark.workflow
 CLUSTER = ROOT / "tests/slurm/cluster.sh"
+HOSTS = ("c1", "c2", "c3")
 SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 
 
@@ -56,3 +64,131 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert "Traceback" not in done.stderr
     assert not Path(study.path("results/logs/slurm")).exists()  # no job was submitted
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+
+
+@pytest.fixture(scope="module")
+def image():
+    """The cell's prepared image, made by a local run of its prepare rule (the image does not depend on
+    where the nodes run), in a folder the servers' user can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-test-multihost-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    config = copy.deepcopy(STUDY)
+    del config["topologies"]["semisync"]["hosts"]
+    study = Study(folder / "prepare", config)
+    path = load(copy.deepcopy(config)).image(load(copy.deepcopy(config)).cells[0])
+    study.run(path)
+    yield folder, study.path(path)
+    if not leftovers(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def holder(env: dict, host: str) -> int:
+    return int((Path(env["CLUSTER_DIR"]) / f"hosts/{host}/holder.pid").read_text())
+
+
+def mounts_on(env: dict, host: str) -> list[str]:
+    """The mount points of host's own mount namespace (its holder's view)."""
+    return [line.split()[1] for line in Path(f"/proc/{holder(env, host)}/mounts").read_text().splitlines()]
+
+
+def net_of(env: dict, host: str) -> str:
+    return os.readlink(f"/proc/{holder(env, host)}/ns/net")
+
+
+def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
+    """Live processes, in any of these hosts' network namespaces, that a node's step would start."""
+    spaces = {net_of(env, host): host for host in HOSTS if host in names}
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or os.readlink(f"/proc/{proc.pid}/ns/net") not in spaces:
+                continue
+        except OSError:
+            continue
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] in ("mariadbd", "mysqld") or "dbsweep" in cmd:
+            found.append(f"{spaces[os.readlink(f'/proc/{proc.pid}/ns/net')]}: {cmd}")
+    return found
+
+
+def wait_for(path: Path, job_log: Path, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no {path} after {seconds} s; job log:\n{job_log.read_text()[-3000:]}"
+        time.sleep(0.5)
+
+
+def kill_node_and_guardian(server: psutil.Process) -> None:
+    """SIGKILL a node's step process and its guardian at once (as a kill of the step's whole process tree
+    would): nothing on the host releases its mount and loop device but the node's Epilog."""
+    step = next(p for p in server.parents() if "dbsweep.topology.host_step" in " ".join(p.cmdline()))
+    guardian = [p for p in step.children() if "dbsweep.runtime.guardian" in " ".join(p.cmdline())]
+    assert len(guardian) == 1
+    for proc in (step, *guardian):
+        proc.kill()
+
+
+@pytest.mark.parametrize("kill", [["scancel"], ["scancel", "--signal=KILL", "--full"], ["guardian"]],
+                         ids=["scancel", "sigkill", "guardian-too"])
+def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves_nothing(cluster, image, kill):
+    folder, img = image
+    study = load(placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    raw, job_log = folder / kill[-1] / "raw", folder / f"job-{kill[-1]}.log"
+    spec = {"recipe": study.recipe(study.cells[0]).as_dict(), "image": str(img), "raw": str(raw),
+            "hold_s": 600}
+    (folder / "spec.json").write_text(json.dumps(spec))  # read by the job at its start
+    submitted = on_ctl(cluster, ["env", f"PYTHONPATH={ROOT / 'workflow'}", "sbatch", "--parsable", "--exclusive",
+                                 "--nodes=3", "--nodelist=c1,c2,c3", f"--output={job_log}",
+                                 f"--wrap={sys.executable} -m dbsweep.topology.hosts {folder / 'spec.json'}"])
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    wait_for(raw / "hosts.json", job_log)
+    shown = json.loads((raw / "hosts.json").read_text())
+    assert shown["client"] == "c1"  # the job's batch step, where the client runs
+    cgroups = []
+    for name, host in (("primary", "c2"), ("replica1", "c3")):
+        node = shown["nodes"][name]
+        # the server, asked from the client's host over the bridge, says it runs on its declared host
+        assert node["host"] == node["delivered"]["hostname"] == host
+        assert node["address"] == f"198.19.34.{host[1:]}"
+        assert node["delivered"]["datadir"].rstrip("/") == node["datadir"]
+        # its datadir is a mount of its host's own mount namespace, on a loop device of its own copy
+        mount = str(Path(node["datadir"]).parent)
+        assert mount in mounts_on(cluster, host)
+        assert all(mount not in mounts_on(cluster, other) for other in ("c1", "c2", "c3") if other != host)
+        assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        assert node["filesystem"]["restored_from"] == str(img)
+        # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
+        server = psutil.Process(node["pid"])
+        assert os.readlink(f"/proc/{server.pid}/ns/net") == net_of(cluster, host)
+        assert os.readlink(f"/proc/{server.pid}/ns/uts") == os.readlink(f"/proc/{holder(cluster, host)}/ns/uts")
+        assert "slurmstepd" in [p.name() for p in server.parents()]
+        cgroups += [Path("/sys/fs/cgroup", controllers or "unified", path.lstrip("/"))
+                    for _, controllers, path in (line.split(":", 2) for line in
+                                                 Path(f"/proc/{server.pid}/cgroup").read_text().splitlines())
+                    if "dbsweep" in path]
+        assert cgroups and cgroups[-1].is_dir()
+        # each host holds its own measuring lock
+        said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]], capture_output=True,
+                              text=True, env=cluster).stdout
+        assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
+    assert in_hosts(cluster, ("c2", "c3"))
+
+    if kill == ["guardian"]:  # the primary's host is left to its Epilog; the job ends with its step
+        kill_node_and_guardian(psutil.Process(shown["nodes"]["primary"]["pid"]))
+    else:  # TERM, then KILL after KillWait; or KILL at once (each node's guardian releases what it held)
+        cancelled = on_ctl(cluster, [*kill, job])
+        assert cancelled.returncode == 0, cancelled.stderr
+    deadline = time.monotonic() + 60
+    while on_ctl(cluster, ["squeue", "-h", "-j", job]).stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert in_hosts(cluster, ("c1", "c2", "c3")) == []
+    for host in ("c1", "c2", "c3"):
+        assert [m for m in mounts_on(cluster, host) if "dbsweep-hosts" in m] == [], host
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert "dbsweep-hosts" not in loops, job_log.read_text()[-4000:]
+    assert [cgroup for cgroup in cgroups if cgroup.exists()] == []
+    # the nodes' server logs came back into the submitting tree (one filesystem shared by the hosts), but
+    # from a node killed with its guardian, which had no moment to copy them
+    assert list((raw / "replica1").glob("*.log"))
+    assert bool(list((raw / "primary").glob("*.log"))) == (kill != ["guardian"])

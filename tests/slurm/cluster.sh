@@ -38,6 +38,9 @@ set -euo pipefail
 unset SLURM_CONF
 
 PREFIX=dbsw-
+REPO=$(realpath "$(dirname "$0")/../..")
+# The project's Python (its venv), for the nodes' Epilog; PYTHON overrides it.
+PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 SUBNET=198.19.34
 CTL_ADDRESS=$SUBNET.254
 MAX_NODES=200
@@ -172,6 +175,13 @@ write_config() {
     echo "$CTL_ADDRESS ctl"
     for ((i = 1; i <= nodes; i++)); do echo "$SUBNET.$i c$i"; done
   } > "$dir/etc/hosts"
+  cat > "$dir/etc/epilog.sh" <<EOF
+#!/bin/sh
+# Written by tests/slurm/cluster.sh: the dbsweep of $REPO sweeps this node after each job.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin  # slurmd gives its Epilog none
+PYTHONPATH=$REPO/workflow exec $PYTHON -m dbsweep.topology.host_step --sweep
+EOF
+  chmod 0755 "$dir/etc/epilog.sh"
   cat > "$dir/etc/slurm.conf" <<EOF
 # Written by tests/slurm/cluster.sh: $nodes nodes, each a set of namespaces on this machine.
 ClusterName=dbsweep-cluster
@@ -202,6 +212,9 @@ SchedulerParameters=sched_interval=1
 SlurmctldTimeout=30
 SlurmdTimeout=30
 KillWait=10
+# After every job, on each of its nodes: release what a node of a placed topology left when its step was
+# killed (workflow/dbsweep/topology/host_step.py --sweep): processes of its cgroup, mounts, loop devices.
+Epilog=$dir/etc/epilog.sh
 NodeName=DEFAULT CPUs=$cpus RealMemory=$memory State=UNKNOWN
 EOF
   for ((i = 1; i <= nodes; i++)); do

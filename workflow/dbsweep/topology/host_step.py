@@ -1,7 +1,8 @@
 """One node of a placed topology on its own host (issue 34): what a Slurm job step runs there.
 
     srun --overlap --nodes=1 --ntasks=1 --nodelist=HOST python -m dbsweep.topology.host_step
-    stdin: one JSON line {recipe, image, node: {name, role, index}, clients: [addresses], raw, active}
+    stdin: one JSON line {recipe, image, node: {name, role, index}, clients: [addresses], raw}
+    python -m dbsweep.topology.host_step --sweep      (the Slurm Epilog: release what a killed step left)
 
 On that host, as a repetition does on one host (runtime.owned): it holds the host's own measuring lock,
 sweeps what a dead run left there, and runs in a cgroup of its own with a guardian; it restores the
@@ -27,12 +28,16 @@ from pathlib import Path
 
 from dbsweep import database, engines, runtime, storage
 from dbsweep.recipe import Recipe
+from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology.nodes import NodeSpec
 
-# Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user.
+# Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user;
+# and its records of what a node holds (mounts, loop devices, scratch), which a step killed by SIGKILL
+# leaves for the host's Slurm Epilog (`python -m dbsweep.topology.host_step --sweep`) or its next step.
 SCRATCH = Path(os.environ.get("DBSWEEP_HOST_SCRATCH", "/var/tmp/dbsweep-hosts"))
+ACTIVE = Path(os.environ.get("DBSWEEP_HOST_ACTIVE", "/run/dbsweep/active"))
 
 
 def host_address() -> str:
@@ -46,11 +51,10 @@ def serve(spec: dict, log, stdin) -> None:
     node, host = spec["node"], socket.gethostname()
     raw = Path(spec["raw"]) / node["name"]
     raw.mkdir(parents=True, exist_ok=True)
-    active = Path(spec["active"]) / host  # this host's records: only its own runs are swept here
     SCRATCH.mkdir(parents=True, exist_ok=True)
     SCRATCH.chmod(0o755)
     scratch = SCRATCH / f"{os.getpid()}-{node['name']}"
-    with signals_raise(), runtime.owned(f"node {node['name']} of {spec['raw']}", active, log):
+    with signals_raise(), runtime.owned(f"node {node['name']} of {spec['raw']}", ACTIVE, log):
         with storage.scratch_files(scratch, runtime.active), Stack(log) as stack:
             fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {node['name']}",
                              storage.filesystem(recipe.filesystem, scratch, runtime.active, Path(spec["image"])))
@@ -72,8 +76,39 @@ def serve(spec: dict, log, stdin) -> None:
             log.write(f"node {node['name']} on {host}: stopping\n")
 
 
+def sweep(log) -> list[str]:
+    """Release what steps on this host that died left behind (as a repetition does before it starts):
+    the processes in their cgroups first, then their mounts, loop devices and scratch files. Only the
+    cgroups of steps this host's records name: on the test cluster the hosts share one cgroup tree, and
+    each host's Epilog runs at the same moment."""
+    owners = {record.get("pid") for record in _records() if record.get("host") == socket.gethostname()}
+    released = []
+    for left in cgroup.leftovers(cgroup.hierarchy()):
+        if int(left.name.split("-", 1)[0]) in owners:
+            killed = left.kill()
+            left.remove()
+            released.append(f"cgroup {left.name} ({len(killed)} processes killed)")
+    released += storage.sweep_stale(ACTIVE)
+    if released:
+        log.write(f"dbsweep: released on {socket.gethostname()} what a killed node left: {released}\n")
+    return released
+
+
+def _records() -> list[dict]:
+    out = []
+    for entry in sorted(ACTIVE.glob("*.json")) if ACTIVE.is_dir() else []:
+        try:
+            out.append(json.loads(entry.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
 def main() -> int:
     log = sys.stderr
+    if sys.argv[1:] == ["--sweep"]:
+        sweep(log)
+        return 0
     spec = json.loads(sys.stdin.readline())
     serve(spec, log, sys.stdin)
     return 0

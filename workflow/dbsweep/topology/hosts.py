@@ -38,7 +38,7 @@ IDENTITY = ("hostname", "datadir", "data_directory", "port")
 
 
 @contextmanager
-def placed_nodes(recipe: Recipe, image: Path, raw: Path, active: Path, log) -> Iterator[dict[str, dict]]:
+def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[str, dict]]:
     """Every node of recipe's placed topology running on its host (one job step each), from this process
     on the client's host; yields node name -> facts (host_step.py's, less the login, plus `delivered`: the
     server's own identity, read over the network from here as the benchmark user)."""
@@ -52,7 +52,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, active: Path, log) -> I
     with ExitStack() as stack:
         nodes = {}
         for index, name in enumerate(recipe.topology["nodes"]):
-            spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "active": str(active),
+            spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw),
                     "node": {"name": name, "role": role(recipe.topology["replication"], index), "index": index},
                     "clients": [client]}
             facts = stack.enter_context(node_on_host(placed.hosts[name], spec, log))
@@ -68,17 +68,27 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, active: Path, log) -> I
 def main(args: list[str]) -> int:
     """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job: start the
     placed nodes, write RAW/hosts.json (each node's facts, no login), hold them SPEC's hold_s seconds (or
-    until a signal), stop them. SPEC: {recipe, image, raw, active, hold_s}."""
+    until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
     spec = json.loads(Path(args[0]).read_text())
     raw = Path(spec["raw"])
     raw.mkdir(parents=True, exist_ok=True)
     log = sys.stderr
-    with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw,
-                                       Path(spec["active"]), log) as nodes:
-        shown = {name: {k: v for k, v in facts.items() if k != "conn"} for name, facts in nodes.items()}
+    with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw, log) as nodes:
+        shown = {name: {k: v for k, v in facts.items() if k not in ("conn", "step")} for name, facts in nodes.items()}
         manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown})
-        time.sleep(spec.get("hold_s", 0))
+        hold(nodes, spec.get("hold_s", 0))
     return 0
+
+
+def hold(nodes: dict[str, dict], seconds: float) -> None:
+    """Keep the nodes up for seconds; raise as soon as one's step ends (its node is gone: the cell failed)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for name, facts in nodes.items():
+            if facts["step"].poll() is not None:
+                raise RuntimeError(f"node {name} on {facts['host']}: its job step ended (exit "
+                                   f"{facts['step'].returncode}) while it was serving")
+        time.sleep(0.5)
 
 
 def step_argv(host: str) -> list[str]:
@@ -89,7 +99,7 @@ def step_argv(host: str) -> list[str]:
 
 @contextmanager
 def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
-    """spec's node running on host (spec: recipe, image, node, clients, raw, active; host_step.py); yields
+    """spec's node running on host (spec: recipe, image, node, clients, raw; host_step.py); yields
     its facts (host, address, port, datadir, pid, login). Raises with the step's last words when it ends
     before its node is ready."""
     env = os.environ | {"PYTHONPATH": str(PACKAGE)}
@@ -102,7 +112,7 @@ def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
         if not line:
             raise RuntimeError(f"node {spec['node']['name']} on {host}: its job step ended (exit {step.wait()}) "
                                f"before its server was ready; its log is in the run's log")
-        yield json.loads(line)
+        yield json.loads(line) | {"step": step}
     finally:
         _stop(step)
 
