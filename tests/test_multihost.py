@@ -66,6 +66,18 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
 
 
+def test_a_placement_slurm_can_give_is_refused_before_any_job_while_its_run_is_not_built(cluster, tmp_path):
+    study = Study(tmp_path / "known", placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    assert done.returncode != 0
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
+    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c3'}: "
+                       "Slurm can place it, but the run of a placed cell is not built yet (issue 34: nodes start "
+                       "on their hosts, replication across hosts and the run rule do not); every node would start "
+                       "on c1"]
+    assert not Path(study.path("results/logs/slurm")).exists()
+
+
 @pytest.fixture(scope="module")
 def image():
     """The cell's prepared image, made by a local run of its prepare rule (the image does not depend on

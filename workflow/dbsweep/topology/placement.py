@@ -7,6 +7,10 @@ Checked when the study loads (a placement names every node and the client, and o
 without Slurm refuses it (every node would run on the one host, without a word); on Slurm, before any
 job, `sbatch --test-only` asks Slurm whether it can give the cell its hosts (slurm.check_placements).
 What a placed cell asks of Slurm: `--nodes=<distinct hosts> --nodelist=<them>` (sbatch_options).
+
+Built so far: each node's server started on its host by a job step (host_step.py, hosts.py). Not yet:
+the run rule starting a placed cell through them, and replication set up across hosts; until then a
+real run of a placed cell is refused before any job (refuse_unwired), the dry run still shows the plan.
 """
 from __future__ import annotations
 
@@ -72,3 +76,13 @@ def refuse_local(placements: dict[str, Placement]) -> None:
         raise ConfigError(f"topologies.{name}.hosts: {placement.hosts!r}: placement across hosts runs on Slurm "
                           f"only (--workflow-profile workflow/profiles/slurm); this run's jobs run on this host, "
                           f"where every node would run")
+
+
+def refuse_unwired(placements: dict[str, Placement]) -> None:
+    """A placed cell's run would start every node on the job's first host (the run rule does not start them
+    through hosts.py yet): refuse it, in one line, before any job, rather than measure the wrong thing."""
+    for name, placement in placements.items():
+        raise ConfigError(f"topologies.{name}.hosts: {placement.hosts!r}: Slurm can place it, but the run of a "
+                          f"placed cell is not built yet (issue 34: nodes start on their hosts, replication "
+                          f"across hosts and the run rule do not); every node would start on "
+                          f"{placement.hosts[CLIENT]}")
