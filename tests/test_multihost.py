@@ -157,6 +157,12 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
     wait_for(raw / "hosts.json", job_log)
     shown = json.loads((raw / "hosts.json").read_text())
     assert shown["client"] == "c1"  # the job's batch step, where the client runs
+    # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
+    # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
+    assert set(shown["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
+    assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
+    for node in shown["nodes"].values():
+        assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
     cgroups = []
     for name, host in (("primary", "c2"), ("replica1", "c3")):
         node = shown["nodes"][name]

@@ -12,6 +12,8 @@ network between the hosts; never a wildcard) and lets the clients' addresses in 
 start_cluster for one node). Then it prints one JSON line, the node's facts (host, address, port,
 datadir, server pid, the benchmark user's login), and holds everything until its stdin closes or a
 signal stops it (scancel: SIGTERM), when it stops the server, unmounts and detaches, and returns.
+Meanwhile it answers the coordinator's questions, one JSON line each (answer): its clock, and the round
+trip from here to another node's host.
 Every process it starts is in the job step (Slurm kills them with it) and in its cgroup.
 
 The login (user and password) goes to the coordinator on stdout: through srun's own channel, never on a
@@ -22,8 +24,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import socket
+import statistics
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from dbsweep import database, engines, runtime, storage
@@ -72,8 +78,28 @@ def serve(spec: dict, log, stdin) -> None:
                      "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
                      "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
             print(json.dumps(facts), flush=True)
-            stdin.read()  # until the coordinator closes it (or a signal stops the step)
+            for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal stops the step)
+                print(json.dumps(answer(line.split())), flush=True)
             log.write(f"node {node['name']} on {host}: stopping\n")
+
+
+def answer(question: list[str]) -> dict:
+    """`clock`: this host's wall clock (the monitors' clock), for the coordinator's offset; `rtt ADDRESS`:
+    the median round trip from here to another node's host."""
+    if question == ["clock"]:
+        return {"clock": time.time()}
+    if len(question) == 2 and question[0] == "rtt":
+        return {"rtt_ms": rtt_ms(question[1])}
+    return {"error": f"unknown question {' '.join(question)!r}"}
+
+
+def rtt_ms(address: str, count: int = 5) -> float:
+    """The median round trip of count pings to address, in ms (nan: no answer), as topology/network.py
+    measures a link on one host."""
+    done = subprocess.run(["ping", "-n", "-U", "-c", str(count), "-i", "0.01", "-W", "2", address],
+                          capture_output=True, text=True)
+    times = [float(t) for t in re.findall(r"time=([0-9.]+) ms", done.stdout)]
+    return statistics.median(times) if times else float("nan")
 
 
 def sweep(log) -> list[str]:

@@ -25,7 +25,7 @@ from dbsweep.recipe import Recipe
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology import placement
 from dbsweep.topology.cell import role
-from dbsweep.topology.host_step import host_address
+from dbsweep.topology.host_step import host_address, rtt_ms
 
 PACKAGE = Path(__file__).resolve().parents[2]  # workflow/: what the step imports dbsweep from
 READY_S = 300  # restore the image, start the server, let the clients in
@@ -62,7 +62,47 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
             facts["conn"] = conn
             nodes[name] = facts
+        for facts in nodes.values():
+            facts["clock"] = clock_offset(facts["step"])
         yield nodes
+
+
+def ask(step: subprocess.Popen, question: str) -> dict:
+    """A node's host step's answer to one question (host_step.answer)."""
+    step.stdin.write(question + "\n")
+    step.stdin.flush()
+    line = _line(step, 30)
+    if not line:
+        raise RuntimeError(f"a node's job step did not answer {question!r}")
+    return json.loads(line)
+
+
+def clock_offset(step: subprocess.Popen, tries: int = 5) -> dict:
+    """How far the node's host's wall clock is from this one's, in ms (theirs minus ours), from the exchange
+    with the shortest round trip: its clock is read between our t0 and t1, so the offset is known to within
+    half that round trip (`within_ms`; the round trip goes through srun's relay of the step's stdio)."""
+    best = None
+    for _ in range(tries):
+        t0 = time.time()
+        theirs = ask(step, "clock")["clock"]
+        t1 = time.time()
+        if best is None or t1 - t0 < best[1] - best[0]:
+            best = (t0, t1, theirs)
+    t0, t1, theirs = best
+    return {"offset_ms": round((theirs - (t0 + t1) / 2) * 1000, 3), "within_ms": round((t1 - t0) / 2 * 1000, 3),
+            "method": "host step's time.time() between two of the client host's, shortest of "
+                      f"{tries} exchanges"}
+
+
+def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
+    """"a-b" -> the median ping round trip of each link of a placed topology, in ms: from the client's host
+    to each node's, and from each node's host to every later node's (asked of its step)."""
+    out = {f"{placement.CLIENT}-{name}": rtt_ms(facts["address"]) for name, facts in nodes.items()}
+    names = list(nodes)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            out[f"{a}-{b}"] = ask(nodes[a]["step"], f"rtt {nodes[b]['address']}")["rtt_ms"]
+    return out
 
 
 def main(args: list[str]) -> int:
@@ -75,7 +115,8 @@ def main(args: list[str]) -> int:
     log = sys.stderr
     with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw, log) as nodes:
         shown = {name: {k: v for k, v in facts.items() if k not in ("conn", "step")} for name, facts in nodes.items()}
-        manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown})
+        manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
+                                                 "rtt_ms": link_rtts(nodes)})
         hold(nodes, spec.get("hold_s", 0))
     return 0
 
