@@ -157,6 +157,11 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
     wait_for(raw / "hosts.json", job_log)
     shown = json.loads((raw / "hosts.json").read_text())
     assert shown["client"] == "c1"  # the job's batch step, where the client runs
+    # semi-synchronous replication across hosts: the primary on c2 counts the replica on c3 as a semi-sync
+    # client, and the replica replicates from the primary's address on the bridge
+    assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
+    assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
+    assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
     # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
     # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
     assert set(shown["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}

@@ -1,24 +1,25 @@
 """One node of a placed topology on its own host (issue 34): what a Slurm job step runs there.
 
     srun --overlap --nodes=1 --ntasks=1 --nodelist=HOST python -m dbsweep.topology.host_step
-    stdin: one JSON line {recipe, image, node: {name, role, index}, clients: [addresses], raw}
+    stdin: one JSON line {recipe, image, node: {name, role, index}, options: {server options}, raw}
     python -m dbsweep.topology.host_step --sweep      (the Slurm Epilog: release what a killed step left)
 
 On that host, as a repetition does on one host (runtime.owned): it holds the host's own measuring lock,
 sweeps what a dead run left there, and runs in a cgroup of its own with a guardian; it restores the
 cell's image on the host's own storage (a copy, loop device and mount under SCRATCH, in the host's
-mount namespace), starts the node's server listening on the host's address (its hostname's, on the
-network between the hosts; never a wildcard) and lets the clients' addresses in (the family's
-start_cluster for one node). Then it prints one JSON line, the node's facts (host, address, port,
-datadir, server pid, the benchmark user's login), and holds everything until its stdin closes or a
-signal stops it (scancel: SIGTERM), when it stops the server, unmounts and detaches, and returns.
-Meanwhile it answers the coordinator's questions, one JSON line each (answer): its clock, and the round
-trip from here to another node's host.
-Every process it starts is in the job step (Slurm kills them with it) and in its cgroup.
+mount namespace), starts the node's server with the options its topology gives it (replication's),
+listening on the host's address (its hostname's, on the network between the hosts; never a wildcard),
+and exposes its admin socket to the coordinator (relay.py), which sets the topology up through it with
+the family's own start_cluster. Then it prints one JSON line, the node's facts (host, address, port,
+datadir, server pid, the relay's port and token, the benchmark user's login), and holds everything
+until its stdin closes or a signal stops it (scancel: SIGTERM), when it stops the server, unmounts and
+detaches, and returns. Meanwhile it answers the coordinator's questions, one JSON line each (answer):
+its clock, and the round trip from here to another node's host. Every process it starts is in the job
+step (Slurm kills them with it) and in its cgroup.
 
-The login (user and password) goes to the coordinator on stdout: through srun's own channel, never on a
-command line, in a log or in a file. The node's server logs are kept in RAW/<node> (the submitting
-results tree, shared by the hosts).
+The login (user and password) and the relay's token go to the coordinator on stdout: through srun's
+own channel, never on a command line, in a log or in a file. The node's server logs are kept in
+RAW/<node> (the submitting results tree, shared by the hosts).
 """
 from __future__ import annotations
 
@@ -32,11 +33,12 @@ import sys
 import time
 from pathlib import Path
 
-from dbsweep import database, engines, runtime, storage
+from dbsweep import database, runtime, storage
 from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
+from dbsweep.topology import relay
 from dbsweep.topology.nodes import NodeSpec
 
 # Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user;
@@ -66,16 +68,15 @@ def serve(spec: dict, log, stdin) -> None:
                              storage.filesystem(recipe.filesystem, scratch, runtime.active, Path(spec["image"])))
             node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"], address=host_address(),
                                  port=database.free_port(), root=fs.path)
-            family = engines.family(recipe.engine)
-
-            def start(one: NodeSpec, options: dict) -> database.Database:
-                return stack.enter("server", f"{recipe.engine} {one.name}",
-                                   database.running(recipe, one.root, log, recipe.memory, keep=raw, node=one,
-                                                    node_options=options))
-
-            db = family.start_cluster(recipe.engine, None, {}, [node_spec], start, spec["clients"], log)[node["name"]]
+            db = stack.enter("server", f"{recipe.engine} {node['name']}",
+                             database.running(recipe, fs.path, log, recipe.memory, keep=raw, node=node_spec,
+                                              node_options=spec["options"]))
+            port, token = stack.enter("service", "admin socket relay", relay.exposed(db.handle.socket,
+                                                                                      node_spec.address))
             facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
                      "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
+                     "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
+                     "basedir": str(db.handle.basedir) if db.handle.basedir else None,
                      "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
             print(json.dumps(facts), flush=True)
             for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal stops the step)

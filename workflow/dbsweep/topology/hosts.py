@@ -12,20 +12,23 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from collections.abc import Iterator
 
-from dbsweep import engines, manifest
+from dbsweep import database, engines, manifest
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import placement
+from dbsweep.topology import placement, relay
 from dbsweep.topology.cell import role
 from dbsweep.topology.host_step import host_address, rtt_ms
+from dbsweep.topology.nodes import NodeSpec
 
 PACKAGE = Path(__file__).resolve().parents[2]  # workflow/: what the step imports dbsweep from
 READY_S = 300  # restore the image, start the server, let the clients in
@@ -39,32 +42,65 @@ IDENTITY = ("hostname", "datadir", "data_directory", "port")
 
 @contextmanager
 def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[str, dict]]:
-    """Every node of recipe's placed topology running on its host (one job step each), from this process
-    on the client's host; yields node name -> facts (host_step.py's, less the login, plus `delivered`: the
-    server's own identity, read over the network from here as the benchmark user)."""
+    """Every node of recipe's placed topology running on its host (one job step each) and replicating as
+    its topology says, from this process on the client's host; yields node name -> facts (host_step.py's,
+    less the login and the relay's token; `db`: the node's database.Database as this host reaches it;
+    `topology`: what the family's start_cluster recorded of it; `delivered`: the server's own identity,
+    read over the network from here as the benchmark user; `clock`: its host's clock offset)."""
     placed = placement.of(recipe.topology)
     here = socket.gethostname()
     if placed is None or placed.hosts[placement.CLIENT] != here:
         raise RuntimeError(f"placed nodes start from the client's host ({placed and placed.hosts['client']}); "
                            f"this is {here}")
     family = engines.family(recipe.engine)
-    client = host_address()
+    kind = recipe.topology["replication"]
+    # Each node's address is its host's, known before any starts (a primary lets its replicas in by address).
+    specs = [NodeSpec(name=name, role=role(kind, index), index=index,
+                      address=socket.gethostbyname(placed.hosts[name]), port=0, root=Path("/nonexistent"))
+             for index, name in enumerate(recipe.topology["nodes"])]
     with ExitStack() as stack:
+        local = Path(tempfile.mkdtemp(prefix="dbsweep-placed-"))  # the relayed sockets and option files
+        stack.callback(shutil.rmtree, local, True)
         nodes = {}
-        for index, name in enumerate(recipe.topology["nodes"]):
-            spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw),
-                    "node": {"name": name, "role": role(recipe.topology["replication"], index), "index": index},
-                    "clients": [client]}
-            facts = stack.enter_context(node_on_host(placed.hosts[name], spec, log))
-            conn = family.Conn(host=facts["address"], port=facts["port"], socket=None, user=facts.pop("user"),
-                               password=facts.pop("password"), database=facts.pop("database"))
-            shown = dict(family.variables(conn))
+
+        def start(node: NodeSpec, options: dict) -> database.Database:
+            spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
+                    "node": {"name": node.name, "role": node.role, "index": node.index}}
+            facts = stack.enter_context(node_on_host(placed.hosts[node.name], spec, log))
+            if facts["address"] != node.address:
+                raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
+                                   f"{facts['address']}, not on {node.address}, its host's address here")
+            node.port = facts["port"]
+            nodes[node.name] = facts
+            return stack.enter_context(_reached(recipe, family, node, facts, local))
+
+        dbs = family.start_cluster(recipe.engine, kind, recipe.topology["settings"], specs, start,
+                                   [host_address()], log)
+        for node in specs:
+            facts = nodes[node.name]
+            facts |= {"db": dbs[node.name], "topology": dict(node.facts)}
+            shown = dict(family.variables(facts["db"].conn))
             facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
-            facts["conn"] = conn
-            nodes[name] = facts
-        for facts in nodes.values():
             facts["clock"] = clock_offset(facts["step"])
         yield nodes
+
+
+@contextmanager
+def _reached(recipe: Recipe, family, node: NodeSpec, facts: dict, local: Path) -> Iterator[database.Database]:
+    """The node's server as this host reaches it: over the network as the benchmark user (conn, and a 0600
+    sysbench option file here), and as root through its admin socket, relayed (relay.py)."""
+    folder = local / node.name
+    folder.mkdir()
+    with relay.relayed(folder / facts.pop("socket_name"), facts["address"], facts["relay_port"],
+                       bytes.fromhex(facts.pop("relay_token"))) as path:
+        handle = engines.Handle(engine=recipe.engine, port=facts["port"], socket=path, rundir=folder,
+                                datadir=Path(facts["datadir"]), pid=facts["pid"],
+                                basedir=Path(facts["basedir"]) if facts["basedir"] else None)
+        conn = family.Conn(host=facts["address"], port=facts["port"], socket=None, user=facts.pop("user"),
+                           password=facts.pop("password"), database=facts.pop("database"))
+        option_file = folder / "sysbench.cfg"
+        database.write_secret(option_file, "\n".join(family.sysbench_options(conn, recipe.engine)) + "\n")
+        yield database.Database(recipe.engine, family, handle, conn, option_file, conn, node.name)
 
 
 def ask(step: subprocess.Popen, question: str) -> dict:
@@ -114,9 +150,10 @@ def main(args: list[str]) -> int:
     raw.mkdir(parents=True, exist_ok=True)
     log = sys.stderr
     with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw, log) as nodes:
-        shown = {name: {k: v for k, v in facts.items() if k not in ("conn", "step")} for name, facts in nodes.items()}
+        shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step")} for name, facts in nodes.items()}
+        counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
         manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
-                                                 "rtt_ms": link_rtts(nodes)})
+                                                 "rtt_ms": link_rtts(nodes), "counters": counters})
         hold(nodes, spec.get("hold_s", 0))
     return 0
 
