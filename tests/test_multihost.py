@@ -72,9 +72,9 @@ def test_a_placement_slurm_can_give_is_refused_before_any_job_while_its_run_is_n
     assert done.returncode != 0
     refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
     assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c3'}: "
-                       "Slurm can place it, but the run of a placed cell is not built yet (issue 34: nodes start "
-                       "on their hosts, replication across hosts and the run rule do not); every node would start "
-                       "on c1"]
+                       "Slurm can place it, but the run of a placed cell is not built yet (issue 34: its nodes start "
+                       "and replicate on their hosts, but the run rule does not start them so); every node would "
+                       "start on c1"]
     assert not Path(study.path("results/logs/slurm")).exists()
 
 
