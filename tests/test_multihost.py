@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from conftest import ROOT, Study, leftovers, slurm_turn
+from conftest import ROOT, Study, leftovers, slurm_turn, table_rows
 from dbsweep.config import load
 from test_multihost_placement import STUDY
 
@@ -66,16 +66,37 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
 
 
-def test_a_placement_slurm_can_give_is_refused_before_any_job_while_its_run_is_not_built(cluster, tmp_path):
-    study = Study(tmp_path / "known", placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+def test_a_placed_semisync_cell_runs_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
+    """The study through the Slurm profile, as a user submits it on the login node: the cell is one job over
+    c1, c2, c3; sysbench on c1 against the primary on c2, whose semi-sync replica is on c3."""
+    study = Study(server_workdir / "placed", placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
     done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
-    assert done.returncode != 0
-    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
-    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c3'}: "
-                       "Slurm can place it, but the run of a placed cell is not built yet (issue 34: its nodes start "
-                       "and replicate on their hosts, but the run rule does not start them so); every node would "
-                       "start on c1"]
-    assert not Path(study.path("results/logs/slurm")).exists()
+    logs = "".join(p.read_text()[-3000:] for p in study.path("results/logs").rglob("*.log"))
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{logs}"
+    run = json.loads(next(study.path("results/runs").rglob("rep~1/run.json")).read_text())
+    assert run["status"] == "ok" and run["host"]["node"] == "c1" and run["exit_status"] == 0
+    nodes = {node["name"]: node for node in run["topology"]["nodes"]}
+    assert {name: (node["host"], node["declared_host"]) for name, node in nodes.items()} \
+        == {"primary": ("c2", "c2"), "replica1": ("c3", "c3")}
+    assert nodes["replica1"]["source"] == "primary" and nodes["primary"]["replication"] == "semisync"
+    assert set(run["topology"]["network"]["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
+    delivered = [r for r in table_rows(next(study.path("results/runs").rglob("rep~1/delivered.csv")))
+                 if r["kind"] == "host"]
+    assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
+        == [("primary", "c2", "equal"), ("replica1", "c3", "equal")]
+    # every node's counters, sampled each second from the client's host over the bridge; the primary
+    # counts its replica as a semi-sync client
+    counters = table_rows(next(study.path("results/runs").rglob("rep~1/counters.csv")))
+    assert {r["node"] for r in counters} == {"primary", "replica1"}
+    assert {r["value"] for r in counters if r["node"] == "primary" and r["name"] == "Rpl_semi_sync_master_clients"} \
+        == {"1.0"}
+    assert float(json.loads(next(study.path("results/runs").rglob("rep~1/summary.json")).read_text())["tps"]) > 0
+    assert study.path("results/tables/summary.csv.gz").exists()  # aggregated in the submitting tree
+    # nothing left on any node after the job
+    assert in_hosts(cluster, HOSTS) == []
+    for host in HOSTS:
+        assert [m for m in mounts_on(cluster, host) if "dbsweep-hosts" in m] == [], host
+    assert "dbsweep-hosts" not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
 
 
 @pytest.fixture(scope="module")

@@ -50,7 +50,6 @@ onstart:
             placement.refuse_local(PLACEMENTS)
         else:  # Slurm's own words on a placement it cannot give, before any job
             slurm.check_placements(PLACEMENTS.values(), STUDY.cluster.get("partition"))
-            placement.refuse_unwired(PLACEMENTS)
     except (lock.Held, RuntimeError, ConfigError) as error:
         sys.exit(f"dbsweep: {error}")
     start_progress()

@@ -78,7 +78,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
                                    [host_address()], log)
         for node in specs:
             facts = nodes[node.name]
-            facts |= {"db": dbs[node.name], "topology": dict(node.facts)}
+            facts |= {"db": dbs[node.name], "spec": node, "topology": dict(node.facts)}
             shown = dict(family.variables(facts["db"].conn))
             facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
             facts["clock"] = clock_offset(facts["step"])
@@ -150,7 +150,8 @@ def main(args: list[str]) -> int:
     raw.mkdir(parents=True, exist_ok=True)
     log = sys.stderr
     with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw, log) as nodes:
-        shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step")} for name, facts in nodes.items()}
+        shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
+                 for name, facts in nodes.items()}
         counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
         manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
                                                  "rtt_ms": link_rtts(nodes), "counters": counters})

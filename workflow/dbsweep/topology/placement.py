@@ -8,10 +8,7 @@ without Slurm refuses it (every node would run on the one host, without a word);
 job, `sbatch --test-only` asks Slurm whether it can give the cell its hosts (slurm.check_placements).
 What a placed cell asks of Slurm: `--nodes=<distinct hosts> --nodelist=<them>` (sbatch_options).
 
-Built so far: each node's server started on its host by a job step (host_step.py), the topology set up
-across hosts by its family (hosts.py, through relay.py). Not yet: the run rule starting a placed cell
-through them; until then a real run of a placed cell is refused before any job (refuse_unwired), the
-dry run still shows the plan.
+The cell's run then starts each node on its host (placed.py, hosts.py, host_step.py).
 """
 from __future__ import annotations
 
@@ -78,12 +75,3 @@ def refuse_local(placements: dict[str, Placement]) -> None:
                           f"only (--workflow-profile workflow/profiles/slurm); this run's jobs run on this host, "
                           f"where every node would run")
 
-
-def refuse_unwired(placements: dict[str, Placement]) -> None:
-    """A placed cell's run would start every node on the job's first host (the run rule does not start them
-    through hosts.py yet): refuse it, in one line, before any job, rather than measure the wrong thing."""
-    for name, placement in placements.items():
-        raise ConfigError(f"topologies.{name}.hosts: {placement.hosts!r}: Slurm can place it, but the run of a "
-                          f"placed cell is not built yet (issue 34: its nodes start and replicate on their hosts, "
-                          f"but the run rule does not start them so); every node would start on "
-                          f"{placement.hosts[CLIENT]}")
