@@ -64,6 +64,12 @@ PLACEMENTS = {
 }
 for _placement in PLACEMENTS.values() if workflow.is_main_process else []:
     print(f"dbsweep: placement: {_placement.describe()}", file=sys.stderr)
+try:  # what a placed topology does not run yet, refused before any job
+    for _cell in (c for c in STUDY.cells if c.get("topology") in PLACEMENTS):
+        _recipe = STUDY.recipe(_cell)
+        placement.check_cell(_cell.path, _recipe.topology, _recipe.proxy, _recipe.events)
+except ConfigError as error:
+    sys.exit(f"dbsweep: config error: {error}")
 for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
 for _warning in STUDY.warnings if workflow.is_main_process else []:

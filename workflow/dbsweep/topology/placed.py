@@ -12,7 +12,7 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
 - the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`;
   `network` has each link's measured round trip and each host's clock offset.
 
-Not built for a placed cell (refused when it starts): a proxy and timed events.
+Not built for a placed cell (refused at load: placement.check_cell): a proxy and timed events.
 """
 from __future__ import annotations
 
@@ -55,9 +55,7 @@ class Links:
 def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     """Start the cell's placed topology inside stack; returns a topology.cell.Topology."""
     from dbsweep.topology.cell import Topology  # cell.start dispatches here
-    if recipe.proxy is not None or recipe.events:
-        raise RuntimeError(f"topology {recipe.topology['name']}: a proxy and timed events are not built for a "
-                           f"placed topology (issue 34)")
+    placement.check_cell(recipe.topology["name"], recipe.topology, recipe.proxy, recipe.events)  # refused at load
     if image is None:
         raise RuntimeError(f"topology {recipe.topology['name']}: a placed topology starts from a prepared image")
     placed = placement.of(recipe.topology)

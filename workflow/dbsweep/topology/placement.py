@@ -75,3 +75,16 @@ def refuse_local(placements: dict[str, Placement]) -> None:
                           f"only (--workflow-profile workflow/profiles/slurm); this run's jobs run on this host, "
                           f"where every node would run")
 
+
+
+def check_cell(path: str, topology: dict | None, proxy: dict | None, events: list | None) -> None:
+    """Refuse a placed cell with what a placed topology does not run yet: a proxy, timed events."""
+    placed = of(topology)
+    if placed is None:
+        return
+    if proxy is not None:
+        raise ConfigError(f"{path}: proxy {proxy['name']!r}: a proxy in front of a topology placed on hosts "
+                          f"({topology['name']}) is not built yet (issue 34); exclude the combination")
+    if events:
+        raise ConfigError(f"{path}: timed events on a topology placed on hosts ({topology['name']}) are not built "
+                          f"yet (issue 34); exclude the combination")
