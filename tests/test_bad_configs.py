@@ -78,11 +78,13 @@ ROWS = [
      "topologies.r.sync_standbys:", "2"),
     ("topologies.*.hosts", topology("r", {"replicas": 1, "replication": "async", "hosts": {"replica9": "n2"}}),
      "topologies.r.hosts.replica9:", "'n2'"),
-    # issue 32: a placement the run would not honour (every node on the job's host) is refused, not recorded
+    # issue 34: a placement names the host of the client and of every node, one host each
     ("topologies.*.hosts", topology("r", {"replicas": 1, "replication": "async",
                                           "hosts": {"primary": "db1", "replica1": "db2"}}),
-     "topologies.r.hosts.primary:", "'db1': placement across hosts is not built yet (issue 34); every node would "
-                                    "run on the job's host"),
+     "topologies.r.hosts:", "client not placed"),
+    ("topologies.*.hosts", topology("r", {"replicas": 1, "replication": "async",
+                                          "hosts": {"client": "c1", "primary": "db[1-2]", "replica1": "db2"}}),
+     "topologies.r.hosts.primary:", "'db[1-2]' does not match"),
     ("network", topology("r", {"replicas": 1, "replication": "async"}, network={"latency": 1}), "network.latency:",
      "unknown key"),
     ("network.client_latency_ms", topology("r", {"replicas": 1, "replication": "async"},

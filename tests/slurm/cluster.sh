@@ -23,7 +23,8 @@
 # DIR/etc is bound over /etc/slurm (Slurm's commands and the jobs find the cluster's slurm.conf without
 # SLURM_CONF; the host's config is untouched), DIR/etc/hosts over /etc/hosts (the hosts know each
 # other by name), and DIR/hosts/HOST over DIR/host: each slurmd's pid file, log and spool are at the
-# same path in slurm.conf and in a folder of its own on disk. munged's socket is
+# same path in slurm.conf and in a folder of its own on disk; DIR/hosts/HOST/run over /run/dbsweep: each
+# host's own measuring lock (dbsweep/runtime/lock.py), as on separate machines. munged's socket is
 # DIR/munge/munge.socket: a file, reachable from every namespace.
 #
 # `down` kills every process in the dbsw-* namespaces (daemons, jobs, anything `exec` started), which
@@ -37,6 +38,9 @@ set -euo pipefail
 unset SLURM_CONF
 
 PREFIX=dbsw-
+REPO=$(realpath "$(dirname "$0")/../..")
+# The project's Python (its venv), for the nodes' Epilog; PYTHON overrides it.
+PYTHON=${PYTHON:-$REPO/.venv/bin/python}
 SUBNET=198.19.34
 CTL_ADDRESS=$SUBNET.254
 MAX_NODES=200
@@ -122,6 +126,7 @@ hold() {
     hostname "$1" && mount --rbind /sys/fs/cgroup "$2/host" && mount -t sysfs sysfs /sys \
       && mount --move "$2/host" /sys/fs/cgroup && mount --bind "$2/etc" /etc/slurm \
       && mount --bind "$2/etc/hosts" /etc/hosts && mount --bind "$2/hosts/$1" "$2/host" \
+      && mkdir -p /run/dbsweep "$2/hosts/$1/run" && mount --bind "$2/hosts/$1/run" /run/dbsweep \
       && cd "$2" && echo $$ > "$2/hosts/$1/holder.pid" && exec sleep infinity' \
     holder "$host" "$dir" </dev/null >/dev/null 2>"$dir/hosts/$host/holder.err" &
 }
@@ -170,6 +175,13 @@ write_config() {
     echo "$CTL_ADDRESS ctl"
     for ((i = 1; i <= nodes; i++)); do echo "$SUBNET.$i c$i"; done
   } > "$dir/etc/hosts"
+  cat > "$dir/etc/epilog.sh" <<EOF
+#!/bin/sh
+# Written by tests/slurm/cluster.sh: the dbsweep of $REPO sweeps this node after each job.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin  # slurmd gives its Epilog none
+PYTHONPATH=$REPO/workflow exec $PYTHON -m dbsweep.topology.host_step --sweep
+EOF
+  chmod 0755 "$dir/etc/epilog.sh"
   cat > "$dir/etc/slurm.conf" <<EOF
 # Written by tests/slurm/cluster.sh: $nodes nodes, each a set of namespaces on this machine.
 ClusterName=dbsweep-cluster
@@ -200,6 +212,9 @@ SchedulerParameters=sched_interval=1
 SlurmctldTimeout=30
 SlurmdTimeout=30
 KillWait=10
+# After every job, on each of its nodes: release what a node of a placed topology left when its step was
+# killed (workflow/dbsweep/topology/host_step.py --sweep): processes of its cgroup, mounts, loop devices.
+Epilog=$dir/etc/epilog.sh
 NodeName=DEFAULT CPUs=$cpus RealMemory=$memory State=UNKNOWN
 EOF
   for ((i = 1; i <= nodes; i++)); do

@@ -13,7 +13,7 @@ from snakemake.io import report as snakemake_report
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, tool_answers, workloads
-from dbsweep.topology import link_floor
+from dbsweep.topology import link_floor, placement
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -46,12 +46,30 @@ onstart:
         lock.take(LOCK)
         if "partition" in STUDY.cluster and not workflow.local_exec:
             slurm.check_partitions([STUDY.cluster["partition"]])
-    except (lock.Held, RuntimeError) as error:
+        if workflow.local_exec:
+            placement.refuse_local(PLACEMENTS)
+        else:  # Slurm's own words on a placement it cannot give, before any job
+            slurm.check_placements(PLACEMENTS.values(), STUDY.cluster.get("partition"))
+    except (lock.Held, RuntimeError, ConfigError) as error:
         sys.exit(f"dbsweep: {error}")
     start_progress()
 
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
+# topology name -> its placement on hosts (topology/placement.py), for the topologies the cells use that declare one
+PLACEMENTS = {
+    p.topology: p
+    for cell in {c.get("topology"): c for c in STUDY.cells if c.get("topology") is not None}.values()
+    if (p := placement.of(STUDY.recipe(cell).topology))
+}
+for _placement in PLACEMENTS.values() if workflow.is_main_process else []:
+    print(f"dbsweep: placement: {_placement.describe()}", file=sys.stderr)
+try:  # what a placed topology does not run yet, refused before any job
+    for _cell in (c for c in STUDY.cells if c.get("topology") in PLACEMENTS):
+        _recipe = STUDY.recipe(_cell)
+        placement.check_cell(_cell.path, _recipe.topology, _recipe.proxy, _recipe.events)
+except ConfigError as error:
+    sys.exit(f"dbsweep: config error: {error}")
 for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
 for _warning in STUDY.warnings if workflow.is_main_process else []:
@@ -307,18 +325,21 @@ def attempt_number(wildcards, attempt):
     return attempt
 
 
-def sbatch_options(host: str | None) -> str:
+def sbatch_options(host: str | None, placed: placement.Placement | None = None) -> str:
     """sbatch options of a measuring job (the Slurm profile's `sbatch` resource): the node to itself
-    with all its memory, the cell's own node when it names a host, the study's partition."""
+    with all its memory, the cell's own node when it names a host, or its topology's hosts when placed
+    (one job over them all), the study's partition."""
     options = ["--exclusive", "--mem=0"]
     options += [f"--nodelist={shlex.quote(host)}"] if host else []
+    options += [shlex.quote(option) for option in placed.sbatch()] if placed else []
     options += [f"--partition={shlex.quote(STUDY.cluster['partition'])}"] if "partition" in STUDY.cluster else []
     return " ".join(options)
 
 
 @per_job
 def cell_sbatch(wildcards):
-    return sbatch_options(CELLS[wildcards.cell].get("host"))
+    cell = CELLS[wildcards.cell]
+    return sbatch_options(cell.get("host"), PLACEMENTS.get(cell.get("topology")))
 
 
 @per_job
@@ -328,9 +349,11 @@ def repetition_group(wildcards):
     run here, a dry run included (Snakemake would list them as group jobs)."""
     if workflow.local_exec:
         return None
-    if "host" not in STUDY.axes:
+    placed = PLACEMENTS.get(CELLS[wildcards.cell].get("topology"))
+    if "host" not in STUDY.axes and placed is None:
         return "repetition"
-    name = f"repetition@{CELLS[wildcards.cell]['host']}"
+    # packed per host, or per set of hosts for a placed topology (each job asks for exactly its hosts)
+    name = f"repetition@{'+'.join(placed.nodelist) if placed else CELLS[wildcards.cell]['host']}"
     workflow.parent_groupids[name] = "repetition"  # group-components counts it as `repetition`
     return name
 
@@ -342,7 +365,7 @@ RUN_PRIORITY = (
     if len({STUDY.priority(rep, cell) for rep in range(1, STUDY.most_repetitions + 1) for cell in STUDY.cells[:2]}) > 1
     else STUDY.priority(1, STUDY.cells[0])
 )
-SBATCH = cell_sbatch if "host" in STUDY.axes else sbatch_options(None)  # no cell names a host
+SBATCH = cell_sbatch if "host" in STUDY.axes or PLACEMENTS else sbatch_options(None)  # no cell names a host
 # The canary (noise_control.canary, dbsweep/canary.py): the study's first cell, run again between the
 # repetitions into results/canary/<cell>/rep~j.
 CANARY = STUDY.cells[0].path if STUDY.canary_every else None

@@ -59,8 +59,11 @@ def role(kind: str | None, index: int) -> str:
 
 
 def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:
-    """Start the cell's topology inside stack; fs is the run's filesystem (the first node's)."""
-    from dbsweep.topology import proxies
+    """Start the cell's topology inside stack; fs is the run's filesystem (the first node's). A topology
+    placed on hosts starts there instead (placed.py)."""
+    from dbsweep.topology import placed, placement, proxies
+    if placement.of(recipe.topology) is not None:
+        return placed.start(recipe, image, raw, log, stack)
     from dbsweep.topology.network import network
     topology = recipe.topology
     names, kind = topology["nodes"], topology["replication"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from dbsweep import engines
-from dbsweep.topology import link_floor
+from dbsweep.topology import link_floor, placement
 from dbsweep.topology import proxies as proxy_kinds
 from dbsweep.errors import ConfigError, shown
 
@@ -50,11 +50,7 @@ def check(config: dict, axes: dict) -> None:
         if kind == "sync" and spec.get("sync_standbys", 1) > spec["replicas"]:
             raise ConfigError(f"{where}.sync_standbys: {spec['sync_standbys']!r} is more than its "
                               f"{spec['replicas']} replicas")
-        for node, host in spec.get("hosts", {}).items():
-            if node not in node_names(spec):
-                raise ConfigError(f"{where}.hosts.{node}: {host!r}: no such node ({', '.join(node_names(spec))})")
-            raise ConfigError(f"{where}.hosts.{node}: {host!r}: placement across hosts is not built yet (issue 34); "
-                              f"every node would run on the job's host; remove hosts")
+        placement.check(where, spec.get("hosts", {}), node_names(spec))
     proxies = _proxies(config)
     for name, spec in proxies.items():
         proxy_kinds.check_settings(spec["type"], {k: v for k, v in spec.items() if k != "type"},
@@ -135,8 +131,8 @@ def recipe(config: dict, cell: dict) -> dict:
     settings = {k: v for k, v in (spec or {}).items() if k not in ("replication", "replicas", "nodes", "hosts")}
     links = config.get("networks", {})[cell["network"]] if "network" in cell else config.get("network", {})
     proxy = str(cell.get("proxy", NO_PROXY))
-    # A placement: refused at load until issue 34 builds it (check); kept in the recipe so that the run's
-    # record (topology/cell.py's declared_host) and its check against where each node ran stay whole.
+    # A placement (topology/placement.py): the hosts of the client and of every node, one Slurm job over them;
+    # the run's record (topology/cell.py's declared_host) is checked against where each node ran.
     placed = {"hosts": dict(spec["hosts"])} if spec and spec.get("hosts") else {}
     return {
         "topology": {"name": name, "replication": spec["replication"] if spec else None,

@@ -1,0 +1,238 @@
+"""A topology placed on several hosts (issue 34), on the namespace Slurm cluster (tests/slurm/cluster.sh):
+each node a host of its own (network, UTS and mount namespaces), Slurm's commands on ctl."""
+import copy
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from conftest import ROOT, Study, leftovers, slurm_turn, table_rows
+from dbsweep.config import load
+from test_multihost_placement import STUDY
+
+pytestmark = pytest.mark.workflow
+CLUSTER = ROOT / "tests/slurm/cluster.sh"
+HOSTS = ("c1", "c2", "c3")
+SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """Three Slurm nodes c1..c3, for this module's tests; removed after them."""
+    folder = tmp_path_factory.mktemp("cluster") / "cluster"
+    env = os.environ | {"CLUSTER_DIR": str(folder)}
+    with slurm_turn():
+        try:
+            up = subprocess.run([CLUSTER, "up", "3"], capture_output=True, text=True, timeout=120, env=env)
+            assert up.returncode == 0, f"cluster.sh up 3 failed: {up.stderr[-3000:]}"
+            yield env
+        finally:
+            down = subprocess.run([CLUSTER, "down"], capture_output=True, text=True, timeout=120, env=env)
+            assert down.returncode == 0, down.stderr
+
+
+def on_ctl(env: dict, argv: list[str], timeout: float = 600) -> subprocess.CompletedProcess:
+    """argv on the cluster's login node (ctl), where Slurm's commands reach its controller."""
+    return subprocess.run([CLUSTER, "exec", "ctl", *argv], capture_output=True, text=True, timeout=timeout,
+                          env=env | {"LC_ALL": "C.UTF-8"})
+
+
+def placed(hosts: dict) -> dict:
+    config = copy.deepcopy(STUDY)
+    config["topologies"]["semisync"]["hosts"] = hosts
+    return config
+
+
+def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job(cluster, tmp_path):
+    study = Study(tmp_path / "unknown", placed({"client": "c1", "primary": "c2", "replica1": "c9"}))
+    dry = on_ctl(cluster, study.argv("-n", *SLURM_PROFILE))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on c9 "
+            "(one Slurm job: --nodes=3 --nodelist=c1,c2,c9)") in dry.stderr
+    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    assert done.returncode != 0
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
+    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c9'}: "
+                       "Slurm cannot place it: allocation failure: Invalid node name specified"]
+    assert "Traceback" not in done.stderr
+    assert not Path(study.path("results/logs/slurm")).exists()  # no job was submitted
+    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+
+
+def test_a_placed_semisync_cell_runs_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
+    """The study through the Slurm profile, as a user submits it on the login node: the cell is one job over
+    c1, c2, c3; sysbench on c1 against the primary on c2, whose semi-sync replica is on c3."""
+    study = Study(server_workdir / "placed", placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    logs = "".join(p.read_text()[-3000:] for p in study.path("results/logs").rglob("*.log"))
+    assert done.returncode == 0, f"{done.stderr[-3000:]}\n{logs}"
+    run = json.loads(next(study.path("results/runs").rglob("rep~1/run.json")).read_text())
+    assert run["status"] == "ok" and run["host"]["node"] == "c1" and run["exit_status"] == 0
+    nodes = {node["name"]: node for node in run["topology"]["nodes"]}
+    assert {name: (node["host"], node["declared_host"]) for name, node in nodes.items()} \
+        == {"primary": ("c2", "c2"), "replica1": ("c3", "c3")}
+    assert nodes["replica1"]["source"] == "primary" and nodes["primary"]["replication"] == "semisync"
+    assert set(run["topology"]["network"]["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
+    delivered = [r for r in table_rows(next(study.path("results/runs").rglob("rep~1/delivered.csv")))
+                 if r["kind"] == "host"]
+    assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
+        == [("primary", "c2", "equal"), ("replica1", "c3", "equal")]
+    # every node's counters, sampled each second from the client's host over the bridge; the primary
+    # counts its replica as a semi-sync client
+    counters = table_rows(next(study.path("results/runs").rglob("rep~1/counters.csv")))
+    assert {r["node"] for r in counters} == {"primary", "replica1"}
+    assert {r["value"] for r in counters if r["node"] == "primary" and r["name"] == "Rpl_semi_sync_master_clients"} \
+        == {"1.0"}
+    assert float(json.loads(next(study.path("results/runs").rglob("rep~1/summary.json")).read_text())["tps"]) > 0
+    assert study.path("results/tables/summary.csv.gz").exists()  # aggregated in the submitting tree
+    # nothing left on any node after the job
+    assert in_hosts(cluster, HOSTS) == []
+    for host in HOSTS:
+        assert [m for m in mounts_on(cluster, host) if "dbsweep-hosts" in m] == [], host
+    assert "dbsweep-hosts" not in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+
+
+@pytest.fixture(scope="module")
+def image():
+    """The cell's prepared image, made by a local run of its prepare rule (the image does not depend on
+    where the nodes run), in a folder the servers' user can reach."""
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-test-multihost-", dir="/var/tmp"))
+    folder.chmod(0o755)
+    config = copy.deepcopy(STUDY)
+    del config["topologies"]["semisync"]["hosts"]
+    study = Study(folder / "prepare", config)
+    path = load(copy.deepcopy(config)).image(load(copy.deepcopy(config)).cells[0])
+    study.run(path)
+    yield folder, study.path(path)
+    if not leftovers(folder):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def holder(env: dict, host: str) -> int:
+    return int((Path(env["CLUSTER_DIR"]) / f"hosts/{host}/holder.pid").read_text())
+
+
+def mounts_on(env: dict, host: str) -> list[str]:
+    """The mount points of host's own mount namespace (its holder's view)."""
+    return [line.split()[1] for line in Path(f"/proc/{holder(env, host)}/mounts").read_text().splitlines()]
+
+
+def net_of(env: dict, host: str) -> str:
+    return os.readlink(f"/proc/{holder(env, host)}/ns/net")
+
+
+def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
+    """Live processes, in any of these hosts' network namespaces, that a node's step would start."""
+    spaces = {net_of(env, host): host for host in HOSTS if host in names}
+    found = []
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "status"]):
+        try:
+            if proc.info["status"] == psutil.STATUS_ZOMBIE or os.readlink(f"/proc/{proc.pid}/ns/net") not in spaces:
+                continue
+        except OSError:
+            continue
+        cmd = " ".join(proc.info["cmdline"] or [])
+        if proc.info["name"] in ("mariadbd", "mysqld") or "dbsweep" in cmd:
+            found.append(f"{spaces[os.readlink(f'/proc/{proc.pid}/ns/net')]}: {cmd}")
+    return found
+
+
+def wait_for(path: Path, job_log: Path, seconds: float = 240) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert time.monotonic() < deadline, f"no {path} after {seconds} s; job log:\n{job_log.read_text()[-3000:]}"
+        time.sleep(0.5)
+
+
+def kill_node_and_guardian(server: psutil.Process) -> None:
+    """SIGKILL a node's step process and its guardian at once (as a kill of the step's whole process tree
+    would): nothing on the host releases its mount and loop device but the node's Epilog."""
+    step = next(p for p in server.parents() if "dbsweep.topology.host_step" in " ".join(p.cmdline()))
+    guardian = [p for p in step.children() if "dbsweep.runtime.guardian" in " ".join(p.cmdline())]
+    assert len(guardian) == 1
+    for proc in (step, *guardian):
+        proc.kill()
+
+
+@pytest.mark.parametrize("kill", [["scancel"], ["scancel", "--signal=KILL", "--full"], ["guardian"]],
+                         ids=["scancel", "sigkill", "guardian-too"])
+def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves_nothing(cluster, image, kill):
+    folder, img = image
+    study = load(placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    raw, job_log = folder / kill[-1] / "raw", folder / f"job-{kill[-1]}.log"
+    spec = {"recipe": study.recipe(study.cells[0]).as_dict(), "image": str(img), "raw": str(raw),
+            "hold_s": 600}
+    (folder / "spec.json").write_text(json.dumps(spec))  # read by the job at its start
+    submitted = on_ctl(cluster, ["env", f"PYTHONPATH={ROOT / 'workflow'}", "sbatch", "--parsable", "--exclusive",
+                                 "--nodes=3", "--nodelist=c1,c2,c3", f"--output={job_log}",
+                                 f"--wrap={sys.executable} -m dbsweep.topology.hosts {folder / 'spec.json'}"])
+    assert submitted.returncode == 0, submitted.stderr
+    job = submitted.stdout.strip()
+    wait_for(raw / "hosts.json", job_log)
+    shown = json.loads((raw / "hosts.json").read_text())
+    assert shown["client"] == "c1"  # the job's batch step, where the client runs
+    # semi-synchronous replication across hosts: the primary on c2 counts the replica on c3 as a semi-sync
+    # client, and the replica replicates from the primary's address on the bridge
+    assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
+    assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
+    assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
+    # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
+    # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
+    assert set(shown["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
+    assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
+    for node in shown["nodes"].values():
+        assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
+    cgroups = []
+    for name, host in (("primary", "c2"), ("replica1", "c3")):
+        node = shown["nodes"][name]
+        # the server, asked from the client's host over the bridge, says it runs on its declared host
+        assert node["host"] == node["delivered"]["hostname"] == host
+        assert node["address"] == f"198.19.34.{host[1:]}"
+        assert node["delivered"]["datadir"].rstrip("/") == node["datadir"]
+        # its datadir is a mount of its host's own mount namespace, on a loop device of its own copy
+        mount = str(Path(node["datadir"]).parent)
+        assert mount in mounts_on(cluster, host)
+        assert all(mount not in mounts_on(cluster, other) for other in ("c1", "c2", "c3") if other != host)
+        assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+        assert node["filesystem"]["restored_from"] == str(img)
+        # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
+        server = psutil.Process(node["pid"])
+        assert os.readlink(f"/proc/{server.pid}/ns/net") == net_of(cluster, host)
+        assert os.readlink(f"/proc/{server.pid}/ns/uts") == os.readlink(f"/proc/{holder(cluster, host)}/ns/uts")
+        assert "slurmstepd" in [p.name() for p in server.parents()]
+        cgroups += [Path("/sys/fs/cgroup", controllers or "unified", path.lstrip("/"))
+                    for _, controllers, path in (line.split(":", 2) for line in
+                                                 Path(f"/proc/{server.pid}/cgroup").read_text().splitlines())
+                    if "dbsweep" in path]
+        assert cgroups and cgroups[-1].is_dir()
+        # each host holds its own measuring lock
+        said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]], capture_output=True,
+                              text=True, env=cluster).stdout
+        assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
+    assert in_hosts(cluster, ("c2", "c3"))
+
+    if kill == ["guardian"]:  # the primary's host is left to its Epilog; the job ends with its step
+        kill_node_and_guardian(psutil.Process(shown["nodes"]["primary"]["pid"]))
+    else:  # TERM, then KILL after KillWait; or KILL at once (each node's guardian releases what it held)
+        cancelled = on_ctl(cluster, [*kill, job])
+        assert cancelled.returncode == 0, cancelled.stderr
+    deadline = time.monotonic() + 60
+    while on_ctl(cluster, ["squeue", "-h", "-j", job]).stdout.strip() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert in_hosts(cluster, ("c1", "c2", "c3")) == []
+    for host in ("c1", "c2", "c3"):
+        assert [m for m in mounts_on(cluster, host) if "dbsweep-hosts" in m] == [], host
+    loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
+    assert "dbsweep-hosts" not in loops, job_log.read_text()[-4000:]
+    assert [cgroup for cgroup in cgroups if cgroup.exists()] == []
+    # the nodes' server logs came back into the submitting tree (one filesystem shared by the hosts), but
+    # from a node killed with its guardian, which had no moment to copy them
+    assert list((raw / "replica1").glob("*.log"))
+    assert bool(list((raw / "primary").glob("*.log"))) == (kill != ["guardian"])

@@ -1,0 +1,145 @@
+"""One node of a placed topology on its own host (issue 34): what a Slurm job step runs there.
+
+    srun --overlap --nodes=1 --ntasks=1 --nodelist=HOST python -m dbsweep.topology.host_step
+    stdin: one JSON line {recipe, image, node: {name, role, index}, options: {server options}, raw}
+    python -m dbsweep.topology.host_step --sweep      (the Slurm Epilog: release what a killed step left)
+
+On that host, as a repetition does on one host (runtime.owned): it holds the host's own measuring lock,
+sweeps what a dead run left there, and runs in a cgroup of its own with a guardian; it restores the
+cell's image on the host's own storage (a copy, loop device and mount under SCRATCH, in the host's
+mount namespace), starts the node's server with the options its topology gives it (replication's),
+listening on the host's address (its hostname's, on the network between the hosts; never a wildcard),
+and exposes its admin socket to the coordinator (relay.py), which sets the topology up through it with
+the family's own start_cluster. Then it prints one JSON line, the node's facts (host, address, port,
+datadir, server pid, the relay's port and token, the benchmark user's login), and holds everything
+until its stdin closes or a signal stops it (scancel: SIGTERM), when it stops the server, unmounts and
+detaches, and returns. Meanwhile it answers the coordinator's questions, one JSON line each (answer):
+its clock, and the round trip from here to another node's host. Every process it starts is in the job
+step (Slurm kills them with it) and in its cgroup.
+
+The login (user and password) and the relay's token go to the coordinator on stdout: through srun's
+own channel, never on a command line, in a log or in a file. The node's server logs are kept in
+RAW/<node> (the submitting results tree, shared by the hosts).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from dbsweep import database, runtime, storage
+from dbsweep.recipe import Recipe
+from dbsweep.runtime import cgroup
+from dbsweep.runtime.resources import Stack
+from dbsweep.runtime.signals import signals_raise
+from dbsweep.topology import relay
+from dbsweep.topology.nodes import NodeSpec
+
+# Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user;
+# and its records of what a node holds (mounts, loop devices, scratch), which a step killed by SIGKILL
+# leaves for the host's Slurm Epilog (`python -m dbsweep.topology.host_step --sweep`) or its next step.
+SCRATCH = Path(os.environ.get("DBSWEEP_HOST_SCRATCH", "/var/tmp/dbsweep-hosts"))
+ACTIVE = Path(os.environ.get("DBSWEEP_HOST_ACTIVE", "/run/dbsweep/active"))
+
+
+def host_address() -> str:
+    """This host's address on the network between the hosts: what its own name resolves to."""
+    return socket.gethostbyname(socket.gethostname())
+
+
+def serve(spec: dict, log, stdin) -> None:
+    """Start spec's node on this host, print its facts on stdout, hold it until stdin closes."""
+    recipe = Recipe.from_dict(spec["recipe"])
+    node, host = spec["node"], socket.gethostname()
+    raw = Path(spec["raw"]) / node["name"]
+    raw.mkdir(parents=True, exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
+    SCRATCH.chmod(0o755)
+    scratch = SCRATCH / f"{os.getpid()}-{node['name']}"
+    with signals_raise(), runtime.owned(f"node {node['name']} of {spec['raw']}", ACTIVE, log):
+        with storage.scratch_files(scratch, runtime.active), Stack(log) as stack:
+            fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {node['name']}",
+                             storage.filesystem(recipe.filesystem, scratch, runtime.active, Path(spec["image"])))
+            node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"], address=host_address(),
+                                 port=database.free_port(), root=fs.path)
+            db = stack.enter("server", f"{recipe.engine} {node['name']}",
+                             database.running(recipe, fs.path, log, recipe.memory, keep=raw, node=node_spec,
+                                              node_options=spec["options"]))
+            port, token = stack.enter("service", "admin socket relay", relay.exposed(db.handle.socket,
+                                                                                      node_spec.address))
+            facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
+                     "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
+                     "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
+                     "basedir": str(db.handle.basedir) if db.handle.basedir else None,
+                     "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
+            print(json.dumps(facts), flush=True)
+            for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal stops the step)
+                print(json.dumps(answer(line.split())), flush=True)
+            log.write(f"node {node['name']} on {host}: stopping\n")
+
+
+def answer(question: list[str]) -> dict:
+    """`clock`: this host's wall clock (the monitors' clock), for the coordinator's offset; `rtt ADDRESS`:
+    the median round trip from here to another node's host."""
+    if question == ["clock"]:
+        return {"clock": time.time()}
+    if len(question) == 2 and question[0] == "rtt":
+        return {"rtt_ms": rtt_ms(question[1])}
+    return {"error": f"unknown question {' '.join(question)!r}"}
+
+
+def rtt_ms(address: str, count: int = 5) -> float:
+    """The median round trip of count pings to address, in ms (nan: no answer), as topology/network.py
+    measures a link on one host."""
+    done = subprocess.run(["ping", "-n", "-U", "-c", str(count), "-i", "0.01", "-W", "2", address],
+                          capture_output=True, text=True)
+    times = [float(t) for t in re.findall(r"time=([0-9.]+) ms", done.stdout)]
+    return statistics.median(times) if times else float("nan")
+
+
+def sweep(log) -> list[str]:
+    """Release what steps on this host that died left behind (as a repetition does before it starts):
+    the processes in their cgroups first, then their mounts, loop devices and scratch files. Only the
+    cgroups of steps this host's records name: on the test cluster the hosts share one cgroup tree, and
+    each host's Epilog runs at the same moment."""
+    owners = {record.get("pid") for record in _records() if record.get("host") == socket.gethostname()}
+    released = []
+    for left in cgroup.leftovers(cgroup.hierarchy()):
+        if int(left.name.split("-", 1)[0]) in owners:
+            killed = left.kill()
+            left.remove()
+            released.append(f"cgroup {left.name} ({len(killed)} processes killed)")
+    released += storage.sweep_stale(ACTIVE)
+    if released:
+        log.write(f"dbsweep: released on {socket.gethostname()} what a killed node left: {released}\n")
+    return released
+
+
+def _records() -> list[dict]:
+    out = []
+    for entry in sorted(ACTIVE.glob("*.json")) if ACTIVE.is_dir() else []:
+        try:
+            out.append(json.loads(entry.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def main() -> int:
+    log = sys.stderr
+    if sys.argv[1:] == ["--sweep"]:
+        sweep(log)
+        return 0
+    spec = json.loads(sys.stdin.readline())
+    serve(spec, log, sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

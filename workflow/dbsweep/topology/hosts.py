@@ -1,0 +1,226 @@
+"""The nodes of a placed topology started on their hosts, from the job's first host (issue 34).
+
+Inside the cell's Slurm job (one job over its hosts: placement.py), each node's server is started on
+its host by a job step (`srun --overlap --nodelist=HOST`) running topology/host_step.py; this module
+is the other end: it starts the step, hands it the node's spec on its stdin, waits for the node's facts,
+and on exit closes the step's stdin (the node stops, unmounts and detaches on its host) and waits for
+the step to end. A step that does not end in time is cancelled by Slurm (scancel of the step), so
+nothing of it is left on its host.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack, contextmanager, suppress
+from pathlib import Path
+from collections.abc import Iterator
+
+from dbsweep import database, engines, manifest
+from dbsweep.recipe import Recipe
+from dbsweep.runtime.signals import signals_raise
+from dbsweep.topology import placement, relay
+from dbsweep.topology.cell import role
+from dbsweep.topology.host_step import host_address, rtt_ms
+from dbsweep.topology.nodes import NodeSpec
+
+PACKAGE = Path(__file__).resolve().parents[2]  # workflow/: what the step imports dbsweep from
+READY_S = 300  # restore the image, start the server, let the clients in
+STOP_S = 120
+
+
+# What the client's host reads back from each node's server, over the network between the hosts: where it
+# runs (the family's variables: MariaDB's hostname, datadir, port; PostgreSQL's data_directory, port).
+IDENTITY = ("hostname", "datadir", "data_directory", "port")
+
+
+@contextmanager
+def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[str, dict]]:
+    """Every node of recipe's placed topology running on its host (one job step each) and replicating as
+    its topology says, from this process on the client's host; yields node name -> facts (host_step.py's,
+    less the login and the relay's token; `db`: the node's database.Database as this host reaches it;
+    `topology`: what the family's start_cluster recorded of it; `delivered`: the server's own identity,
+    read over the network from here as the benchmark user; `clock`: its host's clock offset)."""
+    placed = placement.of(recipe.topology)
+    here = socket.gethostname()
+    if placed is None or placed.hosts[placement.CLIENT] != here:
+        raise RuntimeError(f"placed nodes start from the client's host ({placed and placed.hosts['client']}); "
+                           f"this is {here}")
+    family = engines.family(recipe.engine)
+    kind = recipe.topology["replication"]
+    # Each node's address is its host's, known before any starts (a primary lets its replicas in by address).
+    specs = [NodeSpec(name=name, role=role(kind, index), index=index,
+                      address=socket.gethostbyname(placed.hosts[name]), port=0, root=Path("/nonexistent"))
+             for index, name in enumerate(recipe.topology["nodes"])]
+    with ExitStack() as stack:
+        local = Path(tempfile.mkdtemp(prefix="dbsweep-placed-"))  # the relayed sockets and option files
+        stack.callback(shutil.rmtree, local, True)
+        nodes = {}
+
+        def start(node: NodeSpec, options: dict) -> database.Database:
+            spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
+                    "node": {"name": node.name, "role": node.role, "index": node.index}}
+            facts = stack.enter_context(node_on_host(placed.hosts[node.name], spec, log))
+            if facts["address"] != node.address:
+                raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
+                                   f"{facts['address']}, not on {node.address}, its host's address here")
+            node.port = facts["port"]
+            nodes[node.name] = facts
+            return stack.enter_context(_reached(recipe, family, node, facts, local))
+
+        dbs = family.start_cluster(recipe.engine, kind, recipe.topology["settings"], specs, start,
+                                   [host_address()], log)
+        for node in specs:
+            facts = nodes[node.name]
+            facts |= {"db": dbs[node.name], "spec": node, "topology": dict(node.facts)}
+            shown = dict(family.variables(facts["db"].conn))
+            facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
+            facts["clock"] = clock_offset(facts["step"])
+        yield nodes
+
+
+@contextmanager
+def _reached(recipe: Recipe, family, node: NodeSpec, facts: dict, local: Path) -> Iterator[database.Database]:
+    """The node's server as this host reaches it: over the network as the benchmark user (conn, and a 0600
+    sysbench option file here), and as root through its admin socket, relayed (relay.py)."""
+    folder = local / node.name
+    folder.mkdir()
+    with relay.relayed(folder / facts.pop("socket_name"), facts["address"], facts["relay_port"],
+                       bytes.fromhex(facts.pop("relay_token"))) as path:
+        handle = engines.Handle(engine=recipe.engine, port=facts["port"], socket=path, rundir=folder,
+                                datadir=Path(facts["datadir"]), pid=facts["pid"],
+                                basedir=Path(facts["basedir"]) if facts["basedir"] else None)
+        conn = family.Conn(host=facts["address"], port=facts["port"], socket=None, user=facts.pop("user"),
+                           password=facts.pop("password"), database=facts.pop("database"))
+        option_file = folder / "sysbench.cfg"
+        database.write_secret(option_file, "\n".join(family.sysbench_options(conn, recipe.engine)) + "\n")
+        yield database.Database(recipe.engine, family, handle, conn, option_file, conn, node.name)
+
+
+def ask(step: subprocess.Popen, question: str) -> dict:
+    """A node's host step's answer to one question (host_step.answer)."""
+    step.stdin.write(question + "\n")
+    step.stdin.flush()
+    line = _line(step, 30)
+    if not line:
+        raise RuntimeError(f"a node's job step did not answer {question!r}")
+    return json.loads(line)
+
+
+def clock_offset(step: subprocess.Popen, tries: int = 5) -> dict:
+    """How far the node's host's wall clock is from this one's, in ms (theirs minus ours), from the exchange
+    with the shortest round trip: its clock is read between our t0 and t1, so the offset is known to within
+    half that round trip (`within_ms`; the round trip goes through srun's relay of the step's stdio)."""
+    best = None
+    for _ in range(tries):
+        t0 = time.time()
+        theirs = ask(step, "clock")["clock"]
+        t1 = time.time()
+        if best is None or t1 - t0 < best[1] - best[0]:
+            best = (t0, t1, theirs)
+    t0, t1, theirs = best
+    return {"offset_ms": round((theirs - (t0 + t1) / 2) * 1000, 3), "within_ms": round((t1 - t0) / 2 * 1000, 3),
+            "method": "host step's time.time() between two of the client host's, shortest of "
+                      f"{tries} exchanges"}
+
+
+def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
+    """"a-b" -> the median ping round trip of each link of a placed topology, in ms: from the client's host
+    to each node's, and from each node's host to every later node's (asked of its step)."""
+    out = {f"{placement.CLIENT}-{name}": rtt_ms(facts["address"]) for name, facts in nodes.items()}
+    names = list(nodes)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            out[f"{a}-{b}"] = ask(nodes[a]["step"], f"rtt {nodes[b]['address']}")["rtt_ms"]
+    return out
+
+
+def main(args: list[str]) -> int:
+    """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job: start the
+    placed nodes, write RAW/hosts.json (each node's facts, no login), hold them SPEC's hold_s seconds (or
+    until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
+    spec = json.loads(Path(args[0]).read_text())
+    raw = Path(spec["raw"])
+    raw.mkdir(parents=True, exist_ok=True)
+    log = sys.stderr
+    with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw, log) as nodes:
+        shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
+                 for name, facts in nodes.items()}
+        counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
+        manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
+                                                 "rtt_ms": link_rtts(nodes), "counters": counters})
+        hold(nodes, spec.get("hold_s", 0))
+    return 0
+
+
+def hold(nodes: dict[str, dict], seconds: float) -> None:
+    """Keep the nodes up for seconds; raise as soon as one's step ends (its node is gone: the cell failed)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for name, facts in nodes.items():
+            if facts["step"].poll() is not None:
+                raise RuntimeError(f"node {name} on {facts['host']}: its job step ended (exit "
+                                   f"{facts['step'].returncode}) while it was serving")
+        time.sleep(0.5)
+
+
+def step_argv(host: str) -> list[str]:
+    """The job step that runs one node on host: one task there, beside the job's other steps."""
+    return ["srun", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={host}", "--quiet",
+            f"--job-name=dbsweep-node@{host}", sys.executable, "-m", "dbsweep.topology.host_step"]
+
+
+@contextmanager
+def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
+    """spec's node running on host (spec: recipe, image, node, clients, raw; host_step.py); yields
+    its facts (host, address, port, datadir, pid, login). Raises with the step's last words when it ends
+    before its node is ready."""
+    env = os.environ | {"PYTHONPATH": str(PACKAGE)}
+    step = subprocess.Popen(step_argv(host), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
+                            text=True)
+    try:
+        step.stdin.write(json.dumps(spec) + "\n")
+        step.stdin.flush()
+        line = _line(step, READY_S)
+        if not line:
+            raise RuntimeError(f"node {spec['node']['name']} on {host}: its job step ended (exit {step.wait()}) "
+                               f"before its server was ready; its log is in the run's log")
+        yield json.loads(line) | {"step": step}
+    finally:
+        _stop(step)
+
+
+def _line(step: subprocess.Popen, timeout: float) -> str:
+    """The step's first line of output, or '' when it ends or says nothing within timeout."""
+    with selectors.DefaultSelector() as sel:
+        sel.register(step.stdout, selectors.EVENT_READ)
+        if not sel.select(timeout):
+            return ""
+    return step.stdout.readline()
+
+
+def _stop(step: subprocess.Popen) -> None:
+    """Close the step's stdin (its node stops and cleans up on its host) and wait; after STOP_S, signal
+    srun, which has Slurm end the step on its host."""
+    with suppress(OSError):
+        step.stdin.close()
+    deadline = time.monotonic() + STOP_S
+    while step.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if step.poll() is None:
+        step.terminate()  # srun forwards it to the step's task, then Slurm kills what is left
+        try:
+            step.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            step.kill()
+            step.wait()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

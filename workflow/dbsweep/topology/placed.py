@@ -1,0 +1,89 @@
+"""A placed topology as a repetition uses it (issue 34): its nodes on their hosts (hosts.placed_nodes), the
+client here, on the job's first host, which the placement names as the client's.
+
+The repetition sees the same Topology as on one host (topology/cell.py), with what differs said here:
+
+- the client's tool runs in this host's own network (no namespace to enter), against the primary's
+  address on the network between the hosts;
+- each node's Database reaches its server over that network (the benchmark user) and through its relayed
+  admin socket (root); its handle has no pid and no datadir here (the server runs elsewhere: a death
+  watch, CPU accounting, CPU pinning or a datadir size taken from this host would be another process's or
+  nothing); its real pid, datadir and host are in the record's topology facts;
+- the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`;
+  `network` has each link's measured round trip and each host's clock offset.
+
+Not built for a placed cell (refused at load: placement.check_cell): a proxy and timed events.
+"""
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from dbsweep.recipe import Recipe
+from dbsweep.runtime.resources import Stack
+from dbsweep.topology import hosts, placement
+from dbsweep.topology.host_step import host_address
+
+CLIENT = placement.CLIENT
+
+
+class Links:
+    """The network between the hosts as the repetition asks about it: where the client runs (here) and the
+    links' round trips."""
+
+    def __init__(self, placed: placement.Placement, nodes: dict[str, dict]):
+        self.placed, self.nodes = placed, nodes
+        self.addresses = {CLIENT: host_address()} | {name: facts["address"] for name, facts in nodes.items()}
+
+    def enter(self, host: str) -> list[str]:
+        """The argv prefix that runs a program on host: the client's is this one (nothing to enter)."""
+        if host != CLIENT:
+            raise RuntimeError(f"{host} runs on {self.placed.hosts[host]}: only the client's programs run here")
+        return []
+
+    def measure_rtt(self) -> dict[str, float]:
+        return hosts.link_rtts(self.nodes)
+
+    @property
+    def facts(self) -> dict:
+        return {"hosts": dict(self.placed.hosts), "addresses": dict(self.addresses),
+                "method": "Slurm nodes of one job; round trips: ping from the client's host and from each node's "
+                          "host step; clocks: each host step's time.time() between two of the client host's",
+                "clocks": {name: facts["clock"] for name, facts in self.nodes.items()}}
+
+
+def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
+    """Start the cell's placed topology inside stack; returns a topology.cell.Topology."""
+    from dbsweep.topology.cell import Topology  # cell.start dispatches here
+    placement.check_cell(recipe.topology["name"], recipe.topology, recipe.proxy, recipe.events)  # refused at load
+    if image is None:
+        raise RuntimeError(f"topology {recipe.topology['name']}: a placed topology starts from a prepared image")
+    placed = placement.of(recipe.topology)
+    nodes = stack.enter("server", f"{recipe.engine} on {', '.join(placed.nodelist)}",
+                        hosts.placed_nodes(recipe, image, raw, log))
+    links = Links(placed, nodes)
+    specs = [facts["spec"] for facts in nodes.values()]
+    dbs = {name: _here(facts["db"]) for name, facts in nodes.items()}
+    facts = {
+        "name": recipe.topology["name"], "replication": recipe.topology["replication"],
+        "nodes": [{"name": spec.name, "role": spec.role, "address": spec.address, "port": spec.port,
+                   "host": nodes[spec.name]["host"], "declared_host": placed.hosts[spec.name],
+                   "pid": nodes[spec.name]["pid"], "datadir": nodes[spec.name]["datadir"],
+                   "filesystem": nodes[spec.name]["filesystem"], "devices": [],
+                   **nodes[spec.name]["topology"]} for spec in specs],
+        "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
+        "network": links.facts | {"rtt_ms": links.measure_rtt()}, "proxy": None,
+    }
+    return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [])
+
+
+def _no_restart(name: str):
+    """What starts a node again (a timed event's): not built for a node on another host."""
+    def again():
+        raise RuntimeError(f"node {name}: starting a node of a placed topology again is not built (issue 34)")
+    return again
+
+
+def _here(db):
+    """db as this host's monitors may use it: no pid, no datadir (its server runs on another host)."""
+    return dataclasses.replace(db, handle=dataclasses.replace(db.handle, pid=0, datadir=None))
