@@ -177,11 +177,6 @@ def origin(recipe: Recipe) -> dict:
             "binary": str(binary), "sha256": servers.sha256(Path(binary))}
 
 
-def drop_caches() -> None:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
 class Sampling:
     """Several samplers (a topology's nodes, its proxy) as one: entered and left together; error is the
     first of theirs."""

@@ -191,12 +191,11 @@ def host_settings(control: NoiseControl, record: dict, log, active: Path | None 
 
 
 def drop_caches(control: NoiseControl, record: dict, log) -> None:
-    """Sync and drop the OS page cache (database.drop_caches) right before the measured window."""
+    """Sync and drop the OS page cache (storage.drop_caches) right before the measured window."""
     if not control.drop_caches:
         return
-    from dbsweep import database  # here: database imports recipe, which imports this module
     try:
-        database.drop_caches()
+        storage.drop_caches()
     except OSError as e:
         record.setdefault("noise_control", {})["drop_caches"] = f"not available: {e.strerror or e}"
         _warn(log, f"noise_control.drop_caches: not available: {e.strerror or e}")

@@ -419,7 +419,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
                 refused(f"warm-up: {_tail(raw, 'warmup.stderr.txt', 'warmup.stdout.txt')}", db)
     if recipe.cold_start:
         stack.close("server")
-        database.drop_caches()
+        storage.drop_caches()
         record["caches_dropped"] = manifest.now()
         db = server()
     record["server"] = {"engine": db.engine, "version": db.family.version(db.local),
@@ -433,7 +433,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
 
         def restart():
             stack.close("server")
-            database.drop_caches()
+            storage.drop_caches()
             record.setdefault("restarts", []).append(manifest.now())
             window.db = server()
             return window.db

@@ -93,7 +93,8 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
 
     family = engines.family(recipe.engine)
     client = net.addresses[CLIENT]
-    dbs = family.start_cluster(recipe.engine, kind, topology["settings"], specs, start_node, [client], log)
+    dbs = engines.cluster(recipe.engine).start_cluster(recipe.engine, kind, topology["settings"], specs, start_node,
+                                                       [client], log)
     dbs = {name: dbs[name] for name in names}
     first = dbs[names[0]]
     handle = None

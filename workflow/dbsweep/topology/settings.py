@@ -175,7 +175,6 @@ def check_cell(engine: str, recipe_part: dict) -> None:
     """Refuse (ConfigError) a topology's settings the cell's server family would refuse."""
     if not recipe_part or recipe_part["topology"]["replication"] is None:
         return
-    family = engines.family(engine)
     topology = recipe_part["topology"]
     spec = topology["settings"] | {"replicas": len(topology["nodes"]) - 1}
-    family.check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")
+    engines.cluster(engine).check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")
