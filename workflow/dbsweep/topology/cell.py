@@ -19,6 +19,7 @@ from pathlib import Path
 from dbsweep import database, engines, runtime, storage
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
+from dbsweep.events.targets import Node, sampler_reader
 from dbsweep.topology.nodes import NodeSpec
 
 CLIENT = "client"
@@ -129,3 +130,43 @@ def through(db: database.Database, host: str, port: int) -> database.Database:
     option_file = db.option_file.with_name("sysbench-proxy.cfg")
     database.write_secret(option_file, "\n".join(db.family.sysbench_options(conn, db.engine)) + "\n")
     return dataclasses.replace(db, conn=conn, option_file=option_file)
+
+
+def serve(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack):
+    """The cell's servers entered into stack: its topology (nodes, network, proxy: start), or its one server.
+    Returns (the server the client's tool reaches, the started Topology or None)."""
+    if recipe.topology:
+        topology = start(recipe, fs, image, scratch, raw, log, stack)
+        return topology.target, topology
+    return stack.enter("server", recipe.engine, database.running(recipe, fs.path, log, recipe.memory, keep=raw)), None
+
+
+def latency(recipe: Recipe):
+    """A link's declared round trip and jitter in ms, by the names of its two ends (a timed event that
+    changes a link puts it back to these)."""
+    def of(a: str, b: str) -> tuple[float, float]:
+        net = recipe.network
+        kind = "client_latency_ms" if CLIENT in (a, b) else "node_latency_ms"
+        return net[kind], net["jitter_ms"]
+    return of
+
+
+def nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
+    """The cell's servers as timed events see them: each with a way to start it again on its datadir."""
+    if topology is None:
+        return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.memory,
+                                                             keep=raw))]
+    return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
+
+
+def sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
+    """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
+    primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl.
+    A node a timed event took down leaves a gap."""
+    samplers = []
+    for i, node in enumerate(nodes):
+        out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
+        samplers.append(database.Sampler(sampler_reader(node), node.db.handle.datadir, out))
+    if topology is not None and topology.proxy is not None:
+        samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
+    return database.Sampling(samplers)
