@@ -20,15 +20,15 @@ from dbsweep.matrix import Cell
 @dataclass
 class Draft:
     """The study as the load has checked it so far: the config as given (files made absolute), the axes
-    (values as names), the workloads as declared, the filesystems defined, the option sets, the user's
-    builds of the version axis (by name; set by the versions concern's check) and the server section."""
+    (values as names), the workloads as declared, the option sets, the server section; and what a concern's
+    check found that others read: the filesystems defined, the user's builds of the version axis."""
     config: dict
     axes: dict[str, list]
     workloads: dict[str, dict]
-    filesystems: dict[str, dict]
     option_sets: dict[str, dict]
     server: dict
-    builds: dict[str, dict] = field(default_factory=dict)
+    filesystems: dict[str, dict] = field(default_factory=dict)  # by name, defaults filled (filesystems' check)
+    builds: dict[str, dict] = field(default_factory=dict)  # the version axis's builds by name (versions' check)
 
     def workload(self, cell: Cell):
         """The cell's workload module (workloads.get), None for a workload the study does not define."""

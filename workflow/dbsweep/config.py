@@ -59,7 +59,6 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     for name, values in axes.items():
         if not values:
             raise ConfigError(f"axes.{name}: [] has no values, so the matrix has no cells; give at least one")
-    fs_defined = filesystems.defined(config)
     classes = devices.check(config, axes)
     wls = config["workloads"]
     for name, wl in wls.items():
@@ -69,7 +68,7 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         if key in server:
             units.check_size(server[key], f"server.{key}")
     option_sets.check_options(config, axes)
-    draft = Draft(config, axes, wls, fs_defined, option_sets.sets(config.get("server_options", {}), axes), server)
+    draft = Draft(config, axes, wls, option_sets.sets(config.get("server_options", {}), axes), server)
     for part in CONCERNS:
         part.check(draft)
     _check_values(draft)
@@ -307,6 +306,7 @@ def _baseline(baseline: dict, axes: dict) -> dict:
 # The concerns, in the order their parts run at each step of load (concern.py); the study's own parts
 # (a workload's not-applicable rule, the server options a cell chooses) at their places among them.
 CONCERNS = (
+    filesystems.CONCERN,
     rounds.CONCERN,
     versions.CONCERN,
     workload_study.CONCERN,
@@ -315,7 +315,6 @@ CONCERNS = (
     events.CONCERN,
     server_memory.CONCERN,
     noise.CONCERN,
-    filesystems.CONCERN,
 )
 
 

@@ -113,6 +113,11 @@ def _gib(size: int) -> str:
     return f"{size / 2**30:.2f}G" if size >= 2**30 else f"{size / 2**20:.0f}M"
 
 
-CONCERN = Concern(name="filesystems", sections=(SECTION,), values={AXIS: _defined_value}, warnings=check_used,
-                  study=lambda draft, cells: {"filesystems": draft.filesystems | used(draft, cells)},
-                  check_study=check_fit)
+def check(draft: Draft) -> None:
+    """The filesystems a cell may name (draft.filesystems), each checked as declared."""
+    draft.filesystems = defined(draft.config)
+
+
+CONCERN = Concern(name="filesystems", sections=(SECTION,), check=check, values={AXIS: _defined_value},
+                  warnings=check_used, check_study=check_fit,
+                  study=lambda draft, cells: {"filesystems": draft.filesystems | used(draft, cells)})
