@@ -3,6 +3,7 @@ the concern's own module or package (as test_workloads.py checks for tool and fa
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
@@ -83,13 +84,18 @@ def test_circles_are_found():
     assert circles({"a": {"b"}, "b": set()}) == []
 
 
+@functools.cache
+def package_imports() -> dict[str, set[str]]:
+    return imports(_modules())
+
+
 def test_function_level_imports_count():
-    graph = imports(_modules())
+    graph = package_imports()
     assert "dbsweep.run" in graph["dbsweep.calibration"]  # `from dbsweep.run import repetition` in a function
 
 
 def test_no_import_circles_among_the_package_modules():
-    assert circles(imports(_modules())) == []
+    assert circles(package_imports()) == []
 
 
 # Each concern's home (paths under workflow/dbsweep/) and the keys of the study it owns: nothing outside the home
@@ -125,10 +131,16 @@ ALLOWED = {
 }
 
 
+@functools.cache
+def _nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module's syntax tree, parsed once per test session."""
+    return tuple(ast.walk(ast.parse(path.read_text())))
+
+
 def reads(path: Path, keys: set[str]) -> set[str]:
     """The keys among `keys` that a module reads: x["key"], x.get("key" …), "key" in x."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in _nodes(path):
         if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
             found.add(node.slice.value)
         elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"
@@ -191,8 +203,7 @@ def named_outside(package: Path) -> list[str]:
             rel = path.relative_to(package).as_posix()
             if rel.startswith(home):
                 continue
-            names = {node.value for node in ast.walk(ast.parse(path.read_text()))
-                     if isinstance(node, ast.Constant) and isinstance(node.value, str)}
+            names = {node.value for node in _nodes(path) if isinstance(node, ast.Constant)}
             out += [f"{rel}: {key}" for key in sorted((names & keys) - NAMED_ELSEWHERE.get(rel, set()))]
     return out
 
