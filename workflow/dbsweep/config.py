@@ -59,7 +59,6 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
     for name, values in axes.items():
         if not values:
             raise ConfigError(f"axes.{name}: [] has no values, so the matrix has no cells; give at least one")
-    classes = devices.check(config, axes)
     wls = config["workloads"]
     for name, wl in wls.items():
         workload_study.check(name, wl, axes)
@@ -129,7 +128,6 @@ def load(config: dict, folder: str | os.PathLike | None = None) -> Study:
         topologies={key: config[key] for part in CONCERNS for key in part.keys if key in config},
         headline=config.get("analysis", {}).get("headline", []),
         warnings=warnings,
-        device_classes=classes,
         **{name: value for part in CONCERNS for name, value in part.study(draft, cells).items()},
         concerns=CONCERNS,
     )
@@ -307,6 +305,7 @@ def _baseline(baseline: dict, axes: dict) -> dict:
 # (a workload's not-applicable rule, the server options a cell chooses) at their places among them.
 CONCERNS = (
     filesystems.CONCERN,
+    devices.CONCERN,
     rounds.CONCERN,
     versions.CONCERN,
     workload_study.CONCERN,
