@@ -490,7 +490,7 @@ def _readings_around(nodes, topology, recipe: Recipe, record: dict):
     """What delivered.py checks that can only be read while the cell runs, right before the body (a measured
     window) and right after it, when it ended well: each node's memory cgroup limit (run.json memory_cap:
     node -> {start, end}), and at the end, where no timed event changes them, the links' round trips
-    (topology.rtt_end_ms; the start's are the topology's own rtt_ms). nodes() as for _engine_status_around."""
+    (topology.rtt_end_ms; the start's are the topology's own rtt_ms). nodes() as for database.engine_status_around."""
     def caps(moment: str) -> None:
         for name, db in nodes():
             cap = getattr(db, "memory_cgroup", None) if db is not None else None

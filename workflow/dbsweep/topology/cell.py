@@ -2,7 +2,7 @@
 
     filesystem of every node (each a copy of the cell's prepared image; the first is the run's own)
     → network (a namespace per host: client, every node; links with the declared round-trip times)
-    → servers (the family's start_cluster decides their order and sets replication up)
+    → servers (the family's cluster module's start_cluster decides their order and sets replication up)
     → proxy (in the client's namespace, in front of the nodes that take writes)
 
 The client's tool runs in the client's namespace (`client_argv`) and reaches the primary, or the
