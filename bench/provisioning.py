@@ -3,7 +3,7 @@
 The dataset: an image datadir (benchmark user, sysbench tables: 4 x 100,000 rows by default), made
 once. Each repetition starts a primary on a copy of it (untimed) and then one replica, timed from the
 moment its provisioning begins until its IO and SQL threads run and it has caught up
-(`mariadb.start_cluster`, async replication; the replica's `provision_s` fact):
+(`mariadb_cluster.start_cluster`, async replication; the replica's `provision_s` fact):
 
 - image: copy the image's datadir into the replica's root (`cp -a`, as every node gets its own copy of
   the cell's image), start the server, CHANGE MASTER at the image's GTID position, replicate;
@@ -33,7 +33,7 @@ from common import leftovers, median, table, tempdir, use_pipeline_code  # noqa:
 
 use_pipeline_code()
 from dbsweep import database  # noqa: E402
-from dbsweep.engines import family  # noqa: E402
+from dbsweep.engines import cluster, family  # noqa: E402
 from dbsweep.recipe import Recipe  # noqa: E402
 from dbsweep.topology.nodes import NodeSpec  # noqa: E402
 
@@ -110,7 +110,7 @@ def provision(image: Path, work: Path, how: str, log) -> tuple[float, float]:
                 making.append(made)
             return db
 
-        dbs = mariadb.start_cluster("innodb", "async", {"replicas": 1}, nodes, start, ["127.0.0.1"], log)
+        dbs = cluster("innodb").start_cluster("innodb", "async", {"replicas": 1}, nodes, start, ["127.0.0.1"], log)
         count = mariadb.admin_sql(dbs["replica1"].handle, f"SELECT count(*) FROM `{dbs['replica1'].conn.database}`"
                                                           f".sbtest1;\n").strip()
         if int(count) == 0:

@@ -5,7 +5,7 @@ SCALE warehouses, clean shutdown) in a temp
 dir under /var/tmp, then `--repeats` interleaved pairs (the order alternating):
 
 - standby: `cp -a` of the image's root to the standby's root and `sync -f` of it, then
-  engines.postgresql.start_cluster("async", 1 replica) with a primary on another copy (copied untimed);
+  engines.postgresql_cluster.start_cluster("async", 1 replica) with a primary on another copy (copied untimed);
   timed from the primary accepting connections to start_cluster's return (replication role, slot, the
   standby started, streaming and caught up). standby s = copy + sync + that.
 - dump: initdb of a fresh datadir, start, the benchmark user, then `pg_dump | psql` of the benchmark
@@ -36,7 +36,7 @@ from common import median, table, tempdir, use_pipeline_code  # noqa: E402
 
 use_pipeline_code()
 from dbsweep import database  # noqa: E402
-from dbsweep.engines import as_user, chown_tree, postgresql  # noqa: E402
+from dbsweep.engines import as_user, chown_tree, cluster, postgresql  # noqa: E402
 from dbsweep.recipe import Recipe  # noqa: E402
 from dbsweep.topology.nodes import NodeSpec  # noqa: E402
 from dbsweep.workloads import tpcc  # noqa: E402
@@ -81,7 +81,7 @@ def standby(spec: Recipe, image: Path, tmp: Path, log) -> dict:
             db = stack.enter_context(database.running(spec, node.root, log, node=node, node_options=options))
             ready[node.name] = time.perf_counter()
             return db
-        postgresql.start_cluster("postgresql", "async", {"replicas": 1}, nodes, start, ["127.0.0.1"], log)
+        cluster("postgresql").start_cluster("postgresql", "async", {"replicas": 1}, nodes, start, ["127.0.0.1"], log)
         out["stream"] = time.perf_counter() - ready["primary"]
     subprocess.run(["rm", "-rf", str(primary_root), str(standby_root)], check=True)
     out["standby"] = out["copy"] + out["stream"]

@@ -12,7 +12,8 @@ import pytest
 
 from conftest import ROOT, leftovers, tiny_study
 from dbsweep import devices, storage
-from dbsweep.config import FS_DEFAULTS, load
+from dbsweep.config import load
+from dbsweep.filesystems import FS_DEFAULTS
 from dbsweep.errors import ConfigError
 from dbsweep.runtime import blkio, cgroup
 
@@ -159,7 +160,7 @@ def test_a_sigkilled_runs_cap_is_removed_by_the_next_one(tmp_path):
         sys.path.insert(0, {str(ROOT / 'workflow')!r})
         from pathlib import Path
         from dbsweep import storage
-        from dbsweep.config import FS_DEFAULTS
+        from dbsweep.filesystems import FS_DEFAULTS
         spec = FS_DEFAULTS | {{"type": "ext4", "size": "300M", "device_class": {{"name": "c", "read_iops": 77}}}}
         with storage.filesystem(spec, Path({str(tmp_path / 'scratch')!r}), Path({str(tmp_path / 'active')!r})) as fs:
             print(fs.devices[0], flush=True)

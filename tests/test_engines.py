@@ -27,8 +27,9 @@ import psutil
 import pytest
 
 from dbsweep.runtime.memory import memory_cgroup
-from dbsweep.engines import (ENGINES, INTERFACE, Handle, Launch, ServerExited, datadir_processes, families, family,
-                             mariadb, option_sets, supervise, write_private)
+from dbsweep import engines
+from dbsweep.engines import (CLUSTER_INTERFACE, ENGINES, INTERFACE, Handle, Launch, ServerExited, datadir_processes,
+                             families, family, mariadb, option_sets, supervise, write_private)
 from dbsweep.errors import ConfigError
 from dbsweep.units import format_size, parse_size
 
@@ -389,6 +390,13 @@ def test_every_family_offers_the_whole_interface():
         missing = [name for name in INTERFACE if not hasattr(module, name)]
         assert not missing, f"{module.__name__} lacks {missing}"
         assert callable(module.check_replication) and isinstance(module.SYNC_KINDS, tuple)
+
+
+def test_every_family_has_a_cluster_module_below_which_it_stays():
+    for engine in ENGINES:
+        module = engines.cluster(engine)
+        missing = [name for name in CLUSTER_INTERFACE if not callable(getattr(module, name, None))]
+        assert not missing, f"{module.__name__} lacks {missing}"
 
 
 def test_hit_ratio_formulas():

@@ -116,7 +116,7 @@ def cluster(image, tmp, engine, kind, settings, names_roles, clients=("127.0.0.1
         def start(node, options):
             return stack.enter_context(database.running(server(engine), node.root, log, keep=node.root, node=node,
                                                         node_options=options))
-        dbs = mariadb.start_cluster(engine, kind, settings, nodes, start, list(clients), log)
+        dbs = mariadb_cluster.start_cluster(engine, kind, settings, nodes, start, list(clients), log)
         yield nodes, dbs, log
 
 
@@ -262,7 +262,7 @@ def test_galera_with_myrocks_is_refused_before_any_server_starts(tmp_path):
     started = []
     node = NodeSpec("node1", "member", 0, "127.0.0.1", 1, tmp_path)
     with pytest.raises(ConfigError, match="'galera' is not applicable to engine myrocks"):
-        mariadb.start_cluster("myrocks", "galera", {"nodes": 3}, [node], lambda n, o: started.append(n),
+        mariadb_cluster.start_cluster("myrocks", "galera", {"nodes": 3}, [node], lambda n, o: started.append(n),
                               [], io.StringIO())
     assert started == [] and mariadb.REPLICATION["myrocks"] == ("async", "semisync")
     mariadb.check_replication("innodb", "galera")  # Debian's MariaDB has galera-4
@@ -290,7 +290,7 @@ def test_single_node_lets_the_clients_addresses_log_in(image, tmp):
                                           "WHERE database_name = 'dbsweep' ORDER BY table_name;\n")
         assert stats.splitlines() == ["odd`name\t0", "t\t100"]
     with pytest.raises(ConfigError, match="client address: 'host; DROP' is not an IP address"):
-        mariadb.start_cluster("innodb", None, {}, nodes, lambda n, o: None, ["host; DROP"], io.StringIO())
+        mariadb_cluster.start_cluster("innodb", None, {}, nodes, lambda n, o: None, ["host; DROP"], io.StringIO())
 
 
 def test_counters_kinds_of_the_replication_numbers():

@@ -59,7 +59,7 @@ def test_start_cluster_refuses_before_starting_anything(tmp_path):
             (None, {}, nodes, "topology: a PostgreSQL node without replication is one node, not 2"),
             ("semisync", {}, nodes, "topology.replication: 'semisync' is not one PostgreSQL runs")]:
         with pytest.raises(ConfigError, match=re.escape(said)):
-            postgresql.start_cluster("postgresql", kind, settings, given, start, ["127.0.0.1"], io.StringIO())
+            cluster.start_cluster("postgresql", kind, settings, given, start, ["127.0.0.1"], io.StringIO())
     assert not list(tmp_path.iterdir())
 
 

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import ROOT, leftovers
 from dbsweep import storage
-from dbsweep.config import FS_DEFAULTS, load
+from dbsweep.config import load
+from dbsweep.filesystems import FS_DEFAULTS
 from dbsweep.errors import ConfigError
 
 
@@ -84,7 +85,7 @@ def test_a_sigkilled_run_is_cleaned_by_the_next_one(tmp_path):
         sys.path.insert(0, {str(ROOT / 'workflow')!r})
         from pathlib import Path
         from dbsweep import storage
-        from dbsweep.config import FS_DEFAULTS
+        from dbsweep.filesystems import FS_DEFAULTS
         with storage.filesystem(FS_DEFAULTS | {{"type": "ext4", "size": "300M"}},
                                 Path({str(tmp_path / 'scratch')!r}), Path({str(tmp_path / 'active')!r})):
             print("mounted", flush=True)

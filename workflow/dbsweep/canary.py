@@ -5,7 +5,7 @@ as a difference between cells.
 Canary run j (results/canary/<first cell>/rep~j/run.json, rule canary in rules/run.smk) comes after
 (j - 1) x every repetitions of the study: the first before any, then one after every `every`, and the last
 after the study's last. The order
-is Snakemake's priorities (config.Study.priority, canary_priority): with a canary every measuring job
+is Snakemake's priorities (study.Study.priority, canary_priority): with a canary every measuring job
 has its own place, the repetitions in the interleaved order (or cell by cell without interleave) and each
 canary between two of them. Its table, results/tables/canary.csv, has one row per canary run: when it
 measured, after how many repetitions, and its throughput; the summary page states the drift, max / min - 1

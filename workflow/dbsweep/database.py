@@ -177,11 +177,6 @@ def origin(recipe: Recipe) -> dict:
             "binary": str(binary), "sha256": servers.sha256(Path(binary))}
 
 
-def drop_caches() -> None:
-    subprocess.run(["sync"], check=True)
-    Path("/proc/sys/vm/drop_caches").write_text("3\n")
-
-
 class Sampling:
     """Several samplers (a topology's nodes, its proxy) as one: entered and left together; error is the
     first of theirs."""
@@ -258,3 +253,48 @@ def datadir_bytes(path: Path) -> int:
             with suppress(FileNotFoundError):
                 total += os.lstat(os.path.join(folder, name)).st_blocks * 512
     return total
+
+
+@contextmanager
+def engine_status_around(nodes, raw: Path, record: dict, log):
+    """The nodes' engine status texts (engine_status) right before the body (a measured window) and right
+    after it, also after a window that failed (what the engine says then may tell why), but not after an
+    interrupt (Interrupted: the run must stop now). nodes() gives them as (name, Database, or None while
+    a timed event has it down), at the moment it is called: a restart replaces a node's Database."""
+    engine_status(nodes(), raw, "start", record, log)
+    try:
+        yield
+    except Exception:
+        engine_status(nodes(), raw, "end", record, log)
+        raise
+    engine_status(nodes(), raw, "end", record, log)
+
+
+def engine_status(nodes: list[tuple[str, Database | None]], raw: Path, moment: str, record: dict, log) -> None:
+    """Each node's engine status text (its family's engine_status: SHOW ENGINE INNODB STATUS, SHOW ENGINE
+    ROCKSDB STATUS; nothing for a family that has none), outside what is measured: `moment` is "start"
+    (right before the window), "end" (right after it) or "after-<phase>" (between two phases of a phased
+    workload, e.g. the insert benchmark's after-load, after-index, after-qr). Written as the server gave it to
+    raw/engine_status.<moment>.txt (the first node's: a topology's primary) and
+    raw/engine_status-<node>.<moment>.txt (every other node's); run.json's engine_status[moment][node] names
+    the file, or the error that left it out. A node down has none: one an event stopped or killed, and one
+    an event started again, which is stopped with the window's events (Targets.close). A snapshot describes
+    the run and is not measured: one that fails (a server that died or does not answer) is a warning in the
+    log, never the run's failure."""
+    for i, (name, db) in enumerate(nodes):
+        path = raw / (f"engine_status.{moment}.txt" if i == 0 else f"engine_status-{name}.{moment}.txt")
+        if db is None:  # down (events.jsonl says why)
+            continue
+        try:
+            text = db.family.engine_status(db.handle, db.engine)
+        except Exception as error:  # noqa: BLE001 - whatever it was, the measurement stands
+            said = " ".join(str(error).split()) or type(error).__name__
+            when = f"at the window's {moment}" if moment in ("start", "end") else moment.replace("-", " phase ")
+            log.write(f"warning: engine status {when}, node {name}: not taken: {said}\n")
+            log.flush()
+            record.setdefault("engine_status", {}).setdefault(moment, {})[name] = {"error": said}
+            continue
+        if text is None:  # the family has no such text
+            continue
+        path.write_text(text, encoding="utf-8")
+        record.setdefault("engine_status", {}).setdefault(moment, {})[name] = path.name

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dbsweep.concern import Concern
 from dbsweep.errors import ConfigError, shown
 from dbsweep.names import check_name
 from dbsweep.runtime import blkio, cgroup
@@ -43,19 +44,19 @@ def check(config: dict, axes: dict) -> dict[str, dict]:
     """The study's device classes (name -> caps in bytes and IOs per second, LIMITS keys), once every
     declaration of one is checked: the classes' values, the filesystems and axis that name them, and
     that this host can deliver them."""
-    classes = {name: _caps(name, spec) for name, spec in config.get("device_classes", {}).items()}
+    found = classes(config)
     named = {}
     for name, fs in config.get("filesystems", {}).items():
         if "device_class" in fs:
             where = f"filesystems.{name}.device_class"
-            _known(fs["device_class"], classes, where)
+            _known(fs["device_class"], found, where)
             why = unfit(fs)
             if why:
                 raise ConfigError(f"{where}: {shown(fs['device_class'])}: {why}")
             named[name] = fs["device_class"]
     for value in axes.get(AXIS, []):
         if value != NONE:
-            _known(value, classes, f"axes.{AXIS}")
+            _known(value, found, f"axes.{AXIS}")
     both = [name for name in named if name in map(str, axes.get("filesystem", []))]
     if AXIS in axes and both:
         raise ConfigError(f"filesystems.{both[0]}.device_class: {shown(named[both[0]])}, and axes.{AXIS} "
@@ -65,7 +66,7 @@ def check(config: dict, axes: dict) -> dict[str, dict]:
         if why:
             key = f"filesystems.{next(iter(named))}.device_class" if named else f"axes.{AXIS}"
             raise ConfigError(f"{key}: this host cannot deliver a device class: {why}")
-    return classes
+    return found
 
 
 def _caps(name: str, spec: dict) -> dict:
@@ -164,3 +165,12 @@ def mean_utilisation(system: list[dict], seconds: int) -> float | None:
 def without_class(fs: dict) -> dict:
     """A filesystem declaration without its device class: a cap shapes the run, never the prepared image."""
     return {key: value for key, value in fs.items() if key != "device_class"}
+
+
+def classes(config: dict) -> dict[str, dict]:
+    """The study's device classes by name, their caps in bytes and IOs per second (checked by check)."""
+    return {name: _caps(name, spec) for name, spec in config.get("device_classes", {}).items()}
+
+
+CONCERN = Concern(name="device classes", check=lambda draft: check(draft.config, draft.axes),
+                  study=lambda draft, cells: {"device_classes": classes(draft.config)})

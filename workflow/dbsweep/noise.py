@@ -30,6 +30,7 @@ from pathlib import Path
 import psutil
 
 from dbsweep import storage
+from dbsweep.concern import Concern, Draft
 from dbsweep.disturbances import HALT_POLL, THP, selected
 
 CPUFREQ = Path("/sys/devices/system/cpu")
@@ -191,12 +192,11 @@ def host_settings(control: NoiseControl, record: dict, log, active: Path | None 
 
 
 def drop_caches(control: NoiseControl, record: dict, log) -> None:
-    """Sync and drop the OS page cache (database.drop_caches) right before the measured window."""
+    """Sync and drop the OS page cache (storage.drop_caches) right before the measured window."""
     if not control.drop_caches:
         return
-    from dbsweep import database  # here: database imports recipe, which imports this module
     try:
-        database.drop_caches()
+        storage.drop_caches()
     except OSError as e:
         record.setdefault("noise_control", {})["drop_caches"] = f"not available: {e.strerror or e}"
         _warn(log, f"noise_control.drop_caches: not available: {e.strerror or e}")
@@ -255,3 +255,38 @@ class Pinning:
 def _warn(log, message: str) -> None:
     log.write(f"warning: {message}\n")
     log.flush()
+
+
+KEY = "noise_control"
+
+
+def control(config: dict) -> NoiseControl | None:
+    """The per-repetition part of noise_control (the schema checked its values), or None when nothing
+    is set: a recipe without it stays equal to one recorded before noise control existed."""
+    wanted = NoiseControl(**{k: v for k, v in config.get(KEY, {}).items() if k != "canary"})
+    return wanted if wanted.any else None
+
+
+def canary_every(config: dict) -> int | None:
+    """noise_control.canary.every: repetitions between two canary runs, or None without a canary."""
+    return config.get(KEY, {}).get("canary", {}).get("every")
+
+
+def _check_pinning(draft: Draft, cells: list) -> list[str]:
+    """cpu_pinning on a host with fewer CPUs than a cell's parts: one warning for the study (each run
+    records "not applied" in its run.json), not a refusal."""
+    wanted = control(draft.config)
+    if wanted is None or not wanted.cpu_pinning:
+        return []
+    cpus = len(available_cpus())
+    need = max(needed(draft.workload(cell).database) for cell in cells)
+    if cpus >= need:
+        return []
+    return [f"noise_control.cpu_pinning: not applied where a cell needs {need} CPUs: this host has {cpus}"]
+
+
+CONCERN = Concern(
+    name="noise control", warnings=_check_pinning,
+    study=lambda draft, cells: {"noise_control": control(draft.config), "canary_every": canary_every(draft.config)},
+    recipe=lambda study, values, database: {"noise_control": study.noise_control}
+    if study.noise_control is not None else {})

@@ -1,6 +1,6 @@
 """The recipe: everything that shapes one cell's measurement, and nothing else.
 
-Built once per cell by the study (config.Study.recipe), checked once here, and read as attributes by every
+Built once per cell by the study (study.Study.recipe), checked once here, and read as attributes by every
 layer of a repetition (run, database, topology, events, collect). It crosses two boundaries as JSON:
 Snakemake's params of rule run (so a changed recipe reruns its cells) and run.json (so collect, the
 estimate and a later reader know what was measured); `as_dict` writes that JSON and `from_dict` reads it
@@ -86,7 +86,7 @@ class Recipe:
 
     @classmethod
     def preparing(cls, image_spec: dict) -> Recipe:
-        """The recipe that prepares an image (config.Study.image_spec: filesystem, tool, dataset, and for a
+        """The recipe that prepares an image (study.Study.image_spec: filesystem, tool, dataset, and for a
         database the engine, version, basedir and the study-wide server options): no window, one thread."""
         server = {k: image_spec[k] for k in ("engine", "version", "basedir", "server_options") if k in image_spec}
         return cls(tool=image_spec["tool"], options={}, threads=1, filesystem=image_spec["filesystem"],

@@ -17,6 +17,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from dbsweep import matrix, noise
+from dbsweep.concern import Concern, Draft
+from dbsweep.errors import ConfigError
+
 ROOT = Path("results/rounds")
 
 
@@ -75,3 +79,47 @@ def text(paths: list[Path], spec: dict) -> str:
 
 def _pct(value: float) -> str:
     return f"{value:.1f}%" if value < 10 else f"{value:.0f}%"
+
+
+KEY = "repeat_until"
+
+
+def spec(config: dict) -> dict | None:
+    """repeat_until as the study gives it (its values checked by the schema and check), or None."""
+    given = config.get(KEY)
+    return None if given is None else dict(given)
+
+
+def most(repetitions: int, given: dict | None) -> int:
+    """Repetitions per cell at most: `repetitions`, or with repeat_until (given) its max_repetitions."""
+    return given["max_repetitions"] if given else repetitions
+
+
+def check(draft: Draft, cells: list) -> None:
+    """repeat_until against the keys it goes with: the noise it reads needs 2 repetitions per cell or more to
+    start from, and a canary ends every round (its places must not move when a round is added): the rounds
+    interleaved, and canary.every dividing the study's cells. Then the runs the study may make, at most
+    matrix.MAX_RUNS."""
+    config, given = draft.config, spec(draft.config)
+    repetitions = config.get("repetitions", 1)
+    if given is not None:
+        if repetitions < 2:
+            raise ConfigError(f"repetitions: {repetitions}; repeat_until needs 2 or more to measure the noise from")
+        if given["max_repetitions"] < repetitions:
+            raise ConfigError(f"repeat_until.max_repetitions: {given['max_repetitions']} is fewer than repetitions "
+                              f"({repetitions})")
+        every = noise.canary_every(config)
+        if every is not None and not config.get("interleave", True):
+            raise ConfigError("interleave: false; repeat_until with noise_control.canary needs the rounds "
+                              "interleaved (a canary ends every round)")
+        if every is not None and len(cells) % every:
+            raise ConfigError(f"noise_control.canary.every: {every}; with repeat_until it must divide the study's "
+                              f"{len(cells)} cells, so that a canary ends every round")
+        repetitions = given["max_repetitions"]
+    if len(cells) * repetitions > matrix.MAX_RUNS:
+        key = "repeat_until.max_repetitions" if given else "repetitions"
+        raise ConfigError(f"{key}: {repetitions} x {len(cells):,} cells is {len(cells) * repetitions:,} "
+                          f"runs; a study has at most {matrix.MAX_RUNS:,}")
+
+
+CONCERN = Concern(name="repeat_until", check_cells=check, study=lambda draft, cells: {KEY: spec(draft.config)})

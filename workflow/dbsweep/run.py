@@ -43,8 +43,8 @@ from dbsweep.progress import Follow
 from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup, owned
 from dbsweep.runtime.resources import Stack
-from dbsweep.events.schedule import Schedule
-from dbsweep.events.targets import Node, Targets, sampler_reader
+from dbsweep.events import schedule as event_schedule
+from dbsweep.events.targets import Node
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology import cell as topology_cell
 from dbsweep.topology.network import program
@@ -394,14 +394,12 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
     def server():
         nonlocal topology
         try:
-            if recipe.topology:
-                topology = topology_cell.start(recipe, fs, image, scratch, raw, log, stack)
-                record["topology"] = topology.facts
-                return topology.target
-            return stack.enter("server", recipe.engine,
-                               database.running(recipe, fs.path, log, recipe.memory, keep=raw))
+            db, topology = topology_cell.serve(recipe, fs, image, scratch, raw, log, stack)
         except engines.ServerExited as e:  # it would not start with the cell's options
             raise Rejected(str(e)) from e
+        if topology is not None:
+            record["topology"] = topology.facts
+        return db
 
     def client(db, argv):
         """tool.client, on the topology's client host; in a cell with timed events, through the tool's wait
@@ -421,7 +419,7 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
         tool.before_window(db, recipe.options, raw)
     if recipe.cold_start:
         stack.close("server")
-        database.drop_caches()
+        storage.drop_caches()
         record["caches_dropped"] = manifest.now()
         db = server()
     record["server"] = {"engine": db.engine, "version": db.family.version(db.local),
@@ -435,31 +433,32 @@ def _measure_database(recipe: Recipe, fs, image: Path | None, raw: Path, scratch
 
         def restart():
             stack.close("server")
-            database.drop_caches()
+            storage.drop_caches()
             record.setdefault("restarts", []).append(manifest.now())
             window.db = server()
             return window.db
 
         window.restart = restart
         with (_readings_around(lambda: [("primary", window.db)], None, recipe, record),
-              _engine_status_around(lambda: [("primary", window.db)], raw, record, log),
+              database.engine_status_around(lambda: [("primary", window.db)], raw, record, log),
               _window(recipe, raw, fs.devices, record, log, servers=[db.handle.pid],
                       not_pinned="the workload is its client in dbsweep's own process")):
             tool.measure(window)
             record["measure_end"] = time.time()
             record["exit_status"] = 0
         return
-    nodes = _nodes(recipe, db, topology, fs, raw, log)
-    sampler = _sampling(nodes, topology, raw)
-    timed = _timed(recipe, nodes, topology, raw, log)
+    nodes = topology_cell.nodes(recipe, db, topology, fs, raw, log)
+    sampler = topology_cell.sampling(nodes, topology, raw)
+    timed = event_schedule.timed(recipe.events, nodes, topology.network if topology is not None else None,
+                                 topology_cell.latency(recipe), raw, log)
     servers = [node.db.handle.pid for node in nodes]
     account = _accounting(nodes)
     up = lambda: [(node.name, None if node.down else node.db) for node in nodes]  # noqa: E731
-    with _readings_around(up, topology, recipe, record), _engine_status_around(up, raw, record, log):
+    with _readings_around(up, topology, recipe, record), database.engine_status_around(up, raw, record, log):
         if tool.phases is not None:
             _measure_phases(recipe, tool, tool.phases(recipe.options, recipe.threads, db.option_file), db, fs, raw,
                             scratch, record, log, sampler, client, timed, servers, account,
-                            between=lambda phase: _engine_status(up(), raw, f"after-{phase}", record, log))
+                            between=lambda phase: database.engine_status(up(), raw, f"after-{phase}", record, log))
         else:
             argv = tool.command(recipe.options, recipe.threads, raw, db.option_file)
             with client(db, argv) as (argv, env):
@@ -493,7 +492,7 @@ def _readings_around(nodes, topology, recipe: Recipe, record: dict):
     """What delivered.py checks that can only be read while the cell runs, right before the body (a measured
     window) and right after it, when it ended well: each node's memory cgroup limit (run.json memory_cap:
     node -> {start, end}), and at the end, where no timed event changes them, the links' round trips
-    (topology.rtt_end_ms; the start's are the topology's own rtt_ms). nodes() as for _engine_status_around."""
+    (topology.rtt_end_ms; the start's are the topology's own rtt_ms). nodes() as for database.engine_status_around."""
     def caps(moment: str) -> None:
         for name, db in nodes():
             cap = getattr(db, "memory_cgroup", None) if db is not None else None
@@ -508,52 +507,6 @@ def _readings_around(nodes, topology, recipe: Recipe, record: dict):
 
 
 @contextmanager
-def _engine_status_around(nodes, raw: Path, record: dict, log):
-    """The nodes' engine status texts (_engine_status) right before the body (a measured window) and right
-    after it, also after a window that failed (what the engine says then may tell why), but not after an
-    interrupt (Interrupted: the run must stop now). nodes() gives them as (name, Database, or None while
-    a timed event has it down), at the moment it is called: a restart replaces a node's Database."""
-    _engine_status(nodes(), raw, "start", record, log)
-    try:
-        yield
-    except Exception:
-        _engine_status(nodes(), raw, "end", record, log)
-        raise
-    _engine_status(nodes(), raw, "end", record, log)
-
-
-def _engine_status(nodes: list[tuple[str, database.Database | None]], raw: Path, moment: str, record: dict,
-                   log) -> None:
-    """Each node's engine status text (its family's engine_status: SHOW ENGINE INNODB STATUS, SHOW ENGINE
-    ROCKSDB STATUS; nothing for a family that has none), outside what is measured: `moment` is "start"
-    (right before the window), "end" (right after it) or "after-<phase>" (between two phases of a phased
-    workload, e.g. the insert benchmark's after-load, after-index, after-qr). Written as the server gave it to
-    raw/engine_status.<moment>.txt (the first node's: a topology's primary) and
-    raw/engine_status-<node>.<moment>.txt (every other node's); run.json's engine_status[moment][node] names
-    the file, or the error that left it out. A node down has none: one an event stopped or killed, and one
-    an event started again, which is stopped with the window's events (Targets.close). A snapshot describes
-    the run and is not measured: one that fails (a server that died or does not answer) is a warning in the
-    log, never the run's failure."""
-    for i, (name, db) in enumerate(nodes):
-        path = raw / (f"engine_status.{moment}.txt" if i == 0 else f"engine_status-{name}.{moment}.txt")
-        if db is None:  # down (events.jsonl says why)
-            continue
-        try:
-            text = db.family.engine_status(db.handle, db.engine)
-        except Exception as error:  # noqa: BLE001 - whatever it was, the measurement stands
-            said = " ".join(str(error).split()) or type(error).__name__
-            when = f"at the window's {moment}" if moment in ("start", "end") else moment.replace("-", " phase ")
-            log.write(f"warning: engine status {when}, node {name}: not taken: {said}\n")
-            log.flush()
-            record.setdefault("engine_status", {}).setdefault(moment, {})[name] = {"error": said}
-            continue
-        if text is None:  # the family has no such text
-            continue
-        path.write_text(text, encoding="utf-8")
-        record.setdefault("engine_status", {}).setdefault(moment, {})[name] = path.name
-
-
-@contextmanager
 def _on_client(tool_client, topology, raw: Path, wait_report=None):
     """A tool's (argv, env): through its wait report when given (Workload.wait_report), on the
     topology's client host when there is a topology."""
@@ -564,14 +517,6 @@ def _on_client(tool_client, topology, raw: Path, wait_report=None):
         yield (topology.client_argv(argv) if topology is not None else argv), env
 
 
-def _nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
-    """The cell's servers as timed events see them: each with a way to start it again on its datadir."""
-    if topology is None:
-        return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.memory,
-                                                             keep=raw))]
-    return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
-
-
 def _accounting(nodes: list[Node]):
     """A reading of the servers' own CPU and IO totals (accounting.reading) over the nodes that are up:
     one taken down or started again between two readings changes the roots, which then give no delta."""
@@ -579,36 +524,6 @@ def _accounting(nodes: list[Node]):
         return accounting.reading([node.db.handle.pid for node in nodes
                                    if node.db is not None and not node.down and node.db.handle.pid])
     return read
-
-
-def _sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
-    """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
-    primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl.
-    A node a timed event took down leaves a gap."""
-    samplers = []
-    for i, node in enumerate(nodes):
-        out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
-        samplers.append(database.Sampler(sampler_reader(node), node.db.handle.datadir, out))
-    if topology is not None and topology.proxy is not None:
-        samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
-    return database.Sampling(samplers)
-
-
-def _timed(recipe: Recipe, nodes: list[Node], topology, raw: Path, log):
-    """The cell's timed events as a function of the window's start, or None without any."""
-    if not recipe.events:
-        return None
-    network = topology.network if topology is not None else None
-
-    def latency(a: str, b: str) -> tuple[float, float]:  # a link's declared round trip and jitter
-        net = recipe.network
-        kind = "client_latency_ms" if "client" in (a, b) else "node_latency_ms"
-        return net[kind], net["jitter_ms"]
-
-    def timed(start: float) -> Schedule:
-        return Schedule(recipe.events, Targets(nodes, network, latency, raw, log), start, raw / "events.jsonl",
-                        log)
-    return timed
 
 
 @contextmanager

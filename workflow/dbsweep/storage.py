@@ -503,3 +503,8 @@ def _alive(pid: int) -> bool:
     return True
 
 
+def drop_caches() -> None:
+    """Sync and drop the OS page cache, dentries and inodes: a cold start, or a window that must not read
+    what the restore, the load or the warm-up left cached (noise_control.drop_caches)."""
+    subprocess.run(["sync"], check=True)
+    Path("/proc/sys/vm/drop_caches").write_text("3\n")

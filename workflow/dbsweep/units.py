@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from dbsweep.errors import ConfigError
+from dbsweep.errors import ConfigError, shown
 
 FACTORS = {"": 1, "K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 SIZE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
@@ -34,3 +34,19 @@ def format_size(size: int, names: dict[str, str] | None = None) -> str:
         if size and size % FACTORS[unit] == 0:
             return f"{size // FACTORS[unit]}{names.get(unit, unit)}"
     return f"{size}{names.get('', '')}"
+
+
+# What a study may write as a size: what parse_size, truncate and tmpfs all take (no decimals).
+STUDY_SIZE = re.compile(r"^[1-9][0-9]*[KMGT]$")
+MAX_SIZE = 2**50  # 1P: the largest filesystem or memory size a study may ask for
+
+
+def check_size(value, where: str) -> None:
+    """A size as every user of it reads it (parse_size, truncate, tmpfs): a whole number and K, M, G or T,
+    at most MAX_SIZE; else a ConfigError naming where and the value."""
+    if not isinstance(value, str) or not STUDY_SIZE.match(value):
+        decimal = isinstance(value, (str, float)) and re.fullmatch(r"[0-9]*\.[0-9]+[KMGT]?", str(value))
+        raise ConfigError(f"{where}: {shown(value)} is not a size like 512M or 4G"
+                          + (" (a whole number: 1536M, not 1.5G)" if decimal else ""))
+    if parse_size(value) > MAX_SIZE:
+        raise ConfigError(f"{where}: {shown(value)} is above the largest size dbsweep makes, 1024T")

@@ -384,7 +384,7 @@ def canary_runs(reps: int) -> list[str]:
 
 def canary_input(wildcards):
     """Rule canary_table's: the canary's runs among every repetition the study makes (repeat_until's rounds
-    too: with them every round ends with a canary, config._repeat_until)."""
+    too: with them every round ends with a canary, rounds.check)."""
     return canary_runs(repetitions())
 
 

@@ -58,12 +58,15 @@ INTERFACE = (
     "engine_status", "logs_written", "supports", "server_binary", "build_family", "set_session",
     "session_value", "flush_statistics", "explain",
     "table_counters", "client", "client_env", "option_names", "refused", "check_replication",
-    "check_cluster_settings", "start_cluster", "Conn", "check_dataset", "dataset_facts", "DATASET_SETTINGS",
+    "Conn", "check_dataset", "dataset_facts", "DATASET_SETTINGS",
     "FAMILY", "NAME", "ENGINE_NAMES", "QUERY_COUNTERS", "OPTION_NAME", "OPTION_SPELLING", "DEBIAN_ONLY",
     "FOREIGN_KEYS", "SERVER_PROGRAMS",
     "VERSION_PARTS", "REPLICATION", "SYNC_KINDS", "SYNC_STATUS", "SYNC_UNACKED", "FLOW_PAUSED_NS",
     "POSITION_UNIT",
 )
+# What each family's cluster module (<family>_cluster.py) offers the topology: it builds on the family's module,
+# which therefore never imports it (no import circle); the registry's cluster() finds it.
+CLUSTER_INTERFACE = ("start_cluster", "check_cluster_settings")
 FAMILIES = tuple(dict.fromkeys(ENGINES.values()))
 # Builds of a server another family's adapter runs: MySQL and Percona Server through MariaDB's.
 BUILDS = {"mysql": "mariadb"}
@@ -90,6 +93,11 @@ def family(engine: str) -> ModuleType:
     if engine not in ENGINES:
         raise ConfigError(f"engine: {engine!r} is not one of {', '.join(ENGINES)}")
     return importlib.import_module(f"{__name__}.{ENGINES[engine]}")
+
+
+def cluster(engine: str) -> ModuleType:
+    """The module that sets up the topologies (replication, clusters) of the family that runs engine."""
+    return importlib.import_module(f"{family(engine).__name__}_cluster")
 
 
 # Why a server option is refused, said after its value (each family's refused() gives one, or its own words):

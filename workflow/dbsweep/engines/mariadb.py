@@ -25,8 +25,8 @@ family and version it is; the differences are handled here:
   and PyMySQL speak it; MySQL 8.4 gets mysql_native_password=ON); MySQL 9,
   which no longer has it, is refused.
 
-Topologies (REPLICATION, NODE_PORTS, check_replication, start_cluster): GTID
-replicas, async or semi-synchronous, and Galera clusters, in mariadb_cluster.py.
+Topologies (REPLICATION, NODE_PORTS, check_replication; start_cluster in mariadb_cluster.py, which builds on
+this module): GTID replicas, async or semi-synchronous, and Galera clusters.
 """
 from __future__ import annotations
 
@@ -629,8 +629,7 @@ def server(engine: str, datadir: Path, rundir: Path, config: str, log,
         shutil.copyfile(IST_ONLY_SCRIPT, script)
         script.chmod(0o755)
         env = (env or ENV) | {"PATH": f"{rundir}:{(env or ENV)['PATH']}"}
-        from dbsweep.engines import mariadb_cluster  # it builds on this module
-        recovered = mariadb_cluster.recover_position(datadir, argv, env, rundir / ERROR_LOG, log)
+        recovered = recover_position(datadir, argv, env, rundir / ERROR_LOG, log)
         if recovered:
             log.write(f"Galera member on {datadir}: position {recovered} recovered from InnoDB\n")
     launch = Launch(name="mariadbd" if b is None else b.name,
@@ -1089,11 +1088,6 @@ def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None
 
 
 
-def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:
-    """MariaDB runs every setting the topology schema lets through (replicas, semi-sync timeout, nodes):
-    nothing more to refuse."""
-
-
 def check_replication(engine: str, kind: str | None, basedir: Path | None = None) -> None:
     """ConfigError (one line) when engine, on the build in basedir (None: Debian's), cannot run kind:
     replication is MariaDB's (GTID, semi-sync built in from 10.3); Galera needs Debian's MariaDB with
@@ -1121,8 +1115,29 @@ def monitor_privilege(basedir: Path | None = None) -> str:
     return "SLAVE MONITOR" if b is None or b.version >= (10, 5, 9) else "REPLICATION CLIENT"
 
 
-def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],
-                  log) -> dict:
-    """A topology's nodes started, replicating, reachable from clients: see mariadb_cluster.start_cluster."""
-    from dbsweep.engines import mariadb_cluster  # it builds on this module
-    return mariadb_cluster.start_cluster(engine, kind, settings, nodes, start, clients, log)
+def write_grastate(datadir: Path, uuid: str, seqno: int) -> None:
+    """The saved state of a Galera member: the cluster's uuid and the last seqno its data holds."""
+    path = Path(datadir) / "grastate.dat"
+    write_config(path, f"# GALERA saved state\nversion: 2.1\nuuid:    {uuid}\nseqno:   {int(seqno)}\n"
+                       f"safe_to_bootstrap: 0\n")
+    chown_tree(path, SERVICE_USER)
+
+
+def recover_position(datadir: Path, argv: list[str], env: dict, error_log: Path, log) -> str | None:
+    """A Galera member that was killed has seqno -1 in its grastate.dat; started so, it would ask for a full
+    copy. Its last committed writeset is in InnoDB: `mariadbd --wsrep-recover` (argv: the server's command
+    line) says it in the error log ("Recovered position: uuid:seqno"), written back into grastate.dat so
+    that the member asks for an IST. Returns that position, or None when there was nothing to recover."""
+    path = Path(datadir) / "grastate.dat"
+    state = path.read_text(errors="replace") if path.is_file() else ""
+    if not re.search(r"^seqno:\s*-1\s*$", state, re.M):
+        return None
+    before = error_log.stat().st_size if error_log.is_file() else 0
+    run_logged([*argv, "--wsrep-recover"], log, env=env)
+    said = error_log.read_text(errors="replace")[before:] if error_log.is_file() else ""
+    found = re.findall(r"WSREP: Recovered position: ([0-9a-f-]{36}):(-?\d+)", said)
+    if not found or int(found[-1][1]) < 0:
+        return None  # nothing committed through the cluster: it will need a copy, which is refused
+    uuid, seqno = found[-1]
+    write_grastate(datadir, uuid, int(seqno))
+    return f"{uuid}:{seqno}"

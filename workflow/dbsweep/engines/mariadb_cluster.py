@@ -43,6 +43,11 @@ def check(engine: str, kind: str | None, basedir: Path | None = None) -> None:
     family.check_replication(engine, kind, basedir)
 
 
+def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:
+    """MariaDB runs every setting the topology schema lets through (replicas, semi-sync timeout, nodes):
+    nothing more to refuse."""
+
+
 def node_options(kind: str | None, node, nodes: list, settings: dict, engine: str = "innodb",
                  bootstrap: bool | None = None) -> dict:
     """The server options dbsweep sets for node in a topology of kind (they win over a study's options).
@@ -215,34 +220,6 @@ def _wait(ready: Callable[[], bool], what: str, db, why: Callable[[], str] | Non
         time.sleep(0.2)
 
 
-def write_grastate(datadir: Path, uuid: str, seqno: int) -> None:
-    """The saved state of a Galera member: the cluster's uuid and the last seqno its data holds."""
-    path = Path(datadir) / "grastate.dat"
-    family.write_config(path, f"# GALERA saved state\nversion: 2.1\nuuid:    {uuid}\nseqno:   {int(seqno)}\n"
-                              f"safe_to_bootstrap: 0\n")
-    family.chown_tree(path, family.SERVICE_USER)
-
-
-def recover_position(datadir: Path, argv: list[str], env: dict, error_log: Path, log) -> str | None:
-    """A Galera member that was killed has seqno -1 in its grastate.dat; started so, it would ask for a full
-    copy. Its last committed writeset is in InnoDB: `mariadbd --wsrep-recover` (argv: the server's command
-    line) says it in the error log ("Recovered position: uuid:seqno"), written back into grastate.dat so
-    that the member asks for an IST. Returns that position, or None when there was nothing to recover."""
-    path = Path(datadir) / "grastate.dat"
-    state = path.read_text(errors="replace") if path.is_file() else ""
-    if not re.search(r"^seqno:\s*-1\s*$", state, re.M):
-        return None
-    before = error_log.stat().st_size if error_log.is_file() else 0
-    family.run_logged([*argv, "--wsrep-recover"], log, env=env)
-    said = error_log.read_text(errors="replace")[before:] if error_log.is_file() else ""
-    found = re.findall(r"WSREP: Recovered position: ([0-9a-f-]{36}):(-?\d+)", said)
-    if not found or int(found[-1][1]) < 0:
-        return None  # nothing committed through the cluster: it will need a copy, which is refused
-    uuid, seqno = found[-1]
-    write_grastate(datadir, uuid, int(seqno))
-    return f"{uuid}:{seqno}"
-
-
 def state_transfer(error_log: Path) -> str:
     """What a joiner's error log says it received: "sst" (a full state transfer), "ist" (incremental),
     or "none" (its state was the cluster's)."""
@@ -276,7 +253,7 @@ def _galera(engine, settings, nodes, start, clients, log) -> dict:
         began = time.monotonic()
         # The cluster's seqno now (each member's joining is one more): a joiner at it needs no state transfer.
         seqno = int(_status(boot, "wsrep_last_committed")["wsrep_last_committed"])
-        write_grastate(node.root / "data", state, seqno)
+        family.write_grastate(node.root / "data", state, seqno)
         db = dbs[node.name] = start(node, node_options("galera", node, nodes, settings, engine))
         _wait_synced(db, node.name, node.index + 1)
         how = state_transfer(db.handle.rundir / family.ERROR_LOG)

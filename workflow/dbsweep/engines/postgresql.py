@@ -752,18 +752,5 @@ def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None
     return {"log": wal, "binlog": None}
 
 
-def start_cluster(engine: str, kind: str | None, settings: dict, nodes: list, start: Callable, clients: list[str],
-                  log) -> dict:
-    """A topology's nodes started, replicating: see engines.postgresql_cluster.start_cluster."""
-    from dbsweep.engines import postgresql_cluster  # it imports this module
-    return postgresql_cluster.start_cluster(engine, kind, settings, nodes, start, clients, log)
-
-
 def check_replication(engine: str, kind: str | None, basedir: Path | None = None) -> None:
     """Every PostgreSQL build dbsweep runs streams WAL (REPLICATION): nothing more to refuse for a build."""
-
-
-def check_cluster_settings(kind: str | None, settings: dict, where: str = "topology") -> None:
-    """A topology entry PostgreSQL cannot run refused in one line, at load: see postgresql_cluster."""
-    from dbsweep.engines import postgresql_cluster
-    postgresql_cluster.check_cluster_settings(kind, settings, where)

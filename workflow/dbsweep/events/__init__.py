@@ -17,8 +17,11 @@ run's clock and records each event's planned and actual time and outcome (raw/ev
 """
 from __future__ import annotations
 
+from dbsweep.concern import Concern, Draft
 from dbsweep.errors import ConfigError, shown
 from dbsweep.events.actions import ACTIONS
+from dbsweep.matrix import Cell
+from dbsweep.topology import settings as topology
 
 AXIS = "events"
 NONE = "none"
@@ -111,3 +114,35 @@ def not_applicable(events: list[dict] | None, window_s: int | None, in_process: 
     if fs_type == "tmpfs" and any(e["action"] == "io_throttle" for e in events):
         return "io_throttle limits a block device, and tmpfs has none"
     return None
+
+
+def _not_applicable(draft: Draft, cell: Cell) -> str | None:
+    """Why the cell cannot run its timed events (not_applicable), or None."""
+    values = cell.as_dict()
+    workload = draft.workload(cell)
+    if workload is None or "engine" not in values:
+        return None
+    fs_type = draft.filesystems.get(str(values["filesystem"]), {}).get("type")
+    return not_applicable(of_cell(draft.config, values), workload.duration(draft.options(cell)),
+                          workload.measure is not None, fs_type)
+
+
+def _check_cells(draft: Draft, cells: list[Cell]) -> None:
+    """A schedule a cell cannot keep (an event after its window, a node its topology lacks) is refused."""
+    for cell in cells:
+        values = cell.as_dict()
+        schedule = of_cell(draft.config, values)
+        workload = draft.workload(cell)
+        if not schedule or not workload.database:
+            continue
+        part = topology.recipe(draft.config, values)
+        nodes = part["topology"]["nodes"] if part else None
+        check_cell(schedule, workload.duration(draft.options(cell)), nodes, f"events.{values[AXIS]}")
+
+
+CONCERN = Concern(name="events", keys=(AXIS,), sections=(AXIS,), axes=(AXIS,),
+                  check=lambda draft: check(draft.config, draft.axes),
+                  values={AXIS: lambda draft, value, where: check_value(draft.config, value, where)},
+                  not_applicable=_not_applicable, check_cells=_check_cells,
+                  recipe=lambda study, values, database: {"events": of_cell(study.topologies, values)}
+                  if database else {})

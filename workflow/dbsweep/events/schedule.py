@@ -102,3 +102,15 @@ class Schedule:
 
     def _write(self) -> None:
         self.out.write_text("".join(json.dumps(r) + "\n" for r in self.records))
+
+
+def timed(events: list[dict] | None, nodes: list, network, latency, raw: Path, log):
+    """A cell's timed events as a function of the window's start, giving the Schedule entered around the
+    window, or None without any. nodes: the cell's servers (targets.Node), network: its topology's (None
+    without one), latency(a, b): a link's declared round trip and jitter."""
+    if not events:
+        return None
+
+    def at(start: float) -> Schedule:
+        return Schedule(events, Targets(nodes, network, latency, raw, log), start, raw / "events.jsonl", log)
+    return at

@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import psutil
 
-from dbsweep import accounting, database
+from dbsweep import accounting, database, storage
 from dbsweep.runtime import blkio
 from dbsweep.units import format_size
 
@@ -184,7 +184,7 @@ class Targets:
         return f"stress-ng pid {proc.pid} sent SIGTERM"
 
     def drop_caches(self, event: dict, index: int) -> str:
-        return self._background(index, database.drop_caches, "dropped (sync, then page cache, dentries, inodes)")
+        return self._background(index, storage.drop_caches, "dropped (sync, then page cache, dentries, inodes)")
 
     def _background(self, index: int, work, said: str) -> str:
         """work() in a thread of its own (a sync may take seconds; the schedule goes on); its outcome

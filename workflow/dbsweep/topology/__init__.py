@@ -5,5 +5,6 @@
     proxies/      proxies in front of the nodes (haproxy; ProxySQL from a user's binary)
 
 What is particular to a server family (how a replica follows its primary, how a Galera node joins, which
-status numbers tell the lag) lives in engines/, behind the families' start_cluster().
+status numbers tell the lag) lives in engines/, behind each family's cluster module (engines.cluster:
+start_cluster).
 """

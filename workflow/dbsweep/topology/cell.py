@@ -2,7 +2,7 @@
 
     filesystem of every node (each a copy of the cell's prepared image; the first is the run's own)
     → network (a namespace per host: client, every node; links with the declared round-trip times)
-    → servers (the family's start_cluster decides their order and sets replication up)
+    → servers (the family's cluster module's start_cluster decides their order and sets replication up)
     → proxy (in the client's namespace, in front of the nodes that take writes)
 
 The client's tool runs in the client's namespace (`client_argv`) and reaches the primary, or the
@@ -13,34 +13,14 @@ from __future__ import annotations
 import dataclasses
 import socket
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from dbsweep import database, engines, runtime, storage
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
-from dbsweep.topology.nodes import NodeSpec
-
-CLIENT = "client"
-
-
-@dataclass
-class Topology:
-    """What the run uses of a started topology."""
-
-    target: database.Database  # where the client connects: the primary (or first member), or the proxy
-    nodes: dict[str, database.Database]  # node name -> its server, in the topology's order
-    specs: list[NodeSpec]
-    network: object  # topology.network.Network
-    proxy: object | None  # topology.proxies.ProxyHandle
-    facts: dict = field(default_factory=dict)  # for run.json: nodes, links (measured round trips), proxy
-    open: dict = field(default_factory=dict)  # node name -> () -> a context starting its server again
-    devices: list = field(default_factory=list)  # every node's block devices (iostat watches them all)
-
-    def client_argv(self, argv: list[str]) -> list[str]:
-        """argv run on the client's host (its namespace)."""
-        return self.network.enter(CLIENT) + argv
-
+from dbsweep.events.targets import Node, sampler_reader
+from dbsweep.topology.nodes import NodeSpec, role
+from dbsweep.topology.started import CLIENT, Topology
 
 def links(recipe: Recipe, nodes: list[str]) -> list:
     """Every pair that talks: the client with each node, each node with each other node."""
@@ -50,12 +30,6 @@ def links(recipe: Recipe, nodes: list[str]) -> list:
     out = [LinkSpec(CLIENT, node, net["client_latency_ms"], jitter) for node in nodes]
     out += [LinkSpec(a, b, net["node_latency_ms"], jitter) for i, a in enumerate(nodes) for b in nodes[i + 1:]]
     return out
-
-
-def role(kind: str | None, index: int) -> str:
-    if kind == "galera":
-        return "member"
-    return "primary" if index == 0 else "replica"
 
 
 def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:
@@ -96,7 +70,8 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
 
     family = engines.family(recipe.engine)
     client = net.addresses[CLIENT]
-    dbs = family.start_cluster(recipe.engine, kind, topology["settings"], specs, start_node, [client], log)
+    dbs = engines.cluster(recipe.engine).start_cluster(recipe.engine, kind, topology["settings"], specs, start_node,
+                                                       [client], log)
     dbs = {name: dbs[name] for name in names}
     first = dbs[names[0]]
     handle = None
@@ -131,3 +106,43 @@ def through(db: database.Database, host: str, port: int) -> database.Database:
     option_file = db.option_file.with_name("sysbench-proxy.cfg")
     database.write_secret(option_file, "\n".join(db.family.sysbench_options(conn, db.engine)) + "\n")
     return dataclasses.replace(db, conn=conn, option_file=option_file)
+
+
+def serve(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack):
+    """The cell's servers entered into stack: its topology (nodes, network, proxy: start), or its one server.
+    Returns (the server the client's tool reaches, the started Topology or None)."""
+    if recipe.topology:
+        topology = start(recipe, fs, image, scratch, raw, log, stack)
+        return topology.target, topology
+    return stack.enter("server", recipe.engine, database.running(recipe, fs.path, log, recipe.memory, keep=raw)), None
+
+
+def latency(recipe: Recipe):
+    """A link's declared round trip and jitter in ms, by the names of its two ends (a timed event that
+    changes a link puts it back to these)."""
+    def of(a: str, b: str) -> tuple[float, float]:
+        net = recipe.network
+        kind = "client_latency_ms" if CLIENT in (a, b) else "node_latency_ms"
+        return net[kind], net["jitter_ms"]
+    return of
+
+
+def nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
+    """The cell's servers as timed events see them: each with a way to start it again on its datadir."""
+    if topology is None:
+        return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.memory,
+                                                             keep=raw))]
+    return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
+
+
+def sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
+    """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
+    primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl.
+    A node a timed event took down leaves a gap."""
+    samplers = []
+    for i, node in enumerate(nodes):
+        out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
+        samplers.append(database.Sampler(sampler_reader(node), node.db.handle.datadir, out))
+    if topology is not None and topology.proxy is not None:
+        samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
+    return database.Sampling(samplers)

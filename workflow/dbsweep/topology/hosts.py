@@ -26,7 +26,7 @@ from dbsweep import database, engines, manifest
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology import placement, relay
-from dbsweep.topology.cell import role
+from dbsweep.topology.nodes import role
 from dbsweep.topology.host_step import host_address, rtt_ms
 from dbsweep.topology.nodes import NodeSpec
 

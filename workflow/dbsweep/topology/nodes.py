@@ -24,3 +24,9 @@ class NodeSpec:
     def enter(self, user: str | None = None) -> list[str]:
         """The argv prefix that runs a program in this node's namespace (as user, when given)."""
         return enter_argv(self.netns, user)
+
+
+def role(kind: str | None, index: int) -> str:
+    if kind == "galera":
+        return "member"
+    return "primary" if index == 0 else "replica"

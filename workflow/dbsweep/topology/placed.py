@@ -23,6 +23,7 @@ from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
 from dbsweep.topology import hosts, placement
 from dbsweep.topology.host_step import host_address
+from dbsweep.topology.started import Topology
 
 CLIENT = placement.CLIENT
 
@@ -53,8 +54,7 @@ class Links:
 
 
 def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
-    """Start the cell's placed topology inside stack; returns a topology.cell.Topology."""
-    from dbsweep.topology.cell import Topology  # cell.start dispatches here
+    """Start the cell's placed topology inside stack; returns a topology.started.Topology."""
     placement.check_cell(recipe.topology["name"], recipe.topology, recipe.proxy, recipe.events)  # refused at load
     if image is None:
         raise RuntimeError(f"topology {recipe.topology['name']}: a placed topology starts from a prepared image")

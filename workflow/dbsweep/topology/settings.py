@@ -12,14 +12,18 @@ caches) exactly as before.
 """
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-from dbsweep import engines
+from dbsweep import engines, servers, versions
+from dbsweep.concern import Concern, Draft
+from dbsweep.matrix import Cell
 from dbsweep.topology import link_floor, placement
 from dbsweep.topology import proxies as proxy_kinds
 from dbsweep.errors import ConfigError, shown
 
 AXES = ("topology", "proxy", "network")
+KEYS = ("topologies", "network", "networks", "proxies")  # the study's top-level keys this concern reads
 SINGLE = "single"
 NO_PROXY = "none"
 BUILTIN_PROXIES = {"haproxy": {"type": "haproxy", "balance": "roundrobin"}}
@@ -171,7 +175,41 @@ def check_cell(engine: str, recipe_part: dict) -> None:
     """Refuse (ConfigError) a topology's settings the cell's server family would refuse."""
     if not recipe_part or recipe_part["topology"]["replication"] is None:
         return
-    family = engines.family(engine)
     topology = recipe_part["topology"]
     spec = topology["settings"] | {"replicas": len(topology["nodes"]) - 1}
-    family.check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")
+    engines.cluster(engine).check_cluster_settings(topology["replication"], spec, f"topologies.{topology['name']}")
+
+
+def _not_applicable(draft: Draft, cell: Cell) -> str | None:
+    """Why the cell's topology cannot run its engine or workload (not_applicable), or None."""
+    values = cell.as_dict()
+    workload = draft.workload(cell)
+    if workload is None or "engine" not in values or not has_topology(values):
+        return None
+    family = engines.ENGINES[values["engine"]]
+    basedir = versions.basedir(draft, family, str(values.get(versions.AXIS, servers.DEBIAN)))
+    return not_applicable(values["engine"], recipe(draft.config, values), workload.measure is not None,
+                          draft.server.get("cold_start", False), basedir)
+
+
+def _check_cells(draft: Draft, cells: list[Cell]) -> None:
+    """Each database cell's topology settings as its server family takes them (check_cell)."""
+    for cell in cells:
+        if draft.database(cell):
+            check_cell(cell["engine"], recipe(draft.config, cell.as_dict()))
+
+
+def _files(config: dict, absolute) -> None:
+    """A proxy's program (proxies.<name>.path), relative to the study file's folder."""
+    for name, spec in config.get("proxies", {}).items():
+        if "path" in spec:
+            spec["path"] = absolute(f"proxies.{name}.path", spec["path"])
+
+
+CONCERN = Concern(
+    name="topology", keys=KEYS, sections=("topologies", "networks", "proxies"), axes=AXES, files=_files,
+    check=lambda draft: check(draft.config, draft.axes),
+    values={axis: functools.partial(lambda axis, draft, value, where: check_value(draft.config, axis, value, where),
+                                    axis) for axis in AXES},
+    not_applicable=_not_applicable, check_cells=_check_cells,
+    recipe=lambda study, values, database: recipe(study.topologies, values) if database else {})
