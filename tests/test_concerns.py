@@ -124,8 +124,8 @@ ALLOWED = {
     ("disturbances.py", "governor"),  # the host's own settings it looks at before a window, whatever the study
     ("disturbances.py", "thp"),  # the same
     ("disturbances.py", "halt_poll_ns"),  # the same
-    ("summary.py", "canary"),
-    ("topology/hosts.py", "basedir"),  # a placed node's server as its host step reports it, not versions' basedir  # the summary page's canary line (canary.line), not the study's canary
+    ("summary.py", "canary"),  # the summary page's canary line (canary.line), not the study's canary
+    ("topology/hosts.py", "basedir"),  # a placed node's server as its host step reports it, not versions' basedir
     # the topology's settings handed to the family's cluster module (engines.CLUSTER_INTERFACE's start_cluster)
     ("engines/mariadb_cluster.py", "semisync_timeout_ms"),
     ("engines/postgresql_cluster.py", "sync_standbys"),
