@@ -168,6 +168,16 @@ def test_the_answer_line_counts_a_loss_to_the_window_s_end_when_not_back(tmp_pat
     assert line.endswith("(median of 3 repetitions)")
 
 
+def test_counts_are_said_whole_though_the_table_holds_estimates(tmp_path):
+    """Errors summed from a client's per-interval rates (8.02) and a deficit of tps (5.99) are counts."""
+    row = {"index": 0, "action": "kill", "at_s": 3, "before_tps": 100, "after_s": 7, "below95_s": 1,
+           "recovered_s": 2, "lost_tx": 5.99, "errors": 8.02, "reconnects": 1.0, "unacked_tx": 0.4,
+           "events": "e", "reps": 2}
+    (line,) = answer.recovery(write_table(tmp_path / "recovery.csv", [row]), [])
+    assert "transactions lost 6;" in line and "client errors 8;" in line and "reconnects 1;" in line
+    assert "commits no replica acknowledged 0 " in line and "." not in line.split("before;")[1]
+
+
 @pytest.mark.parametrize("value", ["", "NA"])
 def test_an_empty_figure_without_a_why_is_left_out(tmp_path, value):
     row = {"index": 0, "action": "sql", "at_s": 3, "before_tps": 100, "after_s": 7, "below95_s": 0,

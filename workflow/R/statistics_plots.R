@@ -207,8 +207,8 @@ plot_ratio_heatmap <- function(comparisons, cells, axes, caption) {
 
 plot_latency_percentiles <- function(percentiles, axes, caption) {
   if (is.null(percentiles) || nrow(percentiles) == 0) {
-    return(skipped_plot(paste("no latency percentiles: sysbench OLTP needs `histogram: true`,",
-                              "fio reports them by itself; none in this study's tables")))
+    return(skipped_plot(paste("no latency percentiles: none of this study's runs reported them",
+                              "(fio does by itself, sysbench with `histogram: true`)")))
   }
   dt <- percentiles[percentile > 0 & percentile < 100 & lat_ms > 0]
   if (nrow(dt) == 0) return(skipped_plot("no latency percentile below 100%"))

@@ -100,6 +100,9 @@ RECOVERY_PARTS = [("before_tps", "{} tps before", "before_why"), ("below95_s", "
                   ("catch_up_s", "replicas caught up after {} s", "catch_up_why"),
                   ("sync_off_s", "semi-sync off {} s", None),
                   ("unacked_tx", "commits no replica acknowledged {}", None)]
+# Counts the table holds as estimates with decimals (rates summed over a client's report intervals, a
+# deficit of tps summed over seconds): said as whole transactions and errors, never "8.02 errors".
+WHOLE = {"lost_tx", "errors", "reconnects", "unacked_tx"}
 
 
 def recovery(path: Path, axes: list[str]) -> list[str]:
@@ -129,11 +132,12 @@ def recovery_figures(row: dict) -> list[str]:
     for key, text, why_key in RECOVERY_PARTS:
         why = (row.get(why_key) or "").strip() if why_key else ""
         if _float(row.get(key)) is not None:
-            figure = text.format(count(row[key]))
+            shown = f"{round(_float(row[key])):,}" if key in WHOLE else count(row[key])
+            figure = text.format(shown)
             if not_back and key in ("below95_s", "below50_s") and _float(row.get("after_s")) is not None:
                 figure += f" of the {count(row['after_s'])} s after it"
             if not_back and key == "lost_tx":
-                figure = f"transactions lost by the window's end {count(row[key])}"
+                figure = f"transactions lost by the window's end {shown}"
             out.append(figure)
         elif why and why not in said:
             out.append(why)
