@@ -74,8 +74,9 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             nodes[node.name] = facts
             return stack.enter_context(_reached(recipe, family, node, facts, local))
 
-        dbs = family.start_cluster(recipe.engine, kind, recipe.topology["settings"], specs, start,
-                                   [host_address()], log)
+        cluster = engines.cluster(recipe.engine)
+        dbs = cluster.start_cluster(recipe.engine, kind, recipe.topology["settings"], specs, start,
+                                    [host_address()], log)
         for node in specs:
             facts = nodes[node.name]
             facts |= {"db": dbs[node.name], "spec": node, "topology": dict(node.facts)}
