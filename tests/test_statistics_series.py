@@ -111,9 +111,9 @@ def test_tables_and_verdicts_are_those_of_before(study):
 def test_tables_are_byte_for_byte_those_of_the_code_before_the_cuts_of_issue_37(study):
     """tests/fixtures/statistics_outputs: the five outputs of rule statistics on the same fixed studies (and
     on one of edge shapes: shuffled rows, missing seconds, NA values, a constant series, one never steady,
-    one too short to judge, one cell with fewer repetitions), written by the code of 2026-11-28 (before the
-    faster steady state, cell statistics and markdown). Making the rule faster changes no byte: same
-    windows, statistics, seeded bootstrap CIs, ratios and verdicts."""
+    one too short to judge, one cell with fewer repetitions; its outputs read from samples.csv.gz), written
+    by the code of 2026-11-28, before the faster steady state, cell statistics and markdown. Making the rule
+    faster changes no byte: same windows, statistics, seeded bootstrap CIs, ratios and verdicts."""
     name, tmp = study
     for table in ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md"):
         expected = (OUTPUTS / name / table).read_text()
