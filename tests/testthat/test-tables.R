@@ -210,6 +210,14 @@ test_that("format_number is readable", {
   expect_equal(format_number(c(1L, 256L)), c("1", "256"))
 })
 
+test_that("format_number separates thousands of every size, as formatC did within 32 bits", {
+  expect_equal(format_number(c(-1000.4, 999.6, 1e6, -2147483647, 1234567890123, 1e15 + 2)),
+               c("-1,000", "1,000", "1,000,000", "-2,147,483,647", "1,234,567,890,123",
+                 "1,000,000,000,000,002"))
+  x <- round(c(1000, 999999.5, 10^(3:9) + 1, -(10^(3:9) - 1)) * 1.37)
+  expect_equal(format_number(x), formatC(round(x), format = "d", big.mark = ","))
+})
+
 test_that("inputs are read with text axes, integer threads, numeric metrics", {
   sweep <- make_sweep(list(filesystem = "ext4", threads = c(1L, 4L),
                            memory = c("05", "10")), reps = 1L, duration = 3L)

@@ -28,7 +28,9 @@ all_cell_stats <- function(series, windows, cells, axes, settings,
     name_col <- paste0(m, "_metric")
     for (metric_name in unique(cells[[name_col]])) {
       ids <- cells$.cell[cells[[name_col]] == metric_name]
-      part <- if (length(ids) == nrow(cells)) win[!is.na(get(m))] else win[.cell %in% ids & !is.na(get(m))]
+      every <- length(ids) == nrow(cells)
+      part <- if (every && !anyNA(win[[m]])) win else if (every) win[!is.na(get(m))]
+              else win[.cell %in% ids & !is.na(get(m))]
       if (nrow(part) == 0) next
       identity <- data.table(.cell = ids, id = identity_text(cells[match(ids, .cell), ..axes], metric_name))
       s <- cell_stats(part, ".cell", m, settings, identity)

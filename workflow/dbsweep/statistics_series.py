@@ -50,8 +50,8 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
             keys, inverse = np.unique(cell_keys(row_codes, batch.num_rows), return_inverse=True)
             firsts = np.unique(inverse, return_index=True)[1]
             lookup = np.empty(len(keys), dtype="<i4")
-            for position, row in enumerate(firsts):
-                cell = tuple(int(c[row]) for c in row_codes)
+            for position in np.argsort(firsts, kind="stable"):  # new cells numbered in order of appearance
+                cell = tuple(int(c[firsts[position]]) for c in row_codes)
                 if cell not in ids:
                     ids[cell] = len(ids) + 1
                     first_rows.append(cell)
