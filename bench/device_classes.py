@@ -34,7 +34,7 @@ from common import tempdir, use_pipeline_code
 
 use_pipeline_code()
 from dbsweep import storage  # noqa: E402
-from dbsweep.config import FS_DEFAULTS  # noqa: E402
+from dbsweep.filesystems import FS_DEFAULTS  # noqa: E402
 
 FILE_MIB = 256
 WRITE_MIB = 1024  # a buffered write's most (the filesystem is 2G, FILE_MIB of it taken)

@@ -135,6 +135,9 @@ def test_a_link_delay_below_the_floor_is_refused_and_one_above_it_loads(floor_fi
     assert f"so the link would run at about {found.floor_ms} ms" in str(err.value)
     config["network"] = {"client_latency_ms": 0, "node_latency_ms": round(found.floor_ms + 0.05, 3)}
     load(config)
+    # within FLOOR_SHARE of a floor that the host's load moves: loads, and the run reads the link back
+    config["network"] = {"client_latency_ms": round(found.floor_ms * 0.8, 4), "node_latency_ms": 2}
+    load(config)
     del config["network"]
     config["axes"]["network"] = ["lan", "near"]
     config["networks"] = {"lan": {}, "near": {"node_latency_ms": round(found.floor_ms / 2, 4)}}

@@ -71,9 +71,15 @@ def check(config: dict, axes: dict) -> None:
                           f"add the topology axis (e.g. topology: [single])")
 
 
+FLOOR_SHARE = 0.75  # a declared delay refused below this share of the host's measured floor
+
+
 def check_floor(config: dict) -> None:
     """Refuse a link delay below the least this host's delay mechanism adds (link_floor: measured once per
-    host): the link would run at the floor, not at what the study says. 0 (no delay) is always delivered."""
+    host): the link would run at the floor, not at what the study says. 0 (no delay) is always delivered.
+    A delay within FLOOR_SHARE of the floor loads: the floor is one measurement of a host whose load moves it
+    (0.36-0.44 ms quiet, more under a test suite), and what each link delivered is read back at run time
+    (delivered.py's link check) and a deviation there keeps its cells out of comparisons."""
     declared = [(f"network.{key}", value) for key, value in config.get("network", {}).items()]
     declared += [(f"networks.{name}.{key}", value) for name, links in config.get("networks", {}).items()
                  for key, value in (links or {}).items()]
@@ -81,7 +87,7 @@ def check_floor(config: dict) -> None:
         if not where.endswith(("client_latency_ms", "node_latency_ms")) or not 0 < value < link_floor.MEASURE_BELOW_MS:
             continue
         floor = link_floor.floor()
-        if value < floor.floor_ms:
+        if value < FLOOR_SHARE * floor.floor_ms:
             raise ConfigError(f"{where}: {value!r} is below what a link delay can deliver on this host: the "
                               f"{floor.mechanism} adds at least {floor.floor_ms} ms of round trip ({floor.how}), "
                               f"so the link would run at about {floor.floor_ms} ms; declare 0 or at least "
