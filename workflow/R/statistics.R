@@ -475,6 +475,7 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS, id
                      "rep_spread_pct", "rep_gmean", "ci_method"))
   setattr(out, "draws", draws)
   setattr(out, "noise", pooled_noise(cv$rep_values))
+  setattr(out, "rep_values", cv$rep_values)  # to pool the noise over chunks of cells
   out[]
 }
 

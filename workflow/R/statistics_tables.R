@@ -45,6 +45,7 @@ all_cell_stats <- function(series, windows, cells, axes, settings,
       out <- with_cell_axes(s, cells, axes)
       setattr(out, "draws", attr(s, "draws"))
       setattr(out, "noise", attr(s, "noise"))
+      setattr(out, "rep_values", attr(s, "rep_values"))
       parts[[metric_name]] <- out
     }
   }
@@ -237,39 +238,108 @@ study_statistics <- function(summary, samples, axes, baseline = list(),
   statistics_of_series(summary, samples_by_cell(samples, axes), axes, baseline, settings)
 }
 
-# study_statistics() of samples keyed by cell id (samples_by_cell() or read_series_columns()).
-statistics_of_series <- function(summary, by_cell, axes, baseline = list(), settings = STATS_DEFAULTS) {
-  t0 <- proc.time()[["elapsed"]]
-  kept <- per_second_series(summary, by_cell, axes)
+# study_statistics() of samples keyed by cell id: `source` is a cell_chunks() source (or samples_by_cell()'s
+# list(cells, samples), taken as one). The cells are worked through in chunks of whole cells, about
+# getOption("dbsweep.chunk_rows") samples each (STATISTICS_CHUNK_ROWS): everything up to the comparisons is
+# per repetition or per cell, so memory holds one chunk's samples (100 million samples fit in 8 GB), and
+# the tables are the same as in one piece (each cell's bootstrap is seeded from its identity). Only the
+# bootstrap draws and per-repetition medians of every cell are kept for the comparisons.
+statistics_of_series <- function(summary, source, axes, baseline = list(), settings = STATS_DEFAULTS) {
+  if (is.null(source$read)) source <- cell_chunks(source)
+  clock <- phase_clock()
+  kept <- per_second_summary(summary, source$cells, axes)
   summary <- kept$summary
-  check_series_counts(summary, kept$by_cell, axes)
-  compact <- series_of_cells(kept$by_cell, summary, axes)
-  rm(kept, by_cell)  # the raw columns (with the caller's reference dropped: 440 MB at 10 million samples)
-  series <- compact$series
-  windows <- steady_windows(series, c(".cell", "rep"), "throughput", settings)
-  log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s)",
-           nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
-           proc.time()[["elapsed"]] - t0)
-  win <- window_samples(series, windows, c(".cell", "rep"), "throughput")
-  rm(series)
-  compact$series <- NULL  # only the windows' seconds from here on
-  cells <- all_cell_stats(NULL, windows, compact$cells, axes, settings, win)
-  rm(win)
-  windows <- with_cell_axes(windows, compact$cells, axes)
-  log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - t0)
+  check_cells_without_samples(summary, source$cells, axes)
+  windows <- list()
+  parts <- list()
+  for (ids in source$chunks) {
+    chunk <- chunk_statistics(summary, source, ids, kept$own, axes, settings, clock)
+    windows[[length(windows) + 1L]] <- chunk$windows
+    for (name in names(chunk$parts)) parts[[name]] <- c(parts[[name]], list(chunk$parts[[name]]))
+  }
+  windows <- rbindlist(windows, use.names = TRUE)
+  log_line("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s: read %.1f, check %.1f, steady %.1f)",
+           nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0), clock$total(),
+           clock$spent("read"), clock$spent("check"), clock$spent("steady"))
+  cells <- joined_cell_stats(parts, axes)
+  log_line("cell statistics: %d rows (%.1f s: windows %.1f, per cell %.1f, %d chunk(s))", nrow(cells), clock$total(),
+           clock$spent("window"), clock$spent("cells"), length(source$chunks))
   comparisons <- comparisons_table(cells, axes, baseline, settings)
-  log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - t0)
+  log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), clock$total())
   list(windows = windows, cells = cells, comparisons = comparisons)
 }
 
-# per_second_cells() on samples keyed by cell id: list(summary, by_cell) without the repetitions of cells
-# whose workload has no per-second series.
-per_second_series <- function(summary, by_cell, axes) {
+# Seconds spent per named phase, and in all since the clock was made: add(name, t0) after a phase begun at
+# t0 = now().
+phase_clock <- function() {
+  start <- proc.time()[["elapsed"]]
+  spent <- list()
+  now <- function() proc.time()[["elapsed"]]
+  list(now = now,
+       add = function(name, t0) spent[[name]] <<- (if (is.null(spent[[name]])) 0 else spent[[name]]) + now() - t0,
+       spent = function(name) if (is.null(spent[[name]])) 0 else spent[[name]],
+       total = function() now() - start)
+}
+
+# The windows (with the axes) and, per metric, all_cell_stats()' parts of the cells `ids` of `source`.
+chunk_statistics <- function(summary, source, ids, own, axes, settings, clock) {
+  t0 <- clock$now()
+  samples <- source$read(ids)
+  if (nrow(own)) samples <- samples[!own, on = c(".cell", "rep")]
+  cells <- source$cells[.cell %in% ids]
+  clock$add("read", t0)
+  t0 <- clock$now()
+  own_rows <- sort(summary[cells, on = axes, which = TRUE, nomatch = NULL])  # in the summary's order
+  check_series_counts(summary[own_rows], list(cells = cells, samples = samples), axes)
+  compact <- series_of_cells(list(cells = cells, samples = samples), summary, axes)
+  rm(samples)
+  clock$add("check", t0)
+  t0 <- clock$now()
+  windows <- steady_windows(compact$series, c(".cell", "rep"), "throughput", settings)
+  clock$add("steady", t0)
+  t0 <- clock$now()
+  win <- window_samples(compact$series, windows, c(".cell", "rep"), "throughput")
+  compact$series <- NULL  # only the windows' seconds from here on
+  clock$add("window", t0)
+  t0 <- clock$now()
+  stats <- all_cell_stats(NULL, windows, compact$cells, axes, settings, win)
+  clock$add("cells", t0)
+  list(windows = with_cell_axes(windows, compact$cells, axes), parts = attr(stats, "parts"))
+}
+
+# all_cell_stats()' table from its parts (per metric, one per chunk): each metric's rows, draws and
+# per-repetition medians joined in the chunks' order, the noise pooled over all of them; throughput metrics
+# first, each kind in order of first appearance, as all_cell_stats() orders them on one piece.
+joined_cell_stats <- function(parts, axes) {
+  joined <- lapply(parts, function(chunks) {
+    out <- rbindlist(chunks, use.names = TRUE)
+    setattr(out, "draws", do.call(cbind, lapply(chunks, attr, "draws")))
+    setattr(out, "noise", pooled_noise(do.call(c, lapply(chunks, attr, "rep_values"))))
+    out
+  })
+  joined <- joined[order(!names(joined) %in% THROUGHPUT_METRICS)]  # order() is stable
+  stats <- rbindlist(joined, use.names = TRUE)
+  setcolorder(stats, c(axes, "metric"))
+  setattr(stats, "parts", joined)
+  stats
+}
+
+# The summary's repetitions that have per-second series: list(summary, own), own the (.cell, rep) of those
+# whose workload has none (per_second 0), left out of the samples.
+per_second_summary <- function(summary, cells, axes) {
   own <- summary[per_second == 0, c(axes, "rep"), with = FALSE]
-  if (!nrow(own)) return(list(summary = summary, by_cell = by_cell))
-  own <- by_cell$cells[own, on = axes, nomatch = NULL, .(.cell, rep)]
-  list(summary = summary[per_second != 0],
-       by_cell = list(cells = by_cell$cells, samples = by_cell$samples[!own, on = c(".cell", "rep")]))
+  if (!nrow(own)) return(list(summary = summary, own = data.table(.cell = integer(), rep = integer())))
+  list(summary = summary[per_second != 0], own = cells[own, on = axes, nomatch = NULL, .(.cell, rep)])
+}
+
+# check_sample_counts() of the summary's repetitions whose cell has no sample at all (a chunk's check sees
+# only the cells it holds): each is short of samples, unless it has no duration.
+check_cells_without_samples <- function(summary, cells, axes) {
+  lonely <- summary[!cells, on = axes]
+  if (!nrow(lonely)) return(invisible(NULL))
+  none <- lonely[0L, c(axes, "rep"), with = FALSE][, second := integer()]
+  check_sample_counts(lonely, none, axes)
+  invisible(NULL)
 }
 
 # check_sample_counts() on samples keyed by cell id: the same checks on integer keys (a tenth of the time
@@ -308,38 +378,91 @@ round_noise <- function(summary, samples, axes, reps, settings = STATS_DEFAULTS)
   rbindlist(c(list(out), rows))
 }
 
+# Samples of at most this many rows (whole cells) are worked through at a time (option dbsweep.chunk_rows):
+# 2 million samples keep rule statistics' peak near 0.6 GB whatever the study's size.
+STATISTICS_CHUNK_ROWS <- 2097152L
+
+statistics_chunk_rows <- function() as.integer(getOption("dbsweep.chunk_rows", STATISTICS_CHUNK_ROWS))
+
+# The cells' ids (1, 2, ... in order) split into consecutive runs of about `chunk_rows` samples: the cells
+# whose first sample falls in the same stretch of chunk_rows of the cells' running total go together.
+cell_chunk_ids <- function(per_cell, chunk_rows = statistics_chunk_rows()) {
+  if (!length(per_cell)) return(list())
+  unname(split(seq_along(per_cell), (cumsum(as.numeric(per_cell)) - per_cell) %/% chunk_rows))
+}
+
+# samples_by_cell()'s list(cells, samples) as a source of chunks: cells, rows (samples in all), chunks (the
+# cells' ids per chunk) and read(ids): the samples of those cells.
+cell_chunks <- function(by_cell, chunk_rows = statistics_chunk_rows()) {
+  samples <- by_cell$samples
+  per_cell <- tabulate(samples$.cell, nrow(by_cell$cells))
+  chunks <- cell_chunk_ids(per_cell, chunk_rows)
+  read <- function(ids) {
+    if (length(chunks) == 1L) return(samples)
+    samples[.cell >= min(ids) & .cell <= max(ids)]
+  }
+  list(cells = by_cell$cells, rows = nrow(samples), chunks = chunks, read = read)
+}
+
 # The folder rule statistics_series writes (workflow/dbsweep/statistics_series.py: series.json, cells.csv,
-# one little-endian binary file per column) as samples_by_cell() gives: list(cells, samples).
-read_series_columns <- function(dir, axes) {
+# one little-endian binary file per column) as a source of chunks (cell_chunks()): only the cell ids are
+# read whole (4 bytes a sample); read(ids) reads the other columns' rows of those cells, each stretch of
+# the file that holds them at once.
+series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   manifest <- jsonlite::fromJSON(file.path(dir, "series.json"))
   n <- as.integer(manifest$rows)
   cells <- read_table(file.path(dir, "cells.csv"), axes, ".cell")
   cells[, .cell := as.integer(.cell)]
   setcolorder(cells, c(".cell", axes))
-  samples <- data.table(.cell = integer(n))
-  for (name in names(manifest$columns)) {
-    kind <- manifest$columns[[name]]
-    path <- file.path(dir, paste0(name, ".", kind))
-    if (file.size(path) != n * if (kind == "i32") 4 else 8) stop(path, ": not ", n, " values")
-    values <- if (kind == "i32") readBin(path, "integer", n, size = 4L, endian = "little")
-              else readBin(path, "double", n, size = 8L, endian = "little")
-    if (kind == "f64") values[is.nan(values)] <- NA_real_
-    set(samples, j = name, value = values)
+  kinds <- unlist(manifest$columns)
+  paths <- file.path(dir, paste0(names(kinds), ".", kinds))
+  for (i in seq_along(paths)) {
+    if (file.size(paths[i]) != n * if (kinds[[i]] == "i32") 4 else 8) stop(paths[i], ": not ", n, " values")
   }
-  list(cells = cells, samples = samples)
+  runs <- rle(readBin(paths[names(kinds) == ".cell"], "integer", n, size = 4L, endian = "little"))
+  run_end <- cumsum(as.numeric(runs$lengths))
+  run_start <- run_end - runs$lengths  # rows before the run
+  per_cell <- as.vector(tapply(runs$lengths, factor(runs$values, seq_len(nrow(cells))), sum, default = 0L))
+  read <- function(ids) {
+    take <- which(runs$values >= min(ids) & runs$values <= max(ids))
+    # adjacent runs make one stretch of the file
+    stretch <- cumsum(c(TRUE, run_start[take][-1L] != run_end[take][-length(take)]))
+    from <- run_start[take][!duplicated(stretch)]
+    len <- as.vector(tapply(runs$lengths[take], stretch, sum))
+    columns <- lapply(seq_along(paths), function(i) read_stretches(paths[i], kinds[[i]], from, len))
+    setDT(setNames(columns, names(kinds)))
+  }
+  list(cells = cells, rows = n, chunks = cell_chunk_ids(per_cell, chunk_rows), read = read)
 }
 
-# Rule statistics' per-second samples keyed by cell id: the binary columns of rule statistics_series
-# (input series), or samples.csv.gz (input samples: the tests' hand-built studies). Logs their size.
+# The values at rows from[i] + 1 .. from[i] + len[i] of one binary column (kind "i32" or "f64"; NaN read as
+# NA), in that order.
+read_stretches <- function(path, kind, from, len) {
+  con <- file(path, "rb")
+  on.exit(close(con))
+  size <- if (kind == "i32") 4L else 8L
+  what <- if (kind == "i32") "integer" else "double"
+  values <- lapply(seq_along(from), function(i) {
+    seek(con, from[i] * size)
+    readBin(con, what, len[i], size = size, endian = "little")
+  })
+  values <- if (length(values) == 1L) values[[1L]] else unlist(values, use.names = FALSE)
+  if (kind == "f64") values[is.nan(values)] <- NA_real_
+  values
+}
+
+# Rule statistics' per-second samples keyed by cell id, as a source of chunks (cell_chunks()): the binary
+# columns of rule statistics_series (input series), or samples.csv.gz (input samples: the tests'
+# hand-built studies). Logs their size.
 read_rule_series <- function(input, axes, repetitions) {
-  by_cell <- if (!is.null(input[["series"]])) {
-    read_series_columns(input[["series"]], axes)
+  source <- if (!is.null(input[["series"]])) {
+    series_source(input[["series"]], axes)
   } else {
-    samples_by_cell(read_statistics_samples(input[["samples"]], axes), axes)
+    cell_chunks(samples_by_cell(read_statistics_samples(input[["samples"]], axes), axes))
   }
-  log_line("%d repetitions, %d per-second samples, axes: %s", repetitions, nrow(by_cell$samples),
+  log_line("%d repetitions, %d per-second samples, axes: %s", repetitions, source$rows,
            paste(axes, collapse = ", "))
-  by_cell
+  source
 }
 
 read_statistics_samples <- function(path, axes) {
