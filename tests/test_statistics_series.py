@@ -31,7 +31,8 @@ args <- commandArgs(TRUE)
 source(file.path(args[1], "library.R"), chdir = TRUE)
 dir <- args[2]
 for (input in strsplit(args[3], ",")[[1]]) {
-  options(dbsweep.chunk_rows = if (input == "series") 1000L)  # the series in chunks of cells, samples whole
+  # the series in chunks of cells, two processes at a time; the samples whole
+  options(dbsweep.chunk_rows = if (input == "series") 1000L, dbsweep.cores = if (input == "series") 2L)
   out_dir <- file.path(dir, input)
   dir.create(out_dir)
   out <- as.list(setNames(file.path(out_dir, c("steady_state.csv", "cell_stats.csv", "cell_stats.md",

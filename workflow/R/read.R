@@ -155,10 +155,11 @@ MIN_SAMPLE_SHARE <- 0.8
 # Stops when a repetition has fewer per-second samples than
 # MIN_SAMPLE_SHARE * duration_s (in the samples table or by the summary's own
 # count), when samples belong to no repetition of the summary, or when a
-# second is recorded twice. Returns the per-repetition counts.
-check_sample_counts <- function(summary, samples, axes) {
+# second is recorded twice (unless `duplicates` is FALSE: the caller knows
+# there are none). Returns the per-repetition counts.
+check_sample_counts <- function(summary, samples, axes, duplicates = TRUE) {
   keys <- c(axes, "rep")
-  dup <- samples[, .N, by = c(keys, "second")][N > 1]
+  dup <- if (duplicates) samples[, .N, by = c(keys, "second")][N > 1] else data.table()
   if (nrow(dup)) {
     stop(sprintf("cell %s rep %d: second %d appears %d times in samples",
                  cell_name(dup[1], axes), dup$rep[1], dup$second[1], dup$N[1]))
