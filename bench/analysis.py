@@ -1,28 +1,33 @@
-"""Statistics of 10 million per-second samples: time and peak memory of rule statistics (and its series).
+"""Statistics of 10 and 100 million per-second samples: time and peak memory of rule statistics (and its series).
 
 Generates the long tables the aggregate step writes (summary.csv.gz, samples.csv.gz with every sample
 column, and samples.parquet as aggregate converts it) for a synthetic study: --cells cells (engine x
 memory x threads) x --reps repetitions x --seconds per-second samples each, with a warm-up ramp and a few
-stalls. Then, each under /usr/bin/time (wall, CPU, peak RSS): rule statistics_series' step
-(dbsweep/statistics_series.py: samples.parquet -> binary columns) and workflow/R's rule_statistics() on
-them: the steady-state windows and stalls, per-cell statistics with the bootstrap CIs of both metrics, the
-ratio tables of every axis. The row gives their sums (peak: the larger). Goal (issue 37): under 20 s and
-2 GB for 10 million.
+stalls. With --no-csv, samples.parquet is written straight from numpy in row groups (100 million samples:
+the CSV and its conversion would not fit). Then, each timed (wall, CPU of the process and its children,
+peak: the largest sum of their resident sets): rule statistics_series' step (dbsweep/statistics_series.py:
+samples.parquet -> binary columns) and workflow/R's rule_statistics() on them with --cores processes: the
+steady-state windows and stalls, per-cell statistics with the bootstrap CIs of both metrics, the ratio
+tables of every axis. Goals (issue 37): under 20 s and 2 GB for 10 million; under 4 minutes and 8 GB for
+100 million.
 
---pairs N also runs main's code (`git show main:workflow/R/...`, which reads samples.csv.gz) N times,
-interleaved with this tree's, and prints the medians of both.
+--pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the same
+series folder, interleaved with this tree's, and prints the medians of both.
 
-    .venv/bin/python bench/analysis.py [--cells 10000] [--seconds 1000] [--reps 1] [--pairs 0]
+    .venv/bin/python bench/analysis.py [--cells 10000] [--seconds 1000] [--reps 1] [--pairs 0] [--cores 2]
+    .venv/bin/python bench/analysis.py --samples 100000000 --no-csv --keep /tmp/analysis-100m   # 10,000 x 10,000 s
     .venv/bin/python bench/analysis.py --smoke     # 40 cells x 120 s: checks it still runs
 """
 from __future__ import annotations
 
 import argparse
 import os
-import re
+import resource
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -62,19 +67,74 @@ cat(nrow(s), "\n")
 
 ANALYSE = r"""
 args <- commandArgs(TRUE)
-library_dir <- args[1]; dir <- args[2]; input <- args[3]
+library_dir <- args[1]; dir <- args[2]; input <- args[3]; out_dir <- file.path(args[5], input)
 source(file.path(library_dir, "library.R"), chdir = TRUE)
 invisible(compiler::enableJIT(3L))  # as workflow/scripts/analysis.R for data over 2 MB
+options(dbsweep.cores = as.integer(args[4]))  # as workflow/scripts/analysis.R: the rule's threads
 axes <- c("engine", "memory", "filesystem", "threads", "workload")
-out <- as.list(setNames(file.path(dir, input, c("steady_state.csv", "cell_stats.csv", "cell_stats.md",
-                                                "comparisons.csv", "comparisons.md")),
+out <- as.list(setNames(file.path(out_dir, c("steady_state.csv", "cell_stats.csv", "cell_stats.md",
+                                             "comparisons.csv", "comparisons.md")),
                         c("steady_state", "cell_stats_csv", "cell_stats_md", "comparisons_csv",
                           "comparisons_md")))
-dir.create(file.path(dir, input), showWarnings = FALSE)
+dir.create(out_dir, showWarnings = FALSE)
 tables <- list(summary = file.path(dir, "summary.csv.gz"))
 if (input == "series") tables$series <- file.path(dir, "series") else tables$samples <- file.path(dir, "samples.csv.gz")
 rule_statistics(tables, out, list(axes = axes, baseline = list(), analysis = list()), log = NULL)
 """
+
+def generate_parquet(cells: int, seconds: int, reps: int, folder: Path, cells_per_piece: int = 1000) -> int:
+    """GENERATE's study (same cells, levels, ramp and stalls; its own random numbers) written straight to
+    samples.parquet in row groups, and summary.csv.gz: no samples.csv.gz, whose writing and conversion (the
+    aggregate step reads the whole CSV into memory) would not fit 100 million samples in this machine's
+    time and memory. The number of samples."""
+    import csv
+    import gzip
+
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    engines, threads = ["innodb", "myrocks"], [2 ** i for i in range(10)]
+    memory = [f"{64 * (i + 1)}M" for i in range(-(-cells // (len(engines) * len(threads))))]
+    grid = [(e, m, t) for e in engines for m in memory for t in threads][:cells]
+    rows = [(e, m, t, r) for e, m, t in grid for r in range(1, reps + 1)]
+    levels = np.array([500 + 50 * ((i + 1) % 20) for i in range(len(rows))], dtype=float)
+    with gzip.open(folder / "summary.csv.gz", "wt", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(["engine", "memory", "filesystem", "threads", "workload", "rep", "tool", "kind", "per_second",
+                    "duration_s", "seconds", "iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps",
+                    "transactions", "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms",
+                    "lat_max_ms"])
+        for (e, m, t, r), level in zip(rows, levels, strict=True):
+            w.writerow([e, m, "xfs", t, "oltp", r, "sysbench", "database", 1, seconds, seconds, "", "", "", "", "",
+                        level, 20 * level, level * seconds, 0, 0, 8, 12, 20, 90])
+    rng = np.random.default_rng(1)
+    second = np.arange(1, seconds + 1)
+    ramp = np.minimum(1, 0.2 + second / 60)
+    writer = None
+    per_piece = cells_per_piece * reps
+    for start in range(0, len(rows), per_piece):
+        piece = rows[start:start + per_piece]
+        n = len(piece) * seconds
+        tps = np.repeat(levels[start:start + len(piece)], seconds) * np.tile(ramp, len(piece)) * rng.normal(1, 0.03, n)
+        sec = np.tile(second, len(piece))
+        tps[sec % 97 == 0] = 0
+        nan = np.full(n, np.nan)
+        zero = np.zeros(n)
+        axis = [pa.array(np.repeat([p[i] for p in piece], seconds), kind)
+                for i, kind in enumerate((pa.string(), pa.string(), pa.int64(), pa.int64()))]
+        table = pa.table({"engine": axis[0], "memory": axis[1], "filesystem": pa.array(np.full(n, "xfs")),
+                          "threads": axis[2], "workload": pa.array(np.full(n, "oltp")),
+                          "rep": axis[3], "second": pa.array(sec, pa.int64()),
+                          "time": 1.7e9 + sec, "iops": nan, "mibs": nan, "tps": tps, "qps": 20 * tps,
+                          "reads": 14 * tps, "writes": 4 * tps, "other": 2 * tps, "lat_ms": nan,
+                          "lat_pct_ms": 8000 / np.maximum(tps, 1), "err_s": zero, "reconn_s": zero, "queue": zero})
+        if writer is None:
+            writer = pq.ParquetWriter(folder / "samples.parquet", table.schema, compression="zstd")
+        writer.write_table(table)
+    writer.close()
+    return len(rows) * seconds
+
 
 SERIES = """
 import sys
@@ -89,24 +149,44 @@ AXES = ["engine", "memory", "filesystem", "threads", "workload"]
 
 
 def timed(argv: list) -> dict:
-    """Wall and CPU seconds and peak RSS (GiB) of one command under /usr/bin/time -v; its stdout."""
-    done = subprocess.run(["/usr/bin/time", "-v", *argv], capture_output=True, text=True, cwd=ROOT)
-    if done.returncode:
-        raise SystemExit(done.stdout[-3000:] + done.stderr[-3000:])
-    wall = re.search(r"Elapsed \(wall clock\) time.*: (\S+)", done.stderr)[1]
-    parts = [float(p) for p in wall.split(":")]
-    cpu = sum(float(re.search(rf"{kind} time \(seconds\): (\S+)", done.stderr)[1]) for kind in ("User", "System"))
-    peak_kb = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", done.stderr)[1])
-    return {"wall": sum(p * 60 ** i for i, p in enumerate(reversed(parts))), "cpu": cpu, "peak": peak_kb / 2**20,
-            "out": done.stdout}
+    """Wall and CPU seconds of one command and its child processes (the forked R processes of rule statistics'
+    chunks); peak: the largest sum of their resident sets (GiB), sampled every 50 ms (an upper bound: pages
+    a fork shares with its parent count twice); its stdout."""
+    import psutil
+
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as null, tempfile.TemporaryFile() as out:
+        proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
+        top = psutil.Process(proc.pid)
+        peak = 0
+        while proc.poll() is None:
+            try:
+                tree = [top, *top.children(recursive=True)]
+                peak = max(peak, sum(p.memory_info().rss for p in tree))
+            except psutil.Error:
+                pass
+            time.sleep(0.05)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        text = out.read().decode(errors="replace")
+        del null
+    if proc.returncode:
+        raise SystemExit(text[-6000:])
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = usage.ru_utime + usage.ru_stime - CHILDREN_CPU[0]
+    CHILDREN_CPU[0] = usage.ru_utime + usage.ru_stime
+    return {"wall": wall, "cpu": cpu, "peak": peak / 2**30, "out": text}
 
 
-def this_tree(workflow: Path, tmp: Path) -> dict:
+CHILDREN_CPU = [0.0]  # CPU seconds of the children waited for so far (getrusage adds them up)
+
+
+def this_tree(workflow: Path, data: Path, tmp: Path, cores: int) -> dict:
     """Rule statistics_series' step, then rule statistics on its output: summed wall and CPU, larger peak."""
-    series = timed([sys.executable, "-c", SERIES, str(workflow), str(tmp)])
-    stats = timed(["Rscript", str(tmp / "analyse.R"), str(workflow / "R"), str(tmp), "series"])
+    series = timed([sys.executable, "-c", SERIES, str(workflow), str(data)])
+    stats = timed(["Rscript", str(tmp / "analyse.R"), str(workflow / "R"), str(data), "series", str(cores), str(tmp)])
     return {"wall": series["wall"] + stats["wall"], "cpu": series["cpu"] + stats["cpu"],
-            "peak": max(series["peak"], stats["peak"]), "out": stats["out"],
+            "peak": max(series["peak"], stats["peak"]), "out": stats["out"], "rule": stats,
             "parts": f"series {series['wall']:.1f} s wall / {series['cpu']:.1f} s CPU / {series['peak']:.2f} GiB"}
 
 
@@ -128,32 +208,49 @@ def main() -> None:
     parser.add_argument("--seconds", type=int, default=1_000)
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--pairs", type=int, default=0, help="interleaved runs of main's code and this tree's")
+    parser.add_argument("--samples", type=int, help="per-second samples in all: sets --seconds to it / (cells x reps)")
+    parser.add_argument("--cores", type=int, default=2, help="R processes of rule statistics (its threads)")
+    parser.add_argument("--no-csv", action="store_true",
+                        help="write samples.parquet straight from numpy (generate_parquet), no samples.csv.gz: "
+                             "for 100 million samples")
+    parser.add_argument("--keep", type=Path, help="generate into this folder, or reuse what it holds")
     parser.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy")
     parser.add_argument("--smoke", action="store_true", help="40 cells x 1 repetition x 120 s: does it still run")
     args = parser.parse_args()
     if args.smoke:
         args.cells, args.seconds, args.reps = 40, 120, 1
+    if args.samples:
+        args.seconds = args.samples // (args.cells * args.reps)
     tmp = tempdir("analysis")
     workflow = snapshot(tmp, args.live)
+    data = args.keep or tmp
+    data.mkdir(parents=True, exist_ok=True)
     (tmp / "generate.R").write_text(GENERATE)
     (tmp / "analyse.R").write_text(ANALYSE)
-    rows = subprocess.run(["Rscript", str(tmp / "generate.R"), str(args.cells), str(args.seconds),
-                           str(args.reps), str(tmp)], check=True, capture_output=True, text=True).stdout
     sys.path.insert(0, str(workflow))
-    from dbsweep.aggregate import to_parquet  # what rule aggregate writes beside samples.csv.gz
-    to_parquet(tmp / "samples.csv.gz", tmp / "samples.parquet", AXES)
-    size = (tmp / "samples.csv.gz").stat().st_size
+    if (data / "samples.parquet").exists():
+        rows = int((data / "rows.txt").read_text())
+    elif args.no_csv:
+        rows = generate_parquet(args.cells, args.seconds, args.reps, data)
+    else:
+        rows = int(subprocess.run(["Rscript", str(tmp / "generate.R"), str(args.cells), str(args.seconds),
+                                   str(args.reps), str(data)], check=True, capture_output=True, text=True).stdout)
+        from dbsweep.aggregate import to_parquet  # what rule aggregate writes beside samples.csv.gz
+        to_parquet(data / "samples.csv.gz", data / "samples.parquet", AXES)
+    (data / "rows.txt").write_text(f"{rows}\n")
+    size = (data / "samples.parquet").stat().st_size
     load = os.getloadavg()
     before, after = [], []
     old = main_tree(tmp) if args.pairs else None
     for _ in range(max(args.pairs, 1)):
-        if old:
-            before.append(timed(["Rscript", str(tmp / "analyse.R"), str(old), str(tmp), "samples"]))
-        after.append(this_tree(workflow, tmp))
+        after.append(this_tree(workflow, data, tmp, args.cores))
+        if old:  # on the series folder this tree's step just wrote, as main's rule reads it
+            before.append(timed(["Rscript", str(tmp / "analyse.R"), str(old), str(data), "series", "1", str(tmp)]))
     print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak RSS "
           "| load avg | goal |")
     print("|---|---|---|---|---|---|---|---|---|")
-    for name, runs in (("main (samples.csv.gz)", before), ("this tree (series)", after)):
+    for name, runs in (("main (rule statistics)", before), ("this tree (statistics_series + statistics)", after),
+                       ("this tree (rule statistics)", [r["rule"] for r in after])):
         if not runs:
             continue
         print(f"| {int(rows):,} | {args.cells:,} x {args.reps} x {args.seconds:,} | {name} | {len(runs)} "
@@ -162,7 +259,7 @@ def main() -> None:
               f"| {statistics.median(r['peak'] for r in runs):.2f} GiB "
               f"| {load[0]:.1f} -> {os.getloadavg()[0]:.1f} | < 20 s, < 2 GB |")
     print()
-    print(f"samples.csv.gz {size / 2**20:.0f} MiB; this tree's last run: {after[-1]['parts']}")
+    print(f"samples.parquet {size / 2**20:.0f} MiB; this tree's last run: {after[-1]['parts']}")
     print("R's own log (this tree, last run):")
     for line in after[-1]["out"].splitlines():
         print("   ", line)

@@ -35,6 +35,7 @@ rule statistics:
     log:
         "results/logs/statistics.log",
     localrule: True
+    threads: 2  # chunks of cells in forked R processes (workflow/R/statistics_tables.R, map_chunks)
     params:
         axes=STUDY.axes,
         axis_values=STUDY.axis_values,

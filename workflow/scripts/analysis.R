@@ -13,5 +13,6 @@ invisible(compiler::enableJIT(if (data_bytes > 2e6) 3L else 0L))
 # The rules that write only tables go without ggplot2 (library.R).
 options(dbsweep.plots = !snakemake@rule %in% c("statistics", "round_noise", "tables", "db_tables", "tpcc_table"))
 source(file.path(snakemake@scriptdir, "..", "R", "library.R"), chdir = TRUE)
+options(dbsweep.cores = snakemake@threads)  # rule statistics works through its chunks of cells so
 declare_axis_order(snakemake@params$axis_values)
 get(paste0("rule_", snakemake@rule))(snakemake@input, snakemake@output, snakemake@params)
