@@ -150,26 +150,25 @@ AXES = ["engine", "memory", "filesystem", "threads", "workload"]
 
 def timed(argv: list) -> dict:
     """Wall and CPU seconds of one command and its child processes (the forked R processes of rule statistics'
-    chunks); peak: the largest sum of their resident sets (GiB), sampled every 50 ms (an upper bound: pages
-    a fork shares with its parent count twice); its stdout."""
+    chunks); peak: the largest sum of their proportional set sizes (GiB: a page a fork shares with its parent
+    counts once, split between them), sampled every 50 ms; its stdout."""
     import psutil
 
     start = time.perf_counter()
-    with open(os.devnull, "wb") as null, tempfile.TemporaryFile() as out:
+    with tempfile.TemporaryFile() as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, cwd=ROOT)
         top = psutil.Process(proc.pid)
         peak = 0
         while proc.poll() is None:
             try:
                 tree = [top, *top.children(recursive=True)]
-                peak = max(peak, sum(p.memory_info().rss for p in tree))
+                peak = max(peak, sum(p.memory_full_info().pss for p in tree))
             except psutil.Error:
                 pass
             time.sleep(0.05)
         wall = time.perf_counter() - start
         out.seek(0)
         text = out.read().decode(errors="replace")
-        del null
     if proc.returncode:
         raise SystemExit(text[-6000:])
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -246,7 +245,7 @@ def main() -> None:
         after.append(this_tree(workflow, data, tmp, args.cores))
         if old:  # on the series folder this tree's step just wrote, as main's rule reads it
             before.append(timed(["Rscript", str(tmp / "analyse.R"), str(old), str(data), "series", "1", str(tmp)]))
-    print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak RSS "
+    print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak PSS "
           "| load avg | goal |")
     print("|---|---|---|---|---|---|---|---|---|")
     for name, runs in (("main (rule statistics)", before), ("this tree (statistics_series + statistics)", after),

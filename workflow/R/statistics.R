@@ -161,18 +161,21 @@ steady_windows <- function(samples, keys, value = "value",
     dt[, .b := (.i - 1L) %/% MSER_BATCH]
     batched <- dt[, .(z = median(.x)), by = .(.grp, .b)]  # GForce: median, not stats::median
     # a last, partial batch is not a batch
-    batched <- batched[reps[, .(.grp, full = seconds %/% MSER_BATCH)], on = ".grp"][.b < full]
+    # reps (by .grp of dt, sorted by it) has row g for .grp g: it is looked up by position, not joined
+    batched <- batched[.b < (reps$seconds %/% MSER_BATCH)[.grp]]
     cut <- batched[, mser_truncation(z), by = .grp]
-    reps[cut, `:=`(drop = i.d * MSER_BATCH, steady = i.steady), on = ".grp"]
-    reps[is.na(drop), drop := 0L]
+    reps[, `:=`(drop = 0L, steady = NA)]
+    if (nrow(cut)) reps[cut$.grp, `:=`(drop = cut$d * MSER_BATCH, steady = cut$steady)]
   } else {
     reps[, `:=`(drop = 0L, steady = NA)]
   }
-  dt[reps, .drop := i.drop, on = ".grp"]
+  dt[, .drop := reps$drop[.grp]]
   win <- dt[.i > .drop]
   stats <- win[, .(window_start = first(second), window_end = last(second),
                    window_s = .N, median = median(.x)), by = .grp]  # all GForce
-  win[stats, .thr := settings$stall_share * i.median, on = ".grp"]
+  threshold <- rep(NA_real_, nrow(reps))
+  threshold[stats$.grp] <- settings$stall_share * stats$median
+  win[, .thr := threshold[.grp]]
   win[, .stall := .x < .thr]
   # runs of stalled seconds, all repetitions at once: their count and the longest run
   win[, .run := rleidv(win, c(".grp", ".stall"))]

@@ -440,7 +440,7 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   for (i in seq_along(paths)) {
     if (file.size(paths[i]) != n * if (kinds[[i]] == "i32") 4 else 8) stop(paths[i], ": not ", n, " values")
   }
-  runs <- rle(readBin(paths[names(kinds) == ".cell"], "integer", n, size = 4L, endian = "little"))
+  runs <- cell_runs(paths[names(kinds) == ".cell"], n)
   run_end <- cumsum(as.numeric(runs$lengths))
   run_start <- run_end - runs$lengths  # rows before the run
   per_cell <- as.vector(tapply(runs$lengths, factor(runs$values, seq_len(nrow(cells))), sum, default = 0L))
@@ -454,6 +454,26 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
     setDT(setNames(columns, names(kinds)))
   }
   list(cells = cells, rows = n, chunks = cell_chunk_ids(per_cell, chunk_rows), read = read)
+}
+
+# rle() of the n cell ids of the binary column `path`, read `piece` values at a time (100 million ids
+# whole, with rle()'s comparisons, would take 1.2 GB).
+cell_runs <- function(path, n, piece = 16777216L) {
+  con <- file(path, "rb")
+  on.exit(close(con))
+  values <- list()
+  lengths <- list()
+  while (n > 0) {
+    r <- rle(readBin(con, "integer", min(piece, n), size = 4L, endian = "little"))
+    values[[length(values) + 1L]] <- r$values
+    lengths[[length(lengths) + 1L]] <- r$lengths
+    n <- n - min(piece, n)
+  }
+  values <- unlist(values, use.names = FALSE)
+  lengths <- unlist(lengths, use.names = FALSE)
+  joined <- rle(values)  # a run cut where one piece ends and the next begins is joined again
+  list(values = joined$values,
+       lengths = as.integer(rowsum(lengths, rep.int(seq_along(joined$lengths), joined$lengths), reorder = FALSE)))
 }
 
 # The values at rows from[i] + 1 .. from[i] + len[i] of one binary column (kind "i32" or "f64"; NaN read as
