@@ -67,17 +67,19 @@ compared_axes <- function(cells, axes, baseline = list()) {
 # Ratios of every cell to its baseline cell, per compared axis and metric.
 comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS) {
   parts <- attr(cells, "parts")
-  out <- list()
-  for (axis in compared_axes(cells, axes, baseline)) {
-    base <- baseline_value(cells[[axis]], axis, baseline)
-    for (metric_name in names(parts)) {
-      r <- ratio_to_baseline(parts[[metric_name]], axes, axis, base, settings$level)
-      if (nrow(r) == 0) next
-      r[, metric := metric_name]
-      set(r, j = "axis_value", value = as.character(r[[axis]]))
-      out[[length(out) + 1L]] <- r
-    }
-  }
+  compared <- compared_axes(cells, axes, baseline)
+  if (!length(parts) || !length(compared)) return(data.table())
+  jobs <- CJ(axis = compared, metric = names(parts), sorted = FALSE)
+  # each (axis, metric) on its own: getOption("dbsweep.cores") at a time (map_chunks)
+  out <- map_chunks(seq_len(nrow(jobs)), function(i) {
+    axis <- jobs$axis[i]
+    r <- ratio_to_baseline(parts[[jobs$metric[i]]], axes, axis, baseline_value(cells[[axis]], axis, baseline),
+                           settings$level)
+    r[, metric := rep(jobs$metric[i], .N)]
+    set(r, j = "axis_value", value = as.character(r[[axis]]))
+    r
+  })
+  out <- out[vapply(out, nrow, 0L) > 0L]
   if (!length(out)) return(data.table())
   dt <- rbindlist(out, use.names = TRUE)
   setcolorder(dt, c("axis", "baseline", "axis_value", "metric", axes))
@@ -405,11 +407,15 @@ STATISTICS_CHUNK_ROWS <- 2097152L
 
 statistics_chunk_rows <- function() as.integer(getOption("dbsweep.chunk_rows", STATISTICS_CHUNK_ROWS))
 
-# The cells' ids (1, 2, ... in order) split into consecutive runs of about `chunk_rows` samples: the cells
-# whose first sample falls in the same stretch of chunk_rows of the cells' running total go together.
+# The cells' ids (1, 2, ... in order) split into consecutive runs of at most about `chunk_rows` samples, as
+# many runs as a multiple of chunk_cores() (so that the processes get even shares): the cells whose first
+# sample falls in the same stretch of the cells' running total go together.
 cell_chunk_ids <- function(per_cell, chunk_rows = statistics_chunk_rows()) {
   if (!length(per_cell)) return(list())
-  unname(split(seq_along(per_cell), (cumsum(as.numeric(per_cell)) - per_cell) %/% chunk_rows))
+  total <- sum(as.numeric(per_cell))
+  cores <- max(1L, as.integer(getOption("dbsweep.cores", 1L)))
+  size <- ceiling(total / (cores * ceiling(total / (cores * chunk_rows))))
+  unname(split(seq_along(per_cell), (cumsum(as.numeric(per_cell)) - per_cell) %/% size))
 }
 
 # samples_by_cell()'s list(cells, samples) as a source of chunks: cells, rows (samples in all), chunks (the
