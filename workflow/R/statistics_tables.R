@@ -282,7 +282,7 @@ chunk_cores <- function(n) max(1L, min(n, as.integer(getOption("dbsweep.cores", 
 map_chunks <- function(chunks, f, ...) {
   cores <- chunk_cores(length(chunks))
   if (cores == 1L) return(lapply(chunks, f, ...))
-  out <- parallel::mclapply(chunks, f, ..., mc.cores = cores)
+  out <- suppressWarnings(parallel::mclapply(chunks, f, ..., mc.cores = cores))  # its warning: the error below
   for (r in out) {
     if (inherits(r, "try-error")) stop(attr(r, "condition"))
   }
