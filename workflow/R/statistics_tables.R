@@ -70,8 +70,7 @@ comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_D
   compared <- compared_axes(cells, axes, baseline)
   if (!length(parts) || !length(compared)) return(data.table())
   jobs <- CJ(axis = compared, metric = names(parts), sorted = FALSE)
-  # each (axis, metric) on its own: getOption("dbsweep.cores") at a time (map_chunks)
-  out <- map_chunks(seq_len(nrow(jobs)), function(i) {
+  out <- lapply(seq_len(nrow(jobs)), function(i) {
     axis <- jobs$axis[i]
     r <- ratio_to_baseline(parts[[jobs$metric[i]]], axes, axis, baseline_value(cells[[axis]], axis, baseline),
                            settings$level)
