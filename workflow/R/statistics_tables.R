@@ -67,18 +67,17 @@ compared_axes <- function(cells, axes, baseline = list()) {
 # Ratios of every cell to its baseline cell, per compared axis and metric.
 comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS) {
   parts <- attr(cells, "parts")
-  compared <- compared_axes(cells, axes, baseline)
-  if (!length(parts) || !length(compared)) return(data.table())
-  jobs <- CJ(axis = compared, metric = names(parts), sorted = FALSE)
-  out <- lapply(seq_len(nrow(jobs)), function(i) {
-    axis <- jobs$axis[i]
-    r <- ratio_to_baseline(parts[[jobs$metric[i]]], axes, axis, baseline_value(cells[[axis]], axis, baseline),
-                           settings$level)
-    r[, metric := rep(jobs$metric[i], .N)]
-    set(r, j = "axis_value", value = as.character(r[[axis]]))
-    r
-  })
-  out <- out[vapply(out, nrow, 0L) > 0L]
+  out <- list()
+  for (axis in compared_axes(cells, axes, baseline)) {
+    base <- baseline_value(cells[[axis]], axis, baseline)
+    for (metric_name in names(parts)) {
+      r <- ratio_to_baseline(parts[[metric_name]], axes, axis, base, settings$level)
+      if (nrow(r) == 0) next
+      r[, metric := metric_name]
+      set(r, j = "axis_value", value = as.character(r[[axis]]))
+      out[[length(out) + 1L]] <- r
+    }
+  }
   if (!length(out)) return(data.table())
   dt <- rbindlist(out, use.names = TRUE)
   setcolorder(dt, c("axis", "baseline", "axis_value", "metric", axes))
@@ -302,8 +301,8 @@ chunk_statistics <- function(ids, summary, source, own, axes, settings) {
   if (nrow(own)) samples <- samples[!own, on = c(".cell", "rep")]
   cells <- source$cells[.cell %in% ids]
   lap("read")
-  own_rows <- sort(summary[cells, on = axes, which = TRUE, nomatch = NULL])  # in the summary's order
-  check_series_counts(summary[own_rows], list(cells = cells, samples = samples), axes)
+  summary_rows <- sort(summary[cells, on = axes, which = TRUE, nomatch = NULL])  # in the summary's order
+  check_series_counts(summary[summary_rows], list(cells = cells, samples = samples), axes)
   compact <- series_of_cells(list(cells = cells, samples = samples), summary, axes)
   rm(samples)
   lap("check")
