@@ -194,9 +194,10 @@ def pytest_unconfigure(config):
 # work of its own, which goes to whichever worker is free.
 SPREAD = {"test_bench.py", "test_r_analysis.py", "test_lint.py"}
 # The files and benchmark that use the one test Slurm (slurm_turn) run on one worker, one after the other,
-# rather than one worker waiting on the other's turn.
+# rather than one worker waiting on the other's turn (test_multihost.py's cluster, held for its whole module,
+# left outside: test_slurm.py's first setup and test_slurm_cluster.py, 6 s alone, each waited 100 s for it).
 SLURM_GROUP = "test-slurm"
-SLURM_USERS = {"test_slurm.py", "test_slurm_cluster.py",
+SLURM_USERS = {"test_slurm.py", "test_slurm_cluster.py", "test_multihost.py",
                "test_bench.py::test_smoke_mode_runs_and_prints_its_table[slurm]"}
 
 

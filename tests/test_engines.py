@@ -617,6 +617,7 @@ def test_memory_cgroup_holds_the_server(cluster):
     cluster.assert_nothing_left([handle.pid])
 
 
+@pytest.mark.workflow  # starts a server (its datadir's initialize, 3-4 s an engine, is the fast tier's no more)
 def test_a_starting_server_leaves_other_servers_temporary_tables_alone(cluster):
     """A starting MariaDB deletes every #sql* file in its tmpdir: with /tmp shared, a topology's second node
     (or a parallel bootstrap) deleted the first's temporary tables. Each server has a tmpdir of its own."""

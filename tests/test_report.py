@@ -91,9 +91,11 @@ def test_summary_page_incomplete_then_complete_and_the_report(study_factory, tmp
     assert "| filesystem | threads | workload |" in markdown and "\\<script\\>" in markdown
 
     # Headless Chromium at a laptop's and a phone's width: nothing runs off the page, every image loads.
-    for width in (LAPTOP, PHONE):
-        shot = tmp_path / f"page-{width}.png"
-        layout = page_layout(results / "index.html", width, shot)
+    with Chromium() as browser:
+        shots = {width: tmp_path / f"page-{width}.png" for width in (LAPTOP, PHONE)}
+        layouts = {width: page_layout(results / "index.html", width, shot, browser) for width, shot in shots.items()}
+    for width, shot in shots.items():
+        layout = layouts[width]
         assert png_facts(shot)[:2] == (width, HEIGHT) and png_facts(shot)[2] > 50, "a screenshot that is not blank"
         assert layout["viewport"] == width and layout["page"] <= width, layout
         assert sorted(src for src, _, _ in layout["images"]) == plots
@@ -276,8 +278,9 @@ def test_a_wide_table_stays_in_its_box_at_a_phone_width(tmp_path):
     study = summary.Study("demo", "Random reads " * 30, {a: ["x"] for a in DEMO_AXES}, 14, 1, [],
                           [(long_cell, "a reason " * 20)])
     page = summary.write(study, results, targets, complete=True)["html"]
-    for width in (PHONE, LAPTOP):
-        layout = page_layout(page, width)
+    with Chromium() as browser:
+        layouts = {width: page_layout(page, width, browser=browser) for width in (PHONE, LAPTOP)}
+    for width, layout in layouts.items():
         assert layout["viewport"] == width and layout["page"] <= width, layout
         assert len(layout["tables"]) >= 8 and max(layout["tables"]) <= width, layout["tables"]
 
@@ -419,11 +422,14 @@ def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_i
                 "two workloads": "sb-oltp / fio-rr: throughput 500 transactions/s / 20,000 IOPS = 0.0250",
                 "query": "engine=myrocks: 25.0 ms per execution",
                 "user script": "throughput 22,109 IOPS"}
+    with Chromium() as browser:  # one for every page: a Chromium's start is a second of CPU
+        layouts = {(shape, width): page_layout(page, width, browser=browser)
+                   for shape, page in pages.items() for width in (LAPTOP, PHONE)}
     for shape, page in pages.items():
         text = page.read_text()
         assert "No axis with two values" not in text
         for width, screen in ((LAPTOP, 768), (PHONE, 844)):
-            layout = page_layout(page, width)
+            layout = layouts[shape, width]
             assert layout["answer"] and layout["answer"]["top"] < screen * 0.6, (shape, width, layout["answer"])
             assert expected[shape] in layout["answer"]["text"].replace("\n", " "), (shape, layout["answer"]["text"])
             assert layout["page"] <= width, (shape, width, layout)

@@ -60,8 +60,11 @@ def adaptive_study(runtime: int) -> dict:
 
 
 @pytest.mark.workflow
-def test_rounds_run_until_the_target_or_the_most_repetitions(study_factory):
-    config = adaptive_study(runtime=2)
+def test_rounds_run_until_the_target_or_the_most_repetitions_and_a_canary_ends_every_round(study_factory):
+    """The study's rounds, with a canary every 2 runs (the study's 2 cells): each round ends with one, round
+    3's too, and the canary after round 2 runs before that round's check, not at the study's end. (One study
+    for both: the canary's test ran the same rounds again.)"""
+    config = adaptive_study(runtime=2) | {"noise_control": {"canary": {"every": 2}}}
     study = study_factory(config)
     err = study.run().stderr
     assert "dbsweep: repeat_until: up to 1 more round of 2 repetitions while the noise needs them" in err
@@ -85,6 +88,21 @@ def test_rounds_run_until_the_target_or_the_most_repetitions(study_factory):
     half = 100 * ((float(iops["ratio_high"]) / float(iops["ratio_low"])) ** 0.5 - 1)
     assert half == pytest.approx(float(match[2]), abs=0.5)
     assert half == pytest.approx(rounds.detectable(study.path("results/rounds/round~3.csv")), rel=1e-4)
+
+    started = []
+    for path in study.path("results").glob("*/*/*/*/rep~*/run.json"):
+        record = json.loads(path.read_text())
+        started.append((datetime.fromisoformat(record["started"]).timestamp(),
+                        "canary" if "/canary/" in str(path) else "run", record["rep"]))
+    order = [(kind, rep) for _, kind, rep in sorted(started)]
+    assert order == [("canary", 1), ("run", 1), ("run", 1), ("canary", 2), ("run", 2), ("run", 2), ("canary", 3),
+                     ("run", 3), ("run", 3), ("canary", 4)], order
+    canaries = {rep: when for when, kind, rep in started if kind == "canary"}
+    checked = study.path("results/rounds/round~2.csv").stat().st_mtime
+    assert canaries[3] < checked < min(when for when, kind, rep in started if kind == "run" and rep == 3)
+    rows = table_rows(study.path("results/tables/canary.csv"))
+    assert [(r["canary"], r["after"]) for r in rows] == [("1", "0"), ("2", "2"), ("3", "4"), ("4", "6")]
+    assert "Canary drift: " in page
 
     # A target the first rounds meet: the study is its 2 rounds again, nothing measured anew.
     config["repeat_until"]["detectable_pct"] = 1000
@@ -132,25 +150,3 @@ def test_a_study_stopped_in_a_round_it_added_looks_incomplete_and_a_rerun_ends_i
         ["rep~1", "rep~1", "rep~2", "rep~2", "rep~3", "rep~3"]
     page = study.path("results/summary.md").read_text()
     assert "**Incomplete**" not in page and "stopped at 3 repetitions" in page, page
-
-
-@pytest.mark.workflow
-def test_a_canary_ends_every_round_and_the_check_waits_for_it(study_factory):
-    """With a canary every 2 runs (the study's 2 cells), each round ends with one, round 3's too: the canary
-    after round 2 runs before that round's check, not at the study's end."""
-    study = study_factory(adaptive_study(runtime=2) | {"noise_control": {"canary": {"every": 2}}})
-    study.run()
-    started = []
-    for path in study.path("results").glob("*/*/*/*/rep~*/run.json"):
-        record = json.loads(path.read_text())
-        started.append((datetime.fromisoformat(record["started"]).timestamp(),
-                        "canary" if "/canary/" in str(path) else "run", record["rep"]))
-    order = [(kind, rep) for _, kind, rep in sorted(started)]
-    assert order == [("canary", 1), ("run", 1), ("run", 1), ("canary", 2), ("run", 2), ("run", 2), ("canary", 3),
-                     ("run", 3), ("run", 3), ("canary", 4)], order
-    canaries = {rep: when for when, kind, rep in started if kind == "canary"}
-    checked = study.path("results/rounds/round~2.csv").stat().st_mtime
-    assert canaries[3] < checked < min(when for when, kind, rep in started if kind == "run" and rep == 3)
-    rows = table_rows(study.path("results/tables/canary.csv"))
-    assert [(r["canary"], r["after"]) for r in rows] == [("1", "0"), ("2", "2"), ("3", "4"), ("4", "6")]
-    assert "Canary drift: " in study.path("results/summary.md").read_text()
