@@ -1,6 +1,7 @@
 """A topology placed on several hosts (issue 34), on the namespace Slurm cluster (tests/slurm/cluster.sh):
 each node a host of its own (network, UTS and mount namespaces), Slurm's commands on ctl."""
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -64,15 +65,43 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert "Traceback" not in done.stderr
     assert not Path(study.path("results/logs/slurm")).exists()  # no job was submitted
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    # the client on c3: Slurm orders the job's nodes c1, c3 and runs its batch script, the client, on c1
+    study = Study(tmp_path / "client-last", placed({"client": "c3", "primary": "c1", "replica1": "c2"}))
+    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    assert done.returncode != 0
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
+    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c3', 'primary': 'c1', 'replica1': 'c2'}: "
+                       "the client's host c3 would not be the job's first host: Slurm would give the job nodes "
+                       "c[1-3] and run its client on c1; place the client on c1, or its host first in slurm.conf"]
+    assert "Traceback" not in done.stderr
+    assert not Path(study.path("results/logs/slurm")).exists()
+    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
 
 
 def test_a_placed_semisync_cell_runs_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
     """The study through the Slurm profile, as a user submits it on the login node: the cell is one job over
     c1, c2, c3; sysbench on c1 against the primary on c2, whose semi-sync replica is on c3."""
     study = Study(server_workdir / "placed", placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
-    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    # the results tree is not shared with the nodes' hosts: on c2 and c3 an empty filesystem of their own
+    # hides it (the image, in resources/, still is); their results come back through their job steps
+    results = study.path("results")
+    results.mkdir(parents=True)
+    for host in ("c2", "c3"):
+        mounted = subprocess.run([CLUSTER, "exec", host, "mount", "-t", "tmpfs", "-o", "size=64m", "hidden",
+                                  str(results)], capture_output=True, text=True, env=cluster)
+        assert mounted.returncode == 0, mounted.stderr
+    try:
+        done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+        hidden = {host: sorted(str(p.relative_to(results)) for p in Path(f"/proc/{holder(cluster, host)}/root",
+                                                                          str(results).lstrip("/")).rglob("*"))
+                  for host in ("c2", "c3")}
+    finally:
+        for host in ("c2", "c3"):
+            subprocess.run([CLUSTER, "exec", host, "umount", str(results)], capture_output=True, env=cluster)
     logs = "".join(p.read_text()[-3000:] for p in study.path("results/logs").rglob("*.log"))
     assert done.returncode == 0, f"{done.stderr[-3000:]}\n{logs}"
+    assert not any(name.endswith(("vmstat.txt", ".log", ".cnf")) for files in hidden.values() for name in files), \
+        hidden  # what each node's host wrote stayed in its own folder, outside the results tree it saw
     run = json.loads(next(study.path("results/runs").rglob("rep~1/run.json")).read_text())
     assert run["status"] == "ok" and run["host"]["node"] == "c1" and run["exit_status"] == 0
     nodes = {node["name"]: node for node in run["topology"]["nodes"]}
@@ -90,8 +119,36 @@ def test_a_placed_semisync_cell_runs_through_slurm_with_each_node_on_its_host(cl
     assert {r["node"] for r in counters} == {"primary", "replica1"}
     assert {r["value"] for r in counters if r["node"] == "primary" and r["name"] == "Rpl_semi_sync_master_clients"} \
         == {"1.0"}
+    assert {r["node_host"] for r in counters if r["node"] == "primary"} == {"c2"}
+    assert {r["node_host"] for r in counters if r["node"] == "replica1"} == {"c3"}
     assert float(json.loads(next(study.path("results/runs").rglob("rep~1/summary.json")).read_text())["tps"]) > 0
     assert study.path("results/tables/summary.csv.gz").exists()  # aggregated in the submitting tree
+    # each node's results came back whole through its job step (no shared filesystem there), byte for byte:
+    # the sha256 its host computed is the one the run's record has of the file in the submitting tree
+    raw = next(study.path("results/runs").rglob("rep~1/attempt~*/raw"))
+    for name in ("primary", "replica1"):
+        came = nodes[name]["results"]
+        assert came["path"] == "copy-back", came
+        assert {"vmstat.txt", "iostat.json"} <= set(came["files"]) and any(f.endswith(".log") for f in came["files"])
+        for file, sha256 in came["files"].items():
+            assert run["checksums"][f"{name}/{file}"] == sha256
+            assert hashlib.sha256((raw / name / file).read_bytes()).hexdigest() == sha256
+    # every host's monitors wrote rows: the client's host's (node empty), each node's on its own host, over
+    # the measured window's seconds, on the client's clock (the offset recorded for each host)
+    system = table_rows(next(study.path("results/runs").rglob("rep~1/system.csv")))
+    seconds = {}
+    for r in system:
+        if r["us"] != "":
+            seconds.setdefault((r["node"], r["node_host"]), set()).add(int(r["second"]))
+    assert set(seconds) == {("", "c1"), ("primary", "c2"), ("replica1", "c3")}
+    client = seconds[("", "c1")]
+    assert all(len(s) >= 2 and min(client) - 1 <= min(s) and max(s) <= max(client) + 1 for s in seconds.values()), \
+        seconds
+    assert {r["device"] for r in system if r["node"] == "primary" and r["device"]} \
+        == {Path(nodes["primary"]["filesystem"]["loop"]).name}  # iostat on c2 watched the primary's own device
+    assert set(run["topology"]["network"]["clocks"]) == {"primary", "replica1"}
+    aggregated = table_rows(study.path("results/tables/system.csv.gz"))
+    assert {(r["host"], r["node_host"]) for r in aggregated} == {("c1", "c1"), ("c1", "c2"), ("c1", "c3")}
     # nothing left on any node after the job
     assert in_hosts(cluster, HOSTS) == []
     for host in HOSTS:
@@ -139,7 +196,7 @@ def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
         except OSError:
             continue
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] in ("mariadbd", "mysqld") or "dbsweep" in cmd:
+        if proc.info["name"] in ("mariadbd", "mysqld", "vmstat", "iostat") or "dbsweep" in cmd:
             found.append(f"{spaces[os.readlink(f'/proc/{proc.pid}/ns/net')]}: {cmd}")
     return found
 
@@ -202,6 +259,12 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
         assert all(mount not in mounts_on(cluster, other) for other in ("c1", "c2", "c3") if other != host)
         assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
         assert node["filesystem"]["restored_from"] == str(img)
+        assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
+        # the host's monitors, in its namespaces, writing into the shared tree
+        monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
+                    and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
+        assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
+        wait_for(raw / name / "vmstat.txt", job_log)
         # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
         server = psutil.Process(node["pid"])
         assert os.readlink(f"/proc/{server.pid}/ns/net") == net_of(cluster, host)

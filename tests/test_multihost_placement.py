@@ -1,13 +1,17 @@
 """A topology placed on hosts (issue 34, topology/placement.py): accepted at load, shown by the dry run with
 what Slurm is asked for, and refused in one line, before any job, by a run whose jobs run on this host."""
 import copy
+import re
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from conftest import Study
+from conftest import ROOT, Study
+from dbsweep import collect
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
-from dbsweep.topology import placement
+from dbsweep.topology import host_tables, placement
 
 HOSTS = {"client": "c1", "primary": "c2", "replica1": "c3"}
 STUDY = {
@@ -82,3 +86,51 @@ def test_a_placed_cell_with_a_proxy_is_refused_before_any_job(tmp_path):
     assert ("dbsweep: config error: engine~innodb/filesystem~ext4/threads~2/workload~write/proxy~haproxy/"
             "topology~semisync: proxy 'haproxy': a proxy in front of a topology placed on hosts (semisync) is not "
             "built yet (issue 34); exclude the combination") in done.stderr.splitlines()
+
+
+# --- each host's monitors in the system table, on the client's clock (topology/host_tables.py) --------------
+
+VMSTAT = ROOT / "tests/fixtures/sysbench_rndrd/vmstat.txt"  # captured: 01:59:27 (since boot, dropped) .. :30
+
+
+def shifted(text: str, seconds: int) -> str:
+    """vmstat output as a host whose clock is `seconds` ahead printed it."""
+    def later(match):
+        stamp = datetime.strptime(match.group(0), "%Y-%m-%d %H:%M:%S") + timedelta(seconds=seconds)
+        return stamp.strftime("%Y-%m-%d %H:%M:%S")
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", later, text)
+
+
+def placed_record(clocks: dict) -> dict:
+    return {"host": {"hostname": "c1", "node": "c1"},
+            "topology": {"nodes": [{"name": "primary", "host": "c2"}, {"name": "replica1", "host": "c3"}],
+                         "network": {"clocks": clocks}}}
+
+
+def test_a_hosts_monitor_rows_land_in_the_clients_seconds_with_its_clock_offset_taken_off(tmp_path):
+    """The primary's host's clock is 2 s ahead (offset 2000 ms): its rows, printed 2 s later by its clock, are
+    the client's seconds, at the client's times. The replica's host wrote nothing (killed): no rows."""
+    (tmp_path / "primary").mkdir()
+    (tmp_path / "primary" / "vmstat.txt").write_text(shifted(VMSTAT.read_text(), 2))
+    (tmp_path / "replica1").mkdir()
+    start = datetime(2026, 11, 22, 1, 59, 27, 400000, tzinfo=UTC).timestamp()
+    record = placed_record({"primary": {"offset_ms": 2000.0, "within_ms": 0.1}})
+    mine = collect.system_rows(VMSTAT.parent, start)
+    theirs = host_tables.other_hosts_system(tmp_path, record, start, collect.system_rows)
+    assert [r["second"] for r in mine] == [1, 2, 3]
+    assert [(r["second"], r["time"], r["node"], r["node_host"]) for r in theirs] \
+        == [(r["second"], r["time"], "primary", "c2") for r in mine]
+    assert [r["us"] for r in theirs] == [r["us"] for r in mine]
+    # without the offset taken off, every row would be two seconds late
+    unshifted = host_tables.other_hosts_system(tmp_path, placed_record({}), start, collect.system_rows)
+    assert [r["second"] for r in unshifted] == [3, 4, 5]
+
+
+def test_rows_name_their_nodes_host_and_one_host_is_the_repetitions():
+    rows = [{"node": "primary"}, {"node": "replica1"}, {"node": ""}, {"node": "proxy"}]
+    assert [r["node_host"] for r in host_tables.with_hosts(rows, placed_record({}))] == ["c2", "c3", "c1", "c1"]
+    one_host = {"host": {"hostname": "box", "node": None},
+                "topology": {"nodes": [{"name": "primary"}, {"name": "replica1"}]}}
+    assert {r["node_host"] for r in host_tables.with_hosts(rows, one_host)} == {"box"}
+    assert host_tables.other_hosts_system(Path("/nonexistent"), one_host, 0.0, collect.system_rows) == []
+    assert host_tables.with_hosts([{"node": ""}], {"host": {"hostname": "box"}}) == [{"node": "", "node_host": "box"}]

@@ -9,8 +9,11 @@ nothing of it is left on its host.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import secrets
 import selectors
 import shutil
 import socket
@@ -25,7 +28,7 @@ from collections.abc import Iterator
 from dbsweep import database, engines, manifest
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import placement, relay
+from dbsweep.topology import host_step, placement, relay
 from dbsweep.topology.nodes import role
 from dbsweep.topology.host_step import host_address, rtt_ms
 from dbsweep.topology.nodes import NodeSpec
@@ -144,8 +147,8 @@ def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
 
 def main(args: list[str]) -> int:
     """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job: start the
-    placed nodes, write RAW/hosts.json (each node's facts, no login), hold them SPEC's hold_s seconds (or
-    until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
+    placed nodes, start each host's monitors, write RAW/hosts.json (each node's facts, no login), hold them
+    SPEC's hold_s seconds (or until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
     spec = json.loads(Path(args[0]).read_text())
     raw = Path(spec["raw"])
     raw.mkdir(parents=True, exist_ok=True)
@@ -154,9 +157,12 @@ def main(args: list[str]) -> int:
         shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
                  for name, facts in nodes.items()}
         counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
-        manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
-                                                 "rtt_ms": link_rtts(nodes), "counters": counters})
-        hold(nodes, spec.get("hold_s", 0))
+        with ExitStack() as watching:  # each host's monitors, as in a measured window
+            for name, facts in nodes.items():
+                watching.enter_context(HostMonitors(name, facts))
+            manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
+                                                     "rtt_ms": link_rtts(nodes), "counters": counters})
+            hold(nodes, spec.get("hold_s", 0))
     return 0
 
 
@@ -179,22 +185,79 @@ def step_argv(host: str) -> list[str]:
 
 @contextmanager
 def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
-    """spec's node running on host (spec: recipe, image, node, clients, raw; host_step.py); yields
-    its facts (host, address, port, datadir, pid, login). Raises with the step's last words when it ends
-    before its node is ready."""
+    """spec's node running on host (spec: recipe, image, node, options, raw; host_step.py); yields its facts
+    (host, address, port, datadir, pid, login; `results`: how its results come back, with, once it has
+    stopped, the files sent back and their sha256). Raises with the step's last words when it ends before
+    its node is ready, and when a file it sent back does not arrive whole."""
     env = os.environ | {"PYTHONPATH": str(PACKAGE)}
+    folder = Path(spec["raw"]) / spec["node"]["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = secrets.token_hex(16)
+    (folder / host_step.PROBE).write_text(probe)
     step = subprocess.Popen(step_argv(host), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                             text=True)
+    results = {}
     try:
-        step.stdin.write(json.dumps(spec) + "\n")
+        step.stdin.write(json.dumps(spec | {"probe": probe}) + "\n")
         step.stdin.flush()
         line = _line(step, READY_S)
         if not line:
             raise RuntimeError(f"node {spec['node']['name']} on {host}: its job step ended (exit {step.wait()}) "
                                f"before its server was ready; its log is in the run's log")
-        yield json.loads(line) | {"step": step}
+        facts = json.loads(line)
+        results["path"] = facts.pop("results")
+        yield facts | {"step": step, "results": results}
     finally:
-        _stop(step)
+        (folder / host_step.PROBE).unlink(missing_ok=True)
+        last = _stop(step)
+    if results.get("path") == host_step.COPY_BACK:
+        results["files"] = copy_back(last, folder, f"node {spec['node']['name']} on {host}")
+
+
+def copy_back(last: str, folder: Path, who: str) -> dict[str, str]:
+    """Write the files a node's step sent back (its last line: host_step.returned) into folder, each read
+    back and checked against the sha256 its host computed; relative path -> sha256."""
+    try:
+        files = json.loads(last)["returned"]
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(f"{who}: its results were kept on its host and its step ended without sending them "
+                           f"back") from None
+    out = {}
+    for name, sent in files.items():
+        path = (folder / name).resolve()
+        if folder.resolve() not in path.parents:
+            raise RuntimeError(f"{who}: sent back {name!r}, outside its results folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(sent["data"]))
+        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        if got != sent["sha256"]:
+            raise RuntimeError(f"{who}: {name} arrived with sha256 {got}, its host's is {sent['sha256']}")
+        out[name] = got
+    return out
+
+
+class HostMonitors:
+    """A node's host's monitors (host_step.HostMonitors) as the measured window's sampler list takes one
+    (database.Sampling): started on its host at the window's start, stopped at its end; error: what went
+    wrong there (a monitor that died inside the window)."""
+
+    def __init__(self, name: str, facts: dict):
+        self.name, self.facts, self.error, self.cpu_s = name, facts, None, {}
+
+    def __enter__(self) -> HostMonitors:
+        said = ask(self.facts["step"], "monitors start")
+        if "monitors" not in said:
+            raise RuntimeError(f"node {self.name} on {self.facts['host']}: its monitors did not start: {said}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            said = ask(self.facts["step"], "monitors stop")
+        except (OSError, RuntimeError, ValueError) as e:  # its step is gone: hold() or the run says why
+            said = {"error": f"its monitors could not be stopped ({e})"}
+        if "error" in said:
+            self.error = RuntimeError(f"node {self.name} on {self.facts['host']}: {said['error']}")
+        self.cpu_s = said.get("cpu_s", {})
 
 
 def _line(step: subprocess.Popen, timeout: float) -> str:
@@ -206,12 +269,19 @@ def _line(step: subprocess.Popen, timeout: float) -> str:
     return step.stdout.readline()
 
 
-def _stop(step: subprocess.Popen) -> None:
-    """Close the step's stdin (its node stops and cleans up on its host) and wait; after STOP_S, signal
-    srun, which has Slurm end the step on its host."""
+def _stop(step: subprocess.Popen) -> str:
+    """Close the step's stdin (its node stops and cleans up on its host) and wait, reading what it says last
+    (returned); after STOP_S, signal srun, which has Slurm end the step on its host. Returns its last
+    line ('' when it said nothing)."""
     with suppress(OSError):
         step.stdin.close()
     deadline = time.monotonic() + STOP_S
+    last = ""
+    while time.monotonic() < deadline:
+        line = _line(step, deadline - time.monotonic())
+        if not line:
+            break
+        last = line
     while step.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     if step.poll() is None:
@@ -221,6 +291,7 @@ def _stop(step: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             step.kill()
             step.wait()
+    return last
 
 
 if __name__ == "__main__":

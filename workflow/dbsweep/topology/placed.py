@@ -70,11 +70,14 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
                    "host": nodes[spec.name]["host"], "declared_host": placed.hosts[spec.name],
                    "pid": nodes[spec.name]["pid"], "datadir": nodes[spec.name]["datadir"],
                    "filesystem": nodes[spec.name]["filesystem"], "devices": [],
+                   "results": nodes[spec.name]["results"],
                    **nodes[spec.name]["topology"]} for spec in specs],
         "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
         "network": links.facts | {"rtt_ms": links.measure_rtt()}, "proxy": None,
     }
-    return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [])
+    watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
+    return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [],
+                    watches)
 
 
 def _no_restart(name: str):
