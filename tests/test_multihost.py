@@ -92,9 +92,8 @@ def test_a_placed_semisync_cell_runs_through_slurm_with_each_node_on_its_host(cl
         assert mounted.returncode == 0, mounted.stderr
     try:
         done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
-        hidden = {host: sorted(str(p.relative_to(results)) for p in Path(f"/proc/{holder(cluster, host)}/root",
-                                                                          str(results).lstrip("/")).rglob("*"))
-                  for host in ("c2", "c3")}
+        seen = {host: Path(f"/proc/{holder(cluster, host)}/root", str(results).lstrip("/")) for host in ("c2", "c3")}
+        hidden = {host: sorted(str(p.relative_to(there)) for p in there.rglob("*")) for host, there in seen.items()}
     finally:
         for host in ("c2", "c3"):
             subprocess.run([CLUSTER, "exec", host, "umount", str(results)], capture_output=True, env=cluster)
