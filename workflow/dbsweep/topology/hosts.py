@@ -5,7 +5,9 @@ its host by a job step (`srun --overlap --nodelist=HOST`) running topology/host_
 is the other end: it starts the step, hands it the node's spec on its stdin, waits for the node's facts,
 and on exit closes the step's stdin (the node stops, unmounts and detaches on its host) and waits for
 the step to end. A step that does not end in time is cancelled by Slurm (scancel of the step), so
-nothing of it is left on its host.
+nothing of it is left on its host. The step's last line holds the node's results when its host does not
+share the results tree (copy_back writes and checks them); HostMonitors starts and stops the host's
+monitors around the measured window.
 """
 from __future__ import annotations
 

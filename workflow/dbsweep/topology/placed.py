@@ -9,8 +9,11 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   admin socket (root); its handle has no pid and no datadir here (the server runs elsewhere: a death
   watch, CPU accounting, CPU pinning or a datadir size taken from this host would be another process's or
   nothing); its real pid, datadir and host are in the record's topology facts;
-- the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`;
-  `network` has each link's measured round trip and each host's clock offset.
+- the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`, and
+  `results`, how its files came back (host_step: shared or copy-back); `network` has each link's
+  measured round trip and each host's clock offset;
+- each node's host runs its own monitors around the measured window (host_monitors: started and stopped
+  with the window's samplers), whose rows the tables carry with the node's host (host_tables.py).
 
 Not built for a placed cell (refused at load: placement.check_cell): a proxy and timed events.
 """
