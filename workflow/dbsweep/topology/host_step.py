@@ -97,8 +97,10 @@ def serve(spec: dict, log, stdin) -> None:
                 fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {node['name']}",
                                  storage.filesystem(recipe.filesystem, scratch, runtime.active,
                                                     Path(spec["image"])))
+                place(fs.path, spec.get("files") or {})
                 node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"],
-                                     address=host_address(), port=database.free_port(), root=fs.path)
+                                     address=host_address(), port=spec.get("port") or database.free_port(),
+                                     root=fs.path)
                 db = stack.enter("server", f"{recipe.engine} {node['name']}",
                                  database.running(recipe, fs.path, log, recipe.memory, keep=raw, node=node_spec,
                                                   node_options=spec["options"]))
@@ -117,6 +119,19 @@ def serve(spec: dict, log, stdin) -> None:
                 log.write(f"node {node['name']} on {host}: stopping\n")
             # the server stopped, its logs kept: the whole of raw goes back when it is not the shared tree's
             print(json.dumps({"returned": returned(raw) if path == COPY_BACK else {}}), flush=True)
+
+
+def place(root: Path, files: dict[str, dict]) -> None:
+    """Write the files the coordinator's family code staged for this node (hosts.staged: a Galera joiner's
+    grastate.dat) into its filesystem, owned as the folder they go into (the server's user's datadir)."""
+    for name, staged in files.items():
+        path = (root / name).resolve()
+        if root.resolve() not in path.parents:
+            raise RuntimeError(f"staged file {name!r} is outside the node's filesystem")
+        owner = path.parent.stat()
+        path.write_text(staged["text"])
+        path.chmod(staged["mode"])
+        os.chown(path, owner.st_uid, owner.st_gid)
 
 
 class HostMonitors:

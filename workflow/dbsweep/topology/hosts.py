@@ -59,23 +59,29 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
                            f"this is {here}")
     family = engines.family(recipe.engine)
     kind = recipe.topology["replication"]
-    # Each node's address is its host's, known before any starts (a primary lets its replicas in by address).
-    specs = [NodeSpec(name=name, role=role(kind, index), index=index,
-                      address=socket.gethostbyname(placed.hosts[name]), port=0, root=Path("/nonexistent"))
-             for index, name in enumerate(recipe.topology["nodes"])]
     with ExitStack() as stack:
         local = Path(tempfile.mkdtemp(prefix="dbsweep-placed-"))  # the relayed sockets and option files
         stack.callback(shutil.rmtree, local, True)
+        # Each node's address is its host's and its port is chosen here, both known before any starts (a
+        # primary lets its replicas in by address; a Galera member lists every member's address and port).
+        # Its root, for the family's start_cluster, is a staging folder here: what it writes there (a Galera
+        # joiner's grastate.dat) goes to the node's filesystem on its host before its server starts.
+        names = recipe.topology["nodes"]
+        specs = [NodeSpec(name=name, role=role(kind, index), index=index,
+                          address=socket.gethostbyname(placed.hosts[name]), port=port, root=local / "stage" / name)
+                 for index, (name, port) in enumerate(zip(names, ports(len(names)), strict=True))]
+        for node in specs:
+            (node.root / database.DATADIR).mkdir(parents=True)
         nodes = {}
 
         def start(node: NodeSpec, options: dict) -> database.Database:
             spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
-                    "node": {"name": node.name, "role": node.role, "index": node.index}}
+                    "node": {"name": node.name, "role": node.role, "index": node.index}, "port": node.port,
+                    "files": staged(node.root)}
             facts = stack.enter_context(node_on_host(placed.hosts[node.name], spec, log))
             if facts["address"] != node.address:
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
                                    f"{facts['address']}, not on {node.address}, its host's address here")
-            node.port = facts["port"]
             nodes[node.name] = facts
             return stack.enter_context(_reached(recipe, family, node, facts, local))
 
@@ -89,6 +95,24 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
             facts["clock"] = clock_offset(facts["step"])
         yield nodes
+
+
+def ports(count: int) -> list[int]:
+    """count distinct ports, free on this host, for the nodes' servers on theirs (a node's step fails with its
+    server's words where its host has one taken)."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = database.free_port()
+        if all(abs(port - other) > 3 for other in chosen):  # a Galera member also listens on port + 1 .. + 3
+            chosen.append(port)
+    return chosen
+
+
+def staged(root: Path) -> dict[str, dict]:
+    """The files the family's start_cluster wrote under a node's staging root, for its step to write into the
+    node's filesystem (host_step.place): relative path -> its text and mode."""
+    return {str(path.relative_to(root)): {"text": path.read_text(), "mode": path.stat().st_mode & 0o777}
+            for path in sorted(root.rglob("*")) if path.is_file()}
 
 
 @contextmanager
