@@ -35,11 +35,15 @@ def test_a_placed_topology_loads_and_its_cells_ask_slurm_for_exactly_its_hosts()
                                  "(one Slurm job: --nodes=3 --nodelist=c1,c2,c3)")
 
 
-def test_two_parts_on_one_host_ask_for_that_host_once():
+def test_two_parts_on_one_host_are_refused():
+    """Each part holds its host's measuring lock while the cell runs: a second part there would wait for ever."""
     config = copy.deepcopy(STUDY)
     config["topologies"]["semisync"]["hosts"] = {"client": "c1", "primary": "c2", "replica1": "c1"}
-    placed = placement.of(load(config).recipe(load(config).cells[0]).topology)
-    assert placed.sbatch() == ["--nodes=2", "--nodelist=c1,c2"]
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value) == ("topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c1'}: "
+                                "client and replica1 on c1: each part needs a host of its own (each holds its "
+                                "host's measuring lock while the cell runs)")
 
 
 def test_an_unplaced_topology_has_no_placement():

@@ -46,7 +46,8 @@ class Placement:
 
 def check(where: str, hosts: dict, nodes: list[str]) -> None:
     """Refuse, naming key and value, a placement that does not place exactly the client and every node
-    on a host of one name each (a part left out would run nowhere anyone declared)."""
+    on a host of one name each (a part left out would run nowhere anyone declared), or that puts two parts
+    on one host (the second would wait for ever for the measuring lock the first holds there)."""
     roles = [CLIENT, *nodes]
     for role, host in hosts.items():
         if role not in roles:
@@ -58,6 +59,11 @@ def check(where: str, hosts: dict, nodes: list[str]) -> None:
     if hosts and missing:
         raise ConfigError(f"{where}.hosts: {hosts!r}: {', '.join(missing)} not placed; name the host of the "
                           f"client and of every node")
+    shared = {host: [role for role in roles if hosts.get(role) == host] for host in hosts.values()}
+    for host, parts in shared.items():
+        if len(parts) > 1:
+            raise ConfigError(f"{where}.hosts: {hosts!r}: {' and '.join(parts)} on {host}: each part needs a host "
+                              f"of its own (each holds its host's measuring lock while the cell runs)")
 
 
 def of(topology: dict | None) -> Placement | None:
