@@ -1,6 +1,9 @@
 """A topology placed on hosts (issue 34, topology/placement.py): accepted at load, shown by the dry run with
 what Slurm is asked for, and refused in one line, before any job, by a run whose jobs run on this host."""
+import base64
 import copy
+import hashlib
+import json
 import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -8,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, Study
-from dbsweep import collect
+from dbsweep import collect, manifest
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
-from dbsweep.topology import host_tables, placement
+from dbsweep.topology import host_step, host_tables, hosts, placement
 
 HOSTS = {"client": "c1", "primary": "c2", "replica1": "c3"}
 STUDY = {
@@ -138,3 +141,30 @@ def test_rows_name_their_nodes_host_and_one_host_is_the_repetitions():
     assert {r["node_host"] for r in host_tables.with_hosts(rows, one_host)} == {"box"}
     assert host_tables.other_hosts_system(Path("/nonexistent"), one_host, 0.0, collect.system_rows) == []
     assert host_tables.with_hosts([{"node": ""}], {"host": {"hostname": "box"}}) == [{"node": "", "node_host": "box"}]
+
+
+# --- a node's results sent back through its job step (host_step.returned -> hosts.copy_back) ----------------
+
+def test_results_sent_back_arrive_byte_for_byte_or_the_run_fails(tmp_path):
+    kept = tmp_path / "on-its-host"
+    (kept / "sub").mkdir(parents=True)
+    (kept / "vmstat.txt").write_bytes(VMSTAT.read_bytes())
+    (kept / "sub" / "server-error.log").write_bytes(bytes(range(256)))  # not text: bytes are bytes
+    line = json.dumps({"returned": host_step.returned(kept)})
+    folder = tmp_path / "raw" / "primary"
+    folder.mkdir(parents=True)
+    got = hosts.copy_back(line, folder, "node primary on c2")
+    assert got == manifest.checksums(kept) == manifest.checksums(folder)
+    assert (folder / "sub" / "server-error.log").read_bytes() == bytes(range(256))
+    # a file changed on the way: its sum is not its host's
+    sent = json.loads(line)
+    sent["returned"]["vmstat.txt"]["data"] = base64.b64encode(b"changed").decode()
+    with pytest.raises(RuntimeError, match=r"^node primary on c2: vmstat.txt arrived with sha256 [0-9a-f]{64}, its "
+                                           r"host's is [0-9a-f]{64}$"):
+        hosts.copy_back(json.dumps(sent), folder, "node primary on c2")
+    # a name outside the node's folder, and a step that ended without sending anything
+    sent = {"returned": {"../run.json": {"data": "", "sha256": hashlib.sha256(b"").hexdigest()}}}
+    with pytest.raises(RuntimeError, match="outside its results folder"):
+        hosts.copy_back(json.dumps(sent), folder, "node primary on c2")
+    with pytest.raises(RuntimeError, match="ended without sending them back"):
+        hosts.copy_back("", folder, "node primary on c2")
