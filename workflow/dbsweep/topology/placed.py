@@ -15,7 +15,8 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
 - each node's host runs its own monitors around the measured window (host_monitors: started and stopped
   with the window's samplers), whose rows the tables carry with the node's host (host_tables.py).
 
-Not built for a placed cell (refused at load: placement.check_cell): a proxy and timed events.
+Not built for a placed cell (refused at load: placement.check_cell): a proxy, timed events, an added
+link delay.
 """
 from __future__ import annotations
 
@@ -58,7 +59,7 @@ class Links:
 
 def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     """Start the cell's placed topology inside stack; returns a topology.started.Topology."""
-    placement.check_cell(recipe.topology["name"], recipe.topology, recipe.proxy, recipe.events)  # refused at load
+    placement.check_cell(recipe.topology["name"], recipe)  # refused at load
     if image is None:
         raise RuntimeError(f"topology {recipe.topology['name']}: a placed topology starts from a prepared image")
     placed = placement.of(recipe.topology)

@@ -83,14 +83,20 @@ def refuse_local(placements: dict[str, Placement]) -> None:
 
 
 
-def check_cell(path: str, topology: dict | None, proxy: dict | None, events: list | None) -> None:
-    """Refuse a placed cell with what a placed topology does not run yet: a proxy, timed events."""
-    placed = of(topology)
-    if placed is None:
+def check_cell(path: str, recipe) -> None:
+    """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run yet: a proxy,
+    timed events, an added link delay (which would otherwise be dropped without a word)."""
+    topology = recipe.topology
+    if of(topology) is None:
         return
-    if proxy is not None:
-        raise ConfigError(f"{path}: proxy {proxy['name']!r}: a proxy in front of a topology placed on hosts "
+    if recipe.proxy is not None:
+        raise ConfigError(f"{path}: proxy {recipe.proxy['name']!r}: a proxy in front of a topology placed on hosts "
                           f"({topology['name']}) is not built yet (issue 34); exclude the combination")
-    if events:
+    if recipe.events:
         raise ConfigError(f"{path}: timed events on a topology placed on hosts ({topology['name']}) are not built "
                           f"yet (issue 34); exclude the combination")
+    added = {key: value for key, value in (recipe.network or {}).items() if value}
+    if added:
+        raise ConfigError(f"{path}: network {added!r}: an added delay between hosts ({topology['name']} is placed "
+                          f"on hosts) is not built yet (issue 34): their round trip is the network's own, measured "
+                          f"and recorded (run.json topology.network.rtt_ms); exclude the combination")
