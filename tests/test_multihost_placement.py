@@ -4,14 +4,20 @@ import base64
 import copy
 import hashlib
 import json
+import os
 import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from conftest import ROOT, Study
-from dbsweep import collect, manifest
+from dbsweep import collect, manifest, monitors
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 from dbsweep.topology import host_step, host_tables, hosts, placement
@@ -183,3 +189,52 @@ def test_a_placed_cell_with_an_added_link_delay_is_refused_before_any_job(tmp_pa
     assert refused[0].endswith(": network {'node_latency_ms': 2}: an added delay between hosts (semisync is placed on "
                                "hosts) is not built yet (issue 34): their round trip is the network's own, measured "
                                "and recorded (run.json topology.network.rtt_ms); exclude the combination")
+
+
+# --- a placed node's server that dies in the measured window fails the repetition (a crash, not a refusal) ----
+
+# The host's side of a node's step channel (host_step.HostMonitors.answer) over a real pipe, its "server" a
+# process of its own that the test kills; the node's monitors are the real vmstat.
+HOST_SIDE = """
+import json, subprocess, sys, types
+from pathlib import Path
+from dbsweep import engines
+from dbsweep.topology import host_step
+raw, rundir = Path(sys.argv[1]), Path(sys.argv[2])
+server = subprocess.Popen(["sleep", "600"])
+db = types.SimpleNamespace(handle=engines.Handle(engine="innodb", port=0, socket=rundir / "s", rundir=rundir,
+                                                 datadir=raw, pid=server.pid))
+print(json.dumps({"pid": server.pid}), flush=True)
+with host_step.HostMonitors(raw, [], db) as watch:
+    for line in sys.stdin:
+        print(json.dumps(watch.answer(line.split()) or host_step.answer(line.split())), flush=True)
+server.kill()
+server.wait()
+"""
+
+
+@pytest.mark.parametrize("dies", [False, True], ids=["serves", "killed"])
+def test_a_placed_nodes_server_that_died_in_the_window_fails_the_repetition(tmp_path, dies):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    (rundir / "server-error.log").write_text("[Note] ready for connections\n[ERROR] the last thing it said\n")
+    step = subprocess.Popen([sys.executable, "-c", HOST_SIDE, str(tmp_path), str(rundir)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
+    try:
+        server = json.loads(step.stdout.readline())["pid"]
+        watch = hosts.HostMonitors("primary", {"step": step, "host": "c2"})
+        with pytest.raises(RuntimeError) if dies else nullcontext() as raised:
+            with watch:
+                time.sleep(2.5)
+                if dies:
+                    os.kill(server, signal.SIGKILL)
+                    time.sleep(0.2)
+        assert watch.error is None and set(watch.cpu_s) == {"vmstat"}
+        assert monitors.vmstat(tmp_path / "vmstat.txt")  # the host's monitor wrote its rows
+        if dies:
+            assert str(raised.value) == (f"node primary on c2: sleep (pid {server}) was killed by signal 9 (SIGKILL)\n"
+                                         "the server's last words: [Note] ready for connections | [ERROR] the last "
+                                         "thing it said")
+    finally:
+        step.stdin.close()
+        step.wait(timeout=30)

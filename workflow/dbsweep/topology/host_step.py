@@ -46,6 +46,7 @@ from pathlib import Path
 
 from dbsweep import database, runtime, storage
 from dbsweep.monitors import Monitors
+from dbsweep.run import _server_death as server_death  # how a server ended, and its last words
 from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
@@ -112,7 +113,7 @@ def serve(spec: dict, log, stdin) -> None:
                          "basedir": str(db.handle.basedir) if db.handle.basedir else None, "results": path,
                          "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
                 print(json.dumps(facts), flush=True)
-                watch = HostMonitors(raw, fs.devices)
+                watch = HostMonitors(raw, fs.devices, db)
                 with watch:
                     for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal)
                         print(json.dumps(watch.answer(line.split()) or answer(line.split())), flush=True)
@@ -136,10 +137,13 @@ def place(root: Path, files: dict[str, dict]) -> None:
 
 class HostMonitors:
     """This host's monitors (monitors.Monitors: vmstat, iostat of the node's devices) around the measured
-    window, started and stopped by the coordinator's questions; stopped when the step ends."""
+    window, started and stopped by the coordinator's questions; stopped when the step ends. At the stop it
+    also says whether the node's server outlived the window: a server that died there fails the
+    repetition (a crash, retried), where the client's tool alone would call its lost connections a
+    refusal."""
 
-    def __init__(self, raw: Path, devices: list[str]):
-        self.raw, self.devices, self.running = raw, devices, None
+    def __init__(self, raw: Path, devices: list[str], db):
+        self.raw, self.devices, self.db, self.running = raw, devices, db, None
 
     def __enter__(self) -> HostMonitors:
         return self
@@ -150,18 +154,23 @@ class HostMonitors:
             self.running = None
 
     def answer(self, question: list[str]) -> dict | None:
-        """`monitors start` / `monitors stop` (the latter with each monitor's CPU seconds, and an error when
-        one died inside the window); None for another question."""
+        """`monitors start` / `monitors stop` (the latter with each monitor's CPU seconds, an error when one
+        died inside the window, and server_died and said when the node's server is gone); None for another
+        question."""
         if question == ["monitors", "start"] and self.running is None:
             self.running = Monitors(self.raw, self.devices).__enter__()
             return {"monitors": self.running.commands, "clock": time.time()}
         if question == ["monitors", "stop"] and self.running is not None:
             running, self.running = self.running, None
+            out = {}
             try:
                 running.__exit__(None, None, None)
             except RuntimeError as e:
-                return {"error": str(e)}
-            return {"cpu_s": running.cpu_s}
+                out["error"] = str(e)
+            gone = server_death(self.db)
+            if gone:
+                out["server_died"], out["said"] = gone
+            return out | {"cpu_s": running.cpu_s}
         return None
 
 

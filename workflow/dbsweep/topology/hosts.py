@@ -265,7 +265,8 @@ def copy_back(last: str, folder: Path, who: str) -> dict[str, str]:
 class HostMonitors:
     """A node's host's monitors (host_step.HostMonitors) as the measured window's sampler list takes one
     (database.Sampling): started on its host at the window's start, stopped at its end; error: what went
-    wrong there (a monitor that died inside the window)."""
+    wrong there (a monitor that died inside the window). Its stop raises when the node's server died in the
+    window (host_step.HostMonitors), so that the run fails as for a server that died on one host."""
 
     def __init__(self, name: str, facts: dict):
         self.name, self.facts, self.error, self.cpu_s = name, facts, None, {}
@@ -284,6 +285,9 @@ class HostMonitors:
         if "error" in said:
             self.error = RuntimeError(f"node {self.name} on {self.facts['host']}: {said['error']}")
         self.cpu_s = said.get("cpu_s", {})
+        if "server_died" in said:  # the repetition failed: a crash, not the client's refusal
+            raise RuntimeError(f"node {self.name} on {self.facts['host']}: {said['server_died']}\n"
+                               f"the server's last words: {said['said']}")
 
 
 def _line(step: subprocess.Popen, timeout: float) -> str:
