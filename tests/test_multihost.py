@@ -126,7 +126,12 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
         == {"1.0"}
     assert {r["node_host"] for r in counters if r["node"] == "primary"} == {"c2"}
     assert {r["node_host"] for r in counters if r["node"] == "replica1"} == {"c3"}
-    assert float(json.loads(next(cell.rglob("rep~1/summary.json")).read_text())["tps"]) > 0
+    summary = json.loads(next(cell.rglob("rep~1/summary.json")).read_text())
+    assert float(summary["tps"]) > 0
+    # each server's CPU time, read on its own host each second (its pid means nothing on c1)
+    for name in ("primary", "replica1"):
+        assert sum(float(r["value"]) for r in counters if r["node"] == name and r["name"] == "server_cpu_s") > 0
+    assert summary["server_cpu_us_per_txn"] > 0
     assert study.path("results/tables/summary.csv.gz").exists()  # aggregated in the submitting tree
     # each node's results came back whole through its job step (no shared filesystem there), byte for byte:
     # the sha256 its host computed is the one the run's record has of the file in the submitting tree

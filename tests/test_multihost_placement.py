@@ -222,6 +222,7 @@ def test_a_placed_nodes_server_that_died_in_the_window_fails_the_repetition(tmp_
                             stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
     try:
         server = json.loads(step.stdout.readline())["pid"]
+        assert hosts.ask(step, "cpu")["cpu_s"] >= 0  # the server's CPU seconds, read on its host
         watch = hosts.HostMonitors("primary", {"step": step, "host": "c2"})
         with pytest.raises(RuntimeError) if dies else nullcontext() as raised:
             with watch:

@@ -142,7 +142,8 @@ def sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
     samplers = []
     for i, node in enumerate(nodes):
         out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
-        samplers.append(database.Sampler(sampler_reader(node), node.db.handle.datadir, out))
+        read = topology.readers.get(node.name) if topology is not None else None
+        samplers.append(database.Sampler(read or sampler_reader(node), node.db.handle.datadir, out))
     if topology is not None and topology.proxy is not None:
         samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
     return database.Sampling(samplers + (topology.host_monitors if topology is not None else []))

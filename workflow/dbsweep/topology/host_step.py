@@ -44,7 +44,7 @@ import sys
 import time
 from pathlib import Path
 
-from dbsweep import database, runtime, storage
+from dbsweep import accounting, database, runtime, storage
 from dbsweep.monitors import Monitors
 from dbsweep.run import _server_death as server_death  # how a server ended, and its last words
 from dbsweep.recipe import Recipe
@@ -155,8 +155,10 @@ class HostMonitors:
 
     def answer(self, question: list[str]) -> dict | None:
         """`monitors start` / `monitors stop` (the latter with each monitor's CPU seconds, an error when one
-        died inside the window, and server_died and said when the node's server is gone); None for another
-        question."""
+        died inside the window, and server_died and said when the node's server is gone); `cpu`: the
+        server's CPU seconds so far; None for another question."""
+        if question == ["cpu"]:  # the server's process tree's CPU seconds, a running total (accounting.reading)
+            return {"cpu_s": accounting.reading([self.db.handle.pid])["cpu_s"]}
         if question == ["monitors", "start"] and self.running is None:
             self.running = Monitors(self.raw, self.devices).__enter__()
             return {"monitors": self.running.commands, "clock": time.time()}

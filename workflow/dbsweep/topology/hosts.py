@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -133,14 +134,29 @@ def _reached(recipe: Recipe, family, node: NodeSpec, facts: dict, local: Path) -
         yield database.Database(recipe.engine, family, handle, conn, option_file, conn, node.name)
 
 
+ASKING = threading.Lock()  # one question at a time on a step's channel: the counters' sampler asks too
+
+
 def ask(step: subprocess.Popen, question: str) -> dict:
-    """A node's host step's answer to one question (host_step.answer)."""
-    step.stdin.write(question + "\n")
-    step.stdin.flush()
-    line = _line(step, 30)
+    """A node's host step's answer to one question (host_step.answer, HostMonitors.answer)."""
+    with ASKING:
+        step.stdin.write(question + "\n")
+        step.stdin.flush()
+        line = _line(step, 30)
     if not line:
         raise RuntimeError(f"a node's job step did not answer {question!r}")
     return json.loads(line)
+
+
+def counters_reader(facts: dict):
+    """A counters Sampler's read() of a placed node (topology.cell.sampling): its family's counters over the
+    network, and server_cpu_s, its server's process tree's CPU seconds as its host reads them (asked of its
+    step each second: the server's pid means nothing here)."""
+    db = facts["db"]
+
+    def read() -> dict:
+        return db.family.counters(db.local) | {"server_cpu_s": ask(facts["step"], "cpu")["cpu_s"]}
+    return read
 
 
 def clock_offset(step: subprocess.Popen, tries: int = 5) -> dict:

@@ -13,7 +13,8 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   `results`, how its files came back (host_step: shared or copy-back); `network` has each link's
   measured round trip and each host's clock offset;
 - each node's host runs its own monitors around the measured window (host_monitors: started and stopped
-  with the window's samplers), whose rows the tables carry with the node's host (host_tables.py).
+  with the window's samplers), whose rows the tables carry with the node's host (host_tables.py); each
+  second its server's CPU time is read there (readers: hosts.counters_reader).
 
 Not built for a placed cell (refused at load: placement.check_cell): a proxy, timed events, an added
 link delay.
@@ -80,8 +81,9 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
         "network": links.facts | {"rtt_ms": links.measure_rtt()}, "proxy": None,
     }
     watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
+    readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}
     return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [],
-                    watches)
+                    watches, readers)
 
 
 def _no_restart(name: str):
