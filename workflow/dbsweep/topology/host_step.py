@@ -46,7 +46,7 @@ from pathlib import Path
 
 from dbsweep import accounting, database, runtime, storage
 from dbsweep.monitors import Monitors
-from dbsweep.run import _server_death as server_death  # how a server ended, and its last words
+from dbsweep.server_death import server_death
 from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
