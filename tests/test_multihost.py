@@ -1,6 +1,7 @@
 """A topology placed on several hosts (issue 34), on the namespace Slurm cluster (tests/slurm/cluster.sh):
 each node a host of its own (network, UTS and mount namespaces), Slurm's commands on ctl."""
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -19,19 +20,19 @@ from test_multihost_placement import STUDY
 
 pytestmark = pytest.mark.workflow
 CLUSTER = ROOT / "tests/slurm/cluster.sh"
-HOSTS = ("c1", "c2", "c3")
+HOSTS = ("c1", "c2", "c3", "c4")
 SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Three Slurm nodes c1..c3, for this module's tests; removed after them."""
+    """Four Slurm nodes c1..c4, for this module's tests; removed after them."""
     folder = tmp_path_factory.mktemp("cluster") / "cluster"
     env = os.environ | {"CLUSTER_DIR": str(folder)}
     with slurm_turn():
         try:
-            up = subprocess.run([CLUSTER, "up", "3"], capture_output=True, text=True, timeout=120, env=env)
-            assert up.returncode == 0, f"cluster.sh up 3 failed: {up.stderr[-3000:]}"
+            up = subprocess.run([CLUSTER, "up", "4"], capture_output=True, text=True, timeout=120, env=env)
+            assert up.returncode == 0, f"cluster.sh up 4 failed: {up.stderr[-3000:]}"
             yield env
         finally:
             down = subprocess.run([CLUSTER, "down"], capture_output=True, text=True, timeout=120, env=env)
@@ -64,34 +65,119 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert "Traceback" not in done.stderr
     assert not Path(study.path("results/logs/slurm")).exists()  # no job was submitted
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
-
-
-def test_a_placed_semisync_cell_runs_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
-    """The study through the Slurm profile, as a user submits it on the login node: the cell is one job over
-    c1, c2, c3; sysbench on c1 against the primary on c2, whose semi-sync replica is on c3."""
-    study = Study(server_workdir / "placed", placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    # the client on c3: Slurm orders the job's nodes c1, c3 and runs its batch script, the client, on c1
+    study = Study(tmp_path / "client-last", placed({"client": "c3", "primary": "c1", "replica1": "c2"}))
     done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    assert done.returncode != 0
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
+    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c3', 'primary': 'c1', 'replica1': 'c2'}: "
+                       "the client's host c3 would not be the job's first host: Slurm would give the job nodes "
+                       "c[1-3] and run its client on c1; place the client on c1, or its host first in slurm.conf"]
+    assert "Traceback" not in done.stderr
+    assert not Path(study.path("results/logs/slurm")).exists()
+    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+
+
+def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
+    """The study through the Slurm profile, as a user submits it on the login node, each cell one job: sysbench
+    on c1 against the primary on c2, whose semi-sync replica is on c3; and against the first member of a
+    three-member Galera cluster on c2, c3 and c4."""
+    config = placed({"client": "c1", "primary": "c2", "replica1": "c3"})
+    config["axes"]["topology"].append("galera")
+    config["topologies"]["galera"] = {"nodes": 3, "replication": "galera",
+                                      "hosts": {"client": "c1", "node1": "c2", "node2": "c3", "node3": "c4"}}
+    study = Study(server_workdir / "placed", config)
+    # the results tree is not shared with the nodes' hosts: on each an empty filesystem of its own hides
+    # it (the image, in resources/, still is); their results come back through their job steps
+    results = study.path("results")
+    results.mkdir(parents=True)
+    for host in HOSTS[1:]:
+        mounted = subprocess.run([CLUSTER, "exec", host, "mount", "-t", "tmpfs", "-o", "size=64m", "hidden",
+                                  str(results)], capture_output=True, text=True, env=cluster)
+        assert mounted.returncode == 0, mounted.stderr
+    try:
+        done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+        seen = {host: Path(f"/proc/{holder(cluster, host)}/root", str(results).lstrip("/")) for host in HOSTS[1:]}
+        hidden = {host: sorted(str(p.relative_to(there)) for p in there.rglob("*")) for host, there in seen.items()}
+    finally:
+        for host in HOSTS[1:]:
+            subprocess.run([CLUSTER, "exec", host, "umount", str(results)], capture_output=True, env=cluster)
     logs = "".join(p.read_text()[-3000:] for p in study.path("results/logs").rglob("*.log"))
     assert done.returncode == 0, f"{done.stderr[-3000:]}\n{logs}"
-    run = json.loads(next(study.path("results/runs").rglob("rep~1/run.json")).read_text())
+    assert not any(name.endswith(("vmstat.txt", ".log", ".cnf")) for files in hidden.values() for name in files), \
+        hidden  # what each node's host wrote stayed in its own folder, outside the results tree it saw
+    cell = next(study.path("results/runs").rglob("topology~semisync"))
+    run = json.loads(next(cell.rglob("rep~1/run.json")).read_text())
     assert run["status"] == "ok" and run["host"]["node"] == "c1" and run["exit_status"] == 0
     nodes = {node["name"]: node for node in run["topology"]["nodes"]}
     assert {name: (node["host"], node["declared_host"]) for name, node in nodes.items()} \
         == {"primary": ("c2", "c2"), "replica1": ("c3", "c3")}
     assert nodes["replica1"]["source"] == "primary" and nodes["primary"]["replication"] == "semisync"
     assert set(run["topology"]["network"]["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
-    delivered = [r for r in table_rows(next(study.path("results/runs").rglob("rep~1/delivered.csv")))
+    delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv")))
                  if r["kind"] == "host"]
     assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
         == [("primary", "c2", "equal"), ("replica1", "c3", "equal")]
     # every node's counters, sampled each second from the client's host over the bridge; the primary
     # counts its replica as a semi-sync client
-    counters = table_rows(next(study.path("results/runs").rglob("rep~1/counters.csv")))
+    counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
     assert {r["node"] for r in counters} == {"primary", "replica1"}
     assert {r["value"] for r in counters if r["node"] == "primary" and r["name"] == "Rpl_semi_sync_master_clients"} \
         == {"1.0"}
-    assert float(json.loads(next(study.path("results/runs").rglob("rep~1/summary.json")).read_text())["tps"]) > 0
+    assert {r["node_host"] for r in counters if r["node"] == "primary"} == {"c2"}
+    assert {r["node_host"] for r in counters if r["node"] == "replica1"} == {"c3"}
+    summary = json.loads(next(cell.rglob("rep~1/summary.json")).read_text())
+    assert float(summary["tps"]) > 0
+    # each server's CPU time, read on its own host each second (its pid means nothing on c1)
+    for name in ("primary", "replica1"):
+        assert sum(float(r["value"]) for r in counters if r["node"] == name and r["name"] == "server_cpu_s") > 0
+    assert summary["server_cpu_us_per_txn"] > 0
     assert study.path("results/tables/summary.csv.gz").exists()  # aggregated in the submitting tree
+    # each node's results came back whole through its job step (no shared filesystem there), byte for byte:
+    # the sha256 its host computed is the one the run's record has of the file in the submitting tree
+    raw = next(cell.rglob("rep~1/attempt~*/raw"))
+    for name in ("primary", "replica1"):
+        came = nodes[name]["results"]
+        assert came["path"] == "copy-back", came
+        assert {"vmstat.txt", "iostat.json"} <= set(came["files"]) and any(f.endswith(".log") for f in came["files"])
+        for file, sha256 in came["files"].items():
+            assert run["checksums"][f"{name}/{file}"] == sha256
+            assert hashlib.sha256((raw / name / file).read_bytes()).hexdigest() == sha256
+    # every host's monitors wrote rows: the client's host's (node empty), each node's on its own host, over
+    # the measured window's seconds, on the client's clock (the offset recorded for each host)
+    system = table_rows(next(cell.rglob("rep~1/system.csv")))
+    seconds = {}
+    for r in system:
+        if r["us"] != "":
+            seconds.setdefault((r["node"], r["node_host"]), set()).add(int(r["second"]))
+    assert set(seconds) == {("", "c1"), ("primary", "c2"), ("replica1", "c3")}
+    client = seconds[("", "c1")]
+    assert all(len(s) >= 2 and min(client) - 1 <= min(s) and max(s) <= max(client) + 1 for s in seconds.values()), \
+        seconds
+    assert {r["device"] for r in system if r["node"] == "primary" and r["device"]} \
+        == {Path(nodes["primary"]["filesystem"]["loop"]).name}  # iostat on c2 watched the primary's own device
+    assert set(run["topology"]["network"]["clocks"]) == {"primary", "replica1"}
+    # a three-member Galera cluster, one member on each of c2, c3, c4: its family's own start (a joiner's
+    # grastate.dat staged on the client's host and written into the member's filesystem on its host)
+    cell = next(study.path("results/runs").rglob("topology~galera"))
+    run = json.loads(next(cell.rglob("rep~1/run.json")).read_text())
+    assert run["status"] == "ok" and run["exit_status"] == 0, run.get("error")
+    members = {node["name"]: node for node in run["topology"]["nodes"]}
+    assert {name: (node["host"], node["declared_host"]) for name, node in members.items()} \
+        == {"node1": ("c2", "c2"), "node2": ("c3", "c3"), "node3": ("c4", "c4")}
+    assert {node["replication"] for node in members.values()} == {"galera"}
+    assert len({node["cluster_uuid"] for node in members.values()}) == 1
+    assert "sst" not in {members[name]["state_transfer"] for name in ("node2", "node3")}
+    assert {name: node["results"]["path"] for name, node in members.items()} == dict.fromkeys(members, "copy-back")
+    counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
+    assert {(r["node"], r["node_host"]) for r in counters if r["name"] == "wsrep_flow_control_paused_ns"} \
+        == {("node1", "c2"), ("node2", "c3"), ("node3", "c4")}
+    system = table_rows(next(cell.rglob("rep~1/system.csv")))
+    assert {(r["node"], r["node_host"]) for r in system if r["us"] != ""} \
+        == {("", "c1"), ("node1", "c2"), ("node2", "c3"), ("node3", "c4")}
+    assert float(json.loads(next(cell.rglob("rep~1/summary.json")).read_text())["tps"]) > 0
+    aggregated = table_rows(study.path("results/tables/system.csv.gz"))
+    assert {(r["host"], r["node_host"]) for r in aggregated} == {("c1", host) for host in HOSTS}
     # nothing left on any node after the job
     assert in_hosts(cluster, HOSTS) == []
     for host in HOSTS:
@@ -139,7 +225,7 @@ def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
         except OSError:
             continue
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] in ("mariadbd", "mysqld") or "dbsweep" in cmd:
+        if proc.info["name"] in ("mariadbd", "mysqld", "vmstat", "iostat") or "dbsweep" in cmd:
             found.append(f"{spaces[os.readlink(f'/proc/{proc.pid}/ns/net')]}: {cmd}")
     return found
 
@@ -202,6 +288,12 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
         assert all(mount not in mounts_on(cluster, other) for other in ("c1", "c2", "c3") if other != host)
         assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
         assert node["filesystem"]["restored_from"] == str(img)
+        assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
+        # the host's monitors, in its namespaces, writing into the shared tree
+        monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
+                    and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
+        assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
+        wait_for(raw / name / "vmstat.txt", job_log)
         # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
         server = psutil.Process(node["pid"])
         assert os.readlink(f"/proc/{server.pid}/ns/net") == net_of(cluster, host)

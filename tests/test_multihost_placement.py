@@ -1,13 +1,26 @@
 """A topology placed on hosts (issue 34, topology/placement.py): accepted at load, shown by the dry run with
 what Slurm is asked for, and refused in one line, before any job, by a run whose jobs run on this host."""
+import base64
 import copy
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from contextlib import nullcontext
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 
-from conftest import Study
+from conftest import ROOT, Study
+from dbsweep import collect, manifest, monitors
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
-from dbsweep.topology import placement
+from dbsweep.topology import host_step, host_tables, hosts, placement
 
 HOSTS = {"client": "c1", "primary": "c2", "replica1": "c3"}
 STUDY = {
@@ -31,11 +44,15 @@ def test_a_placed_topology_loads_and_its_cells_ask_slurm_for_exactly_its_hosts()
                                  "(one Slurm job: --nodes=3 --nodelist=c1,c2,c3)")
 
 
-def test_two_parts_on_one_host_ask_for_that_host_once():
+def test_two_parts_on_one_host_are_refused():
+    """Each part holds its host's measuring lock while the cell runs: a second part there would wait for ever."""
     config = copy.deepcopy(STUDY)
     config["topologies"]["semisync"]["hosts"] = {"client": "c1", "primary": "c2", "replica1": "c1"}
-    placed = placement.of(load(config).recipe(load(config).cells[0]).topology)
-    assert placed.sbatch() == ["--nodes=2", "--nodelist=c1,c2"]
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value) == ("topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c1'}: "
+                                "client and replica1 on c1: each part needs a host of its own (each holds its "
+                                "host's measuring lock while the cell runs)")
 
 
 def test_an_unplaced_topology_has_no_placement():
@@ -82,3 +99,143 @@ def test_a_placed_cell_with_a_proxy_is_refused_before_any_job(tmp_path):
     assert ("dbsweep: config error: engine~innodb/filesystem~ext4/threads~2/workload~write/proxy~haproxy/"
             "topology~semisync: proxy 'haproxy': a proxy in front of a topology placed on hosts (semisync) is not "
             "built yet (issue 34); exclude the combination") in done.stderr.splitlines()
+
+
+# --- each host's monitors in the system table, on the client's clock (topology/host_tables.py) --------------
+
+VMSTAT = ROOT / "tests/fixtures/sysbench_rndrd/vmstat.txt"  # captured: 01:59:27 (since boot, dropped) .. :30
+
+
+def shifted(text: str, seconds: int) -> str:
+    """vmstat output as a host whose clock is `seconds` ahead printed it."""
+    def later(match):
+        stamp = datetime.strptime(match.group(0), "%Y-%m-%d %H:%M:%S") + timedelta(seconds=seconds)
+        return stamp.strftime("%Y-%m-%d %H:%M:%S")
+    return re.sub(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d", later, text)
+
+
+def placed_record(clocks: dict) -> dict:
+    return {"host": {"hostname": "c1", "node": "c1"},
+            "topology": {"nodes": [{"name": "primary", "host": "c2"}, {"name": "replica1", "host": "c3"}],
+                         "network": {"clocks": clocks}}}
+
+
+def test_a_hosts_monitor_rows_land_in_the_clients_seconds_with_its_clock_offset_taken_off(tmp_path):
+    """The primary's host's clock is 2 s ahead (offset 2000 ms): its rows, printed 2 s later by its clock, are
+    the client's seconds, at the client's times. The replica's host wrote nothing (killed): no rows."""
+    (tmp_path / "primary").mkdir()
+    (tmp_path / "primary" / "vmstat.txt").write_text(shifted(VMSTAT.read_text(), 2))
+    (tmp_path / "replica1").mkdir()
+    start = datetime(2026, 11, 22, 1, 59, 27, 400000, tzinfo=UTC).timestamp()
+    record = placed_record({"primary": {"offset_ms": 2000.0, "within_ms": 0.1}})
+    mine = collect.system_rows(VMSTAT.parent, start)
+    theirs = host_tables.other_hosts_system(tmp_path, record, start, collect.system_rows)
+    assert [r["second"] for r in mine] == [1, 2, 3]
+    assert [(r["second"], r["time"], r["node"], r["node_host"]) for r in theirs] \
+        == [(r["second"], r["time"], "primary", "c2") for r in mine]
+    assert [r["us"] for r in theirs] == [r["us"] for r in mine]
+    # without the offset taken off, every row would be two seconds late
+    unshifted = host_tables.other_hosts_system(tmp_path, placed_record({}), start, collect.system_rows)
+    assert [r["second"] for r in unshifted] == [3, 4, 5]
+
+
+def test_rows_name_their_nodes_host_and_one_host_is_the_repetitions():
+    rows = [{"node": "primary"}, {"node": "replica1"}, {"node": ""}, {"node": "proxy"}]
+    assert [r["node_host"] for r in host_tables.with_hosts(rows, placed_record({}))] == ["c2", "c3", "c1", "c1"]
+    one_host = {"host": {"hostname": "box", "node": None},
+                "topology": {"nodes": [{"name": "primary"}, {"name": "replica1"}]}}
+    assert {r["node_host"] for r in host_tables.with_hosts(rows, one_host)} == {"box"}
+    assert host_tables.other_hosts_system(Path("/nonexistent"), one_host, 0.0, collect.system_rows) == []
+    assert host_tables.with_hosts([{"node": ""}], {"host": {"hostname": "box"}}) == [{"node": "", "node_host": "box"}]
+
+
+# --- a node's results sent back through its job step (host_step.returned -> hosts.copy_back) ----------------
+
+def test_results_sent_back_arrive_byte_for_byte_or_the_run_fails(tmp_path):
+    kept = tmp_path / "on-its-host"
+    (kept / "sub").mkdir(parents=True)
+    (kept / "vmstat.txt").write_bytes(VMSTAT.read_bytes())
+    (kept / "sub" / "server-error.log").write_bytes(bytes(range(256)))  # not text: bytes are bytes
+    line = json.dumps({"returned": host_step.returned(kept)})
+    folder = tmp_path / "raw" / "primary"
+    folder.mkdir(parents=True)
+    got = hosts.copy_back(line, folder, "node primary on c2")
+    assert got == manifest.checksums(kept) == manifest.checksums(folder)
+    assert (folder / "sub" / "server-error.log").read_bytes() == bytes(range(256))
+    # a file changed on the way: its sum is not its host's
+    sent = json.loads(line)
+    sent["returned"]["vmstat.txt"]["data"] = base64.b64encode(b"changed").decode()
+    with pytest.raises(RuntimeError, match=r"^node primary on c2: vmstat.txt arrived with sha256 [0-9a-f]{64}, its "
+                                           r"host's is [0-9a-f]{64}$"):
+        hosts.copy_back(json.dumps(sent), folder, "node primary on c2")
+    # a name outside the node's folder, and a step that ended without sending anything
+    sent = {"returned": {"../run.json": {"data": "", "sha256": hashlib.sha256(b"").hexdigest()}}}
+    with pytest.raises(RuntimeError, match="outside its results folder"):
+        hosts.copy_back(json.dumps(sent), folder, "node primary on c2")
+    with pytest.raises(RuntimeError, match="ended without sending them back"):
+        hosts.copy_back("", folder, "node primary on c2")
+
+
+def test_a_placed_cell_with_an_added_link_delay_is_refused_before_any_job(tmp_path):
+    """A delay between hosts is not built: taken silently, the cell would run at the network's own round trip
+    under the declared one's name."""
+    config = copy.deepcopy(STUDY)
+    config["axes"]["network"] = ["lan", "far"]
+    config["networks"] = {"lan": {"node_latency_ms": 0}, "far": {"node_latency_ms": 2}}
+    done = Study(tmp_path, config).run("-n", check=False)
+    assert done.returncode != 0
+    refused = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: config error: ")]
+    assert len(refused) == 1 and "/network~far" in refused[0] and "Traceback" not in done.stderr
+    assert refused[0].endswith(": network {'node_latency_ms': 2}: an added delay between hosts (semisync is placed on "
+                               "hosts) is not built yet (issue 34): their round trip is the network's own, measured "
+                               "and recorded (run.json topology.network.rtt_ms); exclude the combination")
+
+
+# --- a placed node's server that dies in the measured window fails the repetition (a crash, not a refusal) ----
+
+# The host's side of a node's step channel (host_step.HostMonitors.answer) over a real pipe, its "server" a
+# process of its own that the test kills; the node's monitors are the real vmstat.
+HOST_SIDE = """
+import json, subprocess, sys, types
+from pathlib import Path
+from dbsweep import engines
+from dbsweep.topology import host_step
+raw, rundir = Path(sys.argv[1]), Path(sys.argv[2])
+server = subprocess.Popen(["sleep", "600"])
+db = types.SimpleNamespace(handle=engines.Handle(engine="innodb", port=0, socket=rundir / "s", rundir=rundir,
+                                                 datadir=raw, pid=server.pid))
+print(json.dumps({"pid": server.pid}), flush=True)
+with host_step.HostMonitors(raw, [], db) as watch:
+    for line in sys.stdin:
+        print(json.dumps(watch.answer(line.split()) or host_step.answer(line.split())), flush=True)
+server.kill()
+server.wait()
+"""
+
+
+@pytest.mark.parametrize("dies", [False, True], ids=["serves", "killed"])
+def test_a_placed_nodes_server_that_died_in_the_window_fails_the_repetition(tmp_path, dies):
+    rundir = tmp_path / "run"
+    rundir.mkdir()
+    (rundir / "server-error.log").write_text("[Note] ready for connections\n[ERROR] the last thing it said\n")
+    step = subprocess.Popen([sys.executable, "-c", HOST_SIDE, str(tmp_path), str(rundir)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
+    try:
+        server = json.loads(step.stdout.readline())["pid"]
+        assert hosts.ask(step, "cpu")["cpu_s"] >= 0  # the server's CPU seconds, read on its host
+        watch = hosts.HostMonitors("primary", {"step": step, "host": "c2"})
+        with pytest.raises(RuntimeError) if dies else nullcontext() as raised:
+            with watch:
+                time.sleep(2.5)
+                if dies:
+                    os.kill(server, signal.SIGKILL)
+                    time.sleep(0.2)
+        assert watch.error is None and set(watch.cpu_s) == {"vmstat"}
+        assert monitors.vmstat(tmp_path / "vmstat.txt")  # the host's monitor wrote its rows
+        if dies:
+            assert str(raised.value) == (f"node primary on c2: sleep (pid {server}) was killed by signal 9 (SIGKILL)\n"
+                                         "the server's last words: [Note] ready for connections | [ERROR] the last "
+                                         "thing it said")
+    finally:
+        step.stdin.close()
+        step.wait(timeout=30)

@@ -235,3 +235,16 @@ test_that("many panels make a taller image; other axes become panels", {
                       "tps_max", "reps"))
   expect_equal(levels(tps$binlog), c("off", "sync0", "sync1"))
 })
+
+test_that("the system table's placed nodes' hosts' rows are left out of the run's own host's figures", {
+  path <- tempfile(fileext = ".csv")
+  dt <- data.table(engine = "innodb", rep = 1L, second = c(1L, 1L, 2L, 2L), time = c(1, 1, 2, 2),
+                   node = c("", "primary", "", "primary"), node_host = c("c1", "c2", "c1", "c2"))
+  dt[, (setdiff(SYSTEM_COLUMNS, c("rep", "second", "time"))) := 1]
+  dt[node == "primary", us := 100]
+  fwrite(dt, path)
+  got <- read_system(path, "engine")
+  expect_equal(got$node_host, c("c1", "c1"))
+  expect_equal(got$us, c(1, 1))
+  unlink(path)
+})

@@ -27,7 +27,7 @@ DATABASE_SAMPLES_COLUMNS <- c("tps", "qps")
 # Columns that are text whatever they look like; every other non-axis column
 # is a number (a column that is all NA would otherwise be read as logical).
 TEXT_COLUMNS <- c("tool", "kind", "device", "name", "check", "phase", "op", "metric", "ci_method", "axis",
-                  "baseline", "axis_value", "verdict", "test", "source", "host", "node",
+                  "baseline", "axis_value", "verdict", "test", "source", "host", "node", "node_host",
                   "action", "target", "outcome", "error")
 INTEGER_COLUMNS <- c("threads", "rep", "second", "seconds")
 
@@ -109,8 +109,13 @@ per_second_cells <- function(summary, samples, axes) {
        samples = samples[!own, on = c(axes, "rep")])
 }
 
+# The rows of each repetition's own host (node empty): a placed topology's
+# nodes' hosts have rows of their own (node, node_host), which the run's CPU
+# and device figures do not mix in.
 read_system <- function(path, axes) {
-  read_table(path, axes, required = SYSTEM_COLUMNS)
+  dt <- read_table(path, axes, required = SYSTEM_COLUMNS)
+  if ("node" %in% names(dt)) dt <- dt[is.na(node) | node == ""]
+  dt
 }
 
 read_counters <- function(path, axes) {

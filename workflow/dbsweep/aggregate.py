@@ -83,8 +83,8 @@ def tables_in(folder: Path) -> dict[str, Path]:
 
 
 TABLES = ("summary", "samples", "system", "counters", "percentiles")
-TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host", "node", "action", "target",
-                "outcome", "error"}
+TEXT_COLUMNS = {"tool", "kind", "device", "name", "source", "check", "phase", "host", "node", "node_host", "action",
+                "target", "outcome", "error"}
 
 
 def to_parquet(csv_gz: Path, parquet: Path, axes: list[str]) -> None:

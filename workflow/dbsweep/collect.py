@@ -11,7 +11,7 @@ from dbsweep import accounting, delivered, devices, engines, monitors, workloads
 from dbsweep.events.recovery import EVENT_COLUMNS, RECOVERY_COLUMNS, event_rows, recovery_rows
 from dbsweep.recipe import Recipe
 from dbsweep.topology import figures as topology_figures
-from dbsweep.topology import proxies
+from dbsweep.topology import host_tables, proxies
 from dbsweep.workloads.contract import Run
 
 SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writes", "other",
@@ -19,8 +19,11 @@ SAMPLE_COLUMNS = ["second", "time", "iops", "mibs", "tps", "qps", "reads", "writ
 VMSTAT_COLUMNS = ["us", "sy", "id", "wa", "bi", "bo", "cs"]
 IOSTAT_COLUMNS = ["device", "r_s", "w_s", "f_s", "rkb_s", "wkb_s", "r_await", "w_await", "aqu_sz", "util"]
 # class_util_pct: the device class's utilisation in that second (devices.utilisation), on a capped device
-SYSTEM_COLUMNS = ["second", "time"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS + ["class_util_pct"]
-COUNTER_COLUMNS = ["second", "time", "node", "name", "value"]  # node: a topology's (else empty)
+# node, node_host: where a row was measured (topology/host_tables.py): the run's own host (node empty), or a
+# placed topology's node's host
+SYSTEM_COLUMNS = (["second", "time", "node", "node_host"] + VMSTAT_COLUMNS + IOSTAT_COLUMNS
+                  + ["class_util_pct"])
+COUNTER_COLUMNS = ["second", "time", "node", "node_host", "name", "value"]  # node: a topology's (else empty)
 PERCENTILE_COLUMNS = ["percentile", "lat_ms", "source"]
 SUMMARY_KEYS = ["iops", "read_iops", "write_iops", "mibs", "fsyncs", "tps", "qps", "transactions",
                 "ignored_errors", "reconnects", "lat_mean_ms", "lat_p95_ms", "lat_p99_ms", "lat_max_ms",
@@ -56,10 +59,12 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     window_start = samples[0]["time"] - 1 if samples else record["measure_start"]
     device_class = record.get("filesystem", {}).get("device_class")
     system = system_rows(raw, window_start, device_class)
-    write_csv(out["system"], SYSTEM_COLUMNS, system)
+    write_csv(out["system"], SYSTEM_COLUMNS,
+              host_tables.with_hosts(system, record)
+              + host_tables.other_hosts_system(raw, record, window_start, system_rows))
     engine = recipe.engine
     counters = node_counter_rows(raw, record, recipe, window_start) if engine else []
-    write_csv(out["counters"], COUNTER_COLUMNS, counters)
+    write_csv(out["counters"], COUNTER_COLUMNS, host_tables.with_hosts(counters, record))
     final = tool.summary(raw)
     final.setdefault("lat_p95_ms", final.get("lat_pct_ms"))
     summary = {k: final.get(k) for k in SUMMARY_KEYS}

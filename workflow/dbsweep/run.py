@@ -46,6 +46,7 @@ from dbsweep.runtime.resources import Stack
 from dbsweep.events import schedule as event_schedule
 from dbsweep.events.targets import Node
 from dbsweep.runtime.signals import signals_raise
+from dbsweep.server_death import server_death, signal_name
 from dbsweep.topology import cell as topology_cell
 from dbsweep.topology.network import program
 
@@ -210,8 +211,8 @@ def _measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw
         return
     # the client's exit, said after the server's death when the server died first: that is the cause
     client = (f"{name} exited with {status}: {_tail(raw, 'stderr.txt', 'stdout.txt')}" if status > 0
-              else f"{name} was killed by signal {-status} ({_signal_name(-status)})")
-    gone = _server_death(db, record["measure_start"], death.at) if db is not None else None
+              else f"{name} was killed by signal {-status} ({signal_name(-status)})")
+    gone = server_death(db, record["measure_start"], death.at) if db is not None else None
     if gone:
         what, words = gone
         raise RuntimeError(f"{what}, then {client}\nthe server's last words: {words}")
@@ -274,51 +275,8 @@ def refused(message: str, db=None) -> None:
 def _server_gone(db) -> str | None:
     """What became of the server and what it said last, when its process is gone (or a zombie); None
     while it runs."""
-    gone = _server_death(db)
+    gone = server_death(db)
     return f"{gone[0]}; its last words: {gone[1]}" if gone else None
-
-
-def _server_death(db, window_start: float | None = None, died_at: float | None = None) -> tuple[str, str] | None:
-    """(how the server ended, what it said last) when its process is gone or a zombie; None while it runs.
-    How: "postgres (pid 812) was killed by signal 9 (SIGKILL) at 2.1 s into the window" (its exit read
-    without reaping it, as its supervisor will; the time from _death_watch), else "died while serving"."""
-    pid = db.handle.pid
-    try:
-        proc = psutil.Process(pid)
-        if proc.status() != psutil.STATUS_ZOMBIE:
-            return None
-        who = f"{proc.name()} (pid {pid})"
-    except psutil.NoSuchProcess:
-        who = f"the server (pid {pid})"
-    logs = sorted(db.handle.rundir.glob("*.log"))
-    said = " | ".join(line for path in logs for line in _lines(path)[-5:])
-    memory = getattr(db, "memory_cgroup", None)
-    oom = memory.oom_kills() if memory is not None else 0
-    how = (f"was killed by the OOM killer of its memory cgroup (limit {memory.limit_mb()} MB: the memory axis "
-           f"plus server.cgroup_overhead)" if oom else _exit_of(pid) or "died while serving")
-    when = f" at {died_at - window_start:.1f} s into the window" if died_at and window_start else ""
-    return f"{who} {how}{when}", said or "(none)"
-
-
-def _exit_of(pid: int) -> str | None:
-    """How a child process that has ended ended, read without reaping it (WNOWAIT: its supervisor still
-    waits for it); None where it is not this process's child, or was reaped already."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except (ChildProcessError, OSError):
-        return None
-    if info is None:
-        return None
-    if info.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
-        return f"was killed by signal {info.si_status} ({_signal_name(info.si_status)})"
-    return f"exited with code {info.si_status} while serving"
-
-
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
 
 
 class _Death:
@@ -362,13 +320,6 @@ def _death_watch(pid: int | None):
         stop.set()
         thread.join()
         os.close(fd)
-
-
-def _lines(path: Path) -> list[str]:
-    try:
-        return [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return []
 
 
 class Window:

@@ -66,8 +66,7 @@ for _placement in PLACEMENTS.values() if workflow.is_main_process else []:
     print(f"dbsweep: placement: {_placement.describe()}", file=sys.stderr)
 try:  # what a placed topology does not run yet, refused before any job
     for _cell in (c for c in STUDY.cells if c.get("topology") in PLACEMENTS):
-        _recipe = STUDY.recipe(_cell)
-        placement.check_cell(_cell.path, _recipe.topology, _recipe.proxy, _recipe.events)
+        placement.check_cell(_cell.path, STUDY.recipe(_cell))
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
 for _path, _why in STUDY.not_applicable:

@@ -138,11 +138,12 @@ def nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
 def sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
     """The server's counters into raw/counters.jsonl; with a topology, that is its first node's (the
     primary's), and every other node's go to raw/counters-<node>.jsonl, the proxy's to counters-proxy.jsonl.
-    A node a timed event took down leaves a gap."""
+    A node a timed event took down leaves a gap. A placed topology's hosts' monitors start and stop with them."""
     samplers = []
     for i, node in enumerate(nodes):
         out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
-        samplers.append(database.Sampler(sampler_reader(node), node.db.handle.datadir, out))
+        read = topology.readers.get(node.name) if topology is not None else None
+        samplers.append(database.Sampler(read or sampler_reader(node), node.db.handle.datadir, out))
     if topology is not None and topology.proxy is not None:
         samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
-    return database.Sampling(samplers)
+    return database.Sampling(samplers + (topology.host_monitors if topology is not None else []))

@@ -17,12 +17,23 @@ detaches, and returns. Meanwhile it answers the coordinator's questions, one JSO
 its clock, and the round trip from here to another node's host. Every process it starts is in the job
 step (Slurm kills them with it) and in its cgroup.
 
+Monitors (`monitors start` / `monitors stop`, around the measured window): vmstat, and iostat of the
+node's own loop device, on this host and on its clock (the coordinator records the offset; collect puts
+the rows on the client's clock).
+
+The node's results (its server's config and logs, its monitors' output) go to RAW/<node>: where this
+host sees the submitting results tree (a shared filesystem: the coordinator's probe file there holds
+the spec's token), straight into it; where it does not, into a folder of the host's own, sent back whole
+at the end on stdout (one JSON line: each file's bytes and sha256), which the coordinator writes into
+RAW/<node> and checks byte for byte (hosts.node_on_host). The facts say which (`results`).
+
 The login (user and password) and the relay's token go to the coordinator on stdout: through srun's
-own channel, never on a command line, in a log or in a file. The node's server logs are kept in
-RAW/<node> (the submitting results tree, shared by the hosts).
+own channel, never on a command line, in a log or in a file.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
 import re
@@ -33,7 +44,9 @@ import sys
 import time
 from pathlib import Path
 
-from dbsweep import database, runtime, storage
+from dbsweep import accounting, database, runtime, storage
+from dbsweep.monitors import Monitors
+from dbsweep.server_death import server_death
 from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
@@ -53,35 +66,125 @@ def host_address() -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
+PROBE = ".results-probe"  # in RAW/<node>: the spec's probe token, where the results tree is shared
+SHARED, COPY_BACK = "shared", "copy-back"
+
+
+def results_path(spec: dict) -> str:
+    """SHARED when this host sees the coordinator's probe file in RAW/<node> (the same results tree),
+    COPY_BACK when it does not (its own filesystem, or another at that path)."""
+    try:
+        seen = (Path(spec["raw"]) / spec["node"]["name"] / PROBE).read_text()
+    except OSError:
+        return COPY_BACK
+    return SHARED if seen == spec["probe"] else COPY_BACK
+
+
 def serve(spec: dict, log, stdin) -> None:
-    """Start spec's node on this host, print its facts on stdout, hold it until stdin closes."""
+    """Start spec's node on this host, print its facts on stdout, hold it until stdin closes; then, when
+    its results were kept here, print them (returned)."""
     recipe = Recipe.from_dict(spec["recipe"])
     node, host = spec["node"], socket.gethostname()
-    raw = Path(spec["raw"]) / node["name"]
-    raw.mkdir(parents=True, exist_ok=True)
     SCRATCH.mkdir(parents=True, exist_ok=True)
     SCRATCH.chmod(0o755)
     scratch = SCRATCH / f"{os.getpid()}-{node['name']}"
+    path = results_path(spec)
     with signals_raise(), runtime.owned(f"node {node['name']} of {spec['raw']}", ACTIVE, log):
-        with storage.scratch_files(scratch, runtime.active), Stack(log) as stack:
-            fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {node['name']}",
-                             storage.filesystem(recipe.filesystem, scratch, runtime.active, Path(spec["image"])))
-            node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"], address=host_address(),
-                                 port=database.free_port(), root=fs.path)
-            db = stack.enter("server", f"{recipe.engine} {node['name']}",
-                             database.running(recipe, fs.path, log, recipe.memory, keep=raw, node=node_spec,
-                                              node_options=spec["options"]))
-            port, token = stack.enter("service", "admin socket relay", relay.exposed(db.handle.socket,
-                                                                                      node_spec.address))
-            facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
-                     "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
-                     "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
-                     "basedir": str(db.handle.basedir) if db.handle.basedir else None,
-                     "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
-            print(json.dumps(facts), flush=True)
-            for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal stops the step)
-                print(json.dumps(answer(line.split())), flush=True)
-            log.write(f"node {node['name']} on {host}: stopping\n")
+        with storage.scratch_files(scratch, runtime.active):
+            raw = Path(spec["raw"]) / node["name"] if path == SHARED else scratch / "results"
+            raw.mkdir(parents=True, exist_ok=True)
+            raw.chmod(0o755)
+            with Stack(log) as stack:
+                fs = stack.enter("filesystem", f"{recipe.filesystem['type']} {node['name']}",
+                                 storage.filesystem(recipe.filesystem, scratch, runtime.active,
+                                                    Path(spec["image"])))
+                place(fs.path, spec.get("files") or {})
+                node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"],
+                                     address=host_address(), port=spec.get("port") or database.free_port(),
+                                     root=fs.path)
+                db = stack.enter("server", f"{recipe.engine} {node['name']}",
+                                 database.running(recipe, fs.path, log, recipe.memory, keep=raw, node=node_spec,
+                                                  node_options=spec["options"]))
+                port, token = stack.enter("service", "admin socket relay",
+                                          relay.exposed(db.handle.socket, node_spec.address))
+                facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
+                         "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
+                         "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
+                         "basedir": str(db.handle.basedir) if db.handle.basedir else None, "results": path,
+                         "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
+                print(json.dumps(facts), flush=True)
+                watch = HostMonitors(raw, fs.devices, db)
+                with watch:
+                    for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal)
+                        print(json.dumps(watch.answer(line.split()) or answer(line.split())), flush=True)
+                log.write(f"node {node['name']} on {host}: stopping\n")
+            # the server stopped, its logs kept: the whole of raw goes back when it is not the shared tree's
+            print(json.dumps({"returned": returned(raw) if path == COPY_BACK else {}}), flush=True)
+
+
+def place(root: Path, files: dict[str, dict]) -> None:
+    """Write the files the coordinator's family code staged for this node (hosts.staged: a Galera joiner's
+    grastate.dat) into its filesystem, owned as the folder they go into (the server's user's datadir)."""
+    for name, staged in files.items():
+        path = (root / name).resolve()
+        if root.resolve() not in path.parents:
+            raise RuntimeError(f"staged file {name!r} is outside the node's filesystem")
+        owner = path.parent.stat()
+        path.write_text(staged["text"])
+        path.chmod(staged["mode"])
+        os.chown(path, owner.st_uid, owner.st_gid)
+
+
+class HostMonitors:
+    """This host's monitors (monitors.Monitors: vmstat, iostat of the node's devices) around the measured
+    window, started and stopped by the coordinator's questions; stopped when the step ends. At the stop it
+    also says whether the node's server outlived the window: a server that died there fails the
+    repetition (a crash, retried), where the client's tool alone would call its lost connections a
+    refusal."""
+
+    def __init__(self, raw: Path, devices: list[str], db):
+        self.raw, self.devices, self.db, self.running = raw, devices, db, None
+
+    def __enter__(self) -> HostMonitors:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.running is not None:
+            self.running.__exit__(None, None, None)
+            self.running = None
+
+    def answer(self, question: list[str]) -> dict | None:
+        """`monitors start` / `monitors stop` (the latter with each monitor's CPU seconds, an error when one
+        died inside the window, and server_died and said when the node's server is gone); `cpu`: the
+        server's CPU seconds so far; None for another question."""
+        if question == ["cpu"]:  # the server's process tree's CPU seconds, a running total (accounting.reading)
+            return {"cpu_s": accounting.reading([self.db.handle.pid])["cpu_s"]}
+        if question == ["monitors", "start"] and self.running is None:
+            self.running = Monitors(self.raw, self.devices).__enter__()
+            return {"monitors": self.running.commands, "clock": time.time()}
+        if question == ["monitors", "stop"] and self.running is not None:
+            running, self.running = self.running, None
+            out = {}
+            try:
+                running.__exit__(None, None, None)
+            except RuntimeError as e:
+                out["error"] = str(e)
+            gone = server_death(self.db)
+            if gone:
+                out["server_died"], out["said"] = gone
+            return out | {"cpu_s": running.cpu_s}
+        return None
+
+
+def returned(raw: Path) -> dict[str, dict]:
+    """Every file below raw, by relative path: its bytes (base64) and sha256, for the coordinator to write
+    and check."""
+    out = {}
+    for path in sorted(p for p in raw.rglob("*") if p.is_file()):
+        data = path.read_bytes()
+        out[str(path.relative_to(raw))] = {"sha256": hashlib.sha256(data).hexdigest(),
+                                           "data": base64.b64encode(data).decode()}
+    return out
 
 
 def answer(question: list[str]) -> dict:

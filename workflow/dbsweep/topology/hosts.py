@@ -5,18 +5,24 @@ its host by a job step (`srun --overlap --nodelist=HOST`) running topology/host_
 is the other end: it starts the step, hands it the node's spec on its stdin, waits for the node's facts,
 and on exit closes the step's stdin (the node stops, unmounts and detaches on its host) and waits for
 the step to end. A step that does not end in time is cancelled by Slurm (scancel of the step), so
-nothing of it is left on its host.
+nothing of it is left on its host. The step's last line holds the node's results when its host does not
+share the results tree (copy_back writes and checks them); HostMonitors starts and stops the host's
+monitors around the measured window.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import os
+import secrets
 import selectors
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
@@ -25,7 +31,7 @@ from collections.abc import Iterator
 from dbsweep import database, engines, manifest
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import placement, relay
+from dbsweep.topology import host_step, placement, relay
 from dbsweep.topology.nodes import role
 from dbsweep.topology.host_step import host_address, rtt_ms
 from dbsweep.topology.nodes import NodeSpec
@@ -54,23 +60,29 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
                            f"this is {here}")
     family = engines.family(recipe.engine)
     kind = recipe.topology["replication"]
-    # Each node's address is its host's, known before any starts (a primary lets its replicas in by address).
-    specs = [NodeSpec(name=name, role=role(kind, index), index=index,
-                      address=socket.gethostbyname(placed.hosts[name]), port=0, root=Path("/nonexistent"))
-             for index, name in enumerate(recipe.topology["nodes"])]
     with ExitStack() as stack:
         local = Path(tempfile.mkdtemp(prefix="dbsweep-placed-"))  # the relayed sockets and option files
         stack.callback(shutil.rmtree, local, True)
+        # Each node's address is its host's and its port is chosen here, both known before any starts (a
+        # primary lets its replicas in by address; a Galera member lists every member's address and port).
+        # Its root, for the family's start_cluster, is a staging folder here: what it writes there (a Galera
+        # joiner's grastate.dat) goes to the node's filesystem on its host before its server starts.
+        names = recipe.topology["nodes"]
+        specs = [NodeSpec(name=name, role=role(kind, index), index=index,
+                          address=socket.gethostbyname(placed.hosts[name]), port=port, root=local / "stage" / name)
+                 for index, (name, port) in enumerate(zip(names, ports(len(names)), strict=True))]
+        for node in specs:
+            (node.root / database.DATADIR).mkdir(parents=True)
         nodes = {}
 
         def start(node: NodeSpec, options: dict) -> database.Database:
             spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
-                    "node": {"name": node.name, "role": node.role, "index": node.index}}
+                    "node": {"name": node.name, "role": node.role, "index": node.index}, "port": node.port,
+                    "files": staged(node.root)}
             facts = stack.enter_context(node_on_host(placed.hosts[node.name], spec, log))
             if facts["address"] != node.address:
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
                                    f"{facts['address']}, not on {node.address}, its host's address here")
-            node.port = facts["port"]
             nodes[node.name] = facts
             return stack.enter_context(_reached(recipe, family, node, facts, local))
 
@@ -84,6 +96,24 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
             facts["clock"] = clock_offset(facts["step"])
         yield nodes
+
+
+def ports(count: int) -> list[int]:
+    """count distinct ports, free on this host, for the nodes' servers on theirs (a node's step fails with its
+    server's words where its host has one taken)."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = database.free_port()
+        if all(abs(port - other) > 3 for other in chosen):  # a Galera member also listens on port + 1 .. + 3
+            chosen.append(port)
+    return chosen
+
+
+def staged(root: Path) -> dict[str, dict]:
+    """The files the family's start_cluster wrote under a node's staging root, for its step to write into the
+    node's filesystem (host_step.place): relative path -> its text and mode."""
+    return {str(path.relative_to(root)): {"text": path.read_text(), "mode": path.stat().st_mode & 0o777}
+            for path in sorted(root.rglob("*")) if path.is_file()}
 
 
 @contextmanager
@@ -104,14 +134,29 @@ def _reached(recipe: Recipe, family, node: NodeSpec, facts: dict, local: Path) -
         yield database.Database(recipe.engine, family, handle, conn, option_file, conn, node.name)
 
 
+ASKING = threading.Lock()  # one question at a time on a step's channel: the counters' sampler asks too
+
+
 def ask(step: subprocess.Popen, question: str) -> dict:
-    """A node's host step's answer to one question (host_step.answer)."""
-    step.stdin.write(question + "\n")
-    step.stdin.flush()
-    line = _line(step, 30)
+    """A node's host step's answer to one question (host_step.answer, HostMonitors.answer)."""
+    with ASKING:
+        step.stdin.write(question + "\n")
+        step.stdin.flush()
+        line = _line(step, 30)
     if not line:
         raise RuntimeError(f"a node's job step did not answer {question!r}")
     return json.loads(line)
+
+
+def counters_reader(facts: dict):
+    """A counters Sampler's read() of a placed node (topology.cell.sampling): its family's counters over the
+    network, and server_cpu_s, its server's process tree's CPU seconds as its host reads them (asked of its
+    step each second: the server's pid means nothing here)."""
+    db = facts["db"]
+
+    def read() -> dict:
+        return db.family.counters(db.local) | {"server_cpu_s": ask(facts["step"], "cpu")["cpu_s"]}
+    return read
 
 
 def clock_offset(step: subprocess.Popen, tries: int = 5) -> dict:
@@ -144,8 +189,8 @@ def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
 
 def main(args: list[str]) -> int:
     """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job: start the
-    placed nodes, write RAW/hosts.json (each node's facts, no login), hold them SPEC's hold_s seconds (or
-    until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
+    placed nodes, start each host's monitors, write RAW/hosts.json (each node's facts, no login), hold them
+    SPEC's hold_s seconds (or until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
     spec = json.loads(Path(args[0]).read_text())
     raw = Path(spec["raw"])
     raw.mkdir(parents=True, exist_ok=True)
@@ -154,9 +199,12 @@ def main(args: list[str]) -> int:
         shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
                  for name, facts in nodes.items()}
         counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
-        manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
-                                                 "rtt_ms": link_rtts(nodes), "counters": counters})
-        hold(nodes, spec.get("hold_s", 0))
+        with ExitStack() as watching:  # each host's monitors, as in a measured window
+            for name, facts in nodes.items():
+                watching.enter_context(HostMonitors(name, facts))
+            manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
+                                                     "rtt_ms": link_rtts(nodes), "counters": counters})
+            hold(nodes, spec.get("hold_s", 0))
     return 0
 
 
@@ -179,22 +227,83 @@ def step_argv(host: str) -> list[str]:
 
 @contextmanager
 def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
-    """spec's node running on host (spec: recipe, image, node, clients, raw; host_step.py); yields
-    its facts (host, address, port, datadir, pid, login). Raises with the step's last words when it ends
-    before its node is ready."""
+    """spec's node running on host (spec: recipe, image, node, options, raw; host_step.py); yields its facts
+    (host, address, port, datadir, pid, login; `results`: how its results come back, with, once it has
+    stopped, the files sent back and their sha256). Raises with the step's last words when it ends before
+    its node is ready, and when a file it sent back does not arrive whole."""
     env = os.environ | {"PYTHONPATH": str(PACKAGE)}
+    folder = Path(spec["raw"]) / spec["node"]["name"]
+    folder.mkdir(parents=True, exist_ok=True)
+    probe = secrets.token_hex(16)
+    (folder / host_step.PROBE).write_text(probe)
     step = subprocess.Popen(step_argv(host), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                             text=True)
+    results = {}
     try:
-        step.stdin.write(json.dumps(spec) + "\n")
+        step.stdin.write(json.dumps(spec | {"probe": probe}) + "\n")
         step.stdin.flush()
         line = _line(step, READY_S)
         if not line:
             raise RuntimeError(f"node {spec['node']['name']} on {host}: its job step ended (exit {step.wait()}) "
                                f"before its server was ready; its log is in the run's log")
-        yield json.loads(line) | {"step": step}
+        facts = json.loads(line)
+        results["path"] = facts.pop("results")
+        yield facts | {"step": step, "results": results}
     finally:
-        _stop(step)
+        (folder / host_step.PROBE).unlink(missing_ok=True)
+        last = _stop(step)
+    if results.get("path") == host_step.COPY_BACK:
+        results["files"] = copy_back(last, folder, f"node {spec['node']['name']} on {host}")
+
+
+def copy_back(last: str, folder: Path, who: str) -> dict[str, str]:
+    """Write the files a node's step sent back (its last line: host_step.returned) into folder, each read
+    back and checked against the sha256 its host computed; relative path -> sha256."""
+    try:
+        files = json.loads(last)["returned"]
+    except (ValueError, KeyError, TypeError):
+        raise RuntimeError(f"{who}: its results were kept on its host and its step ended without sending them "
+                           f"back") from None
+    out = {}
+    for name, sent in files.items():
+        path = (folder / name).resolve()
+        if folder.resolve() not in path.parents:
+            raise RuntimeError(f"{who}: sent back {name!r}, outside its results folder")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(base64.b64decode(sent["data"]))
+        got = hashlib.sha256(path.read_bytes()).hexdigest()
+        if got != sent["sha256"]:
+            raise RuntimeError(f"{who}: {name} arrived with sha256 {got}, its host's is {sent['sha256']}")
+        out[name] = got
+    return out
+
+
+class HostMonitors:
+    """A node's host's monitors (host_step.HostMonitors) as the measured window's sampler list takes one
+    (database.Sampling): started on its host at the window's start, stopped at its end; error: what went
+    wrong there (a monitor that died inside the window). Its stop raises when the node's server died in the
+    window (host_step.HostMonitors), so that the run fails as for a server that died on one host."""
+
+    def __init__(self, name: str, facts: dict):
+        self.name, self.facts, self.error, self.cpu_s = name, facts, None, {}
+
+    def __enter__(self) -> HostMonitors:
+        said = ask(self.facts["step"], "monitors start")
+        if "monitors" not in said:
+            raise RuntimeError(f"node {self.name} on {self.facts['host']}: its monitors did not start: {said}")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        try:
+            said = ask(self.facts["step"], "monitors stop")
+        except (OSError, RuntimeError, ValueError) as e:  # its step is gone: hold() or the run says why
+            said = {"error": f"its monitors could not be stopped ({e})"}
+        if "error" in said:
+            self.error = RuntimeError(f"node {self.name} on {self.facts['host']}: {said['error']}")
+        self.cpu_s = said.get("cpu_s", {})
+        if "server_died" in said:  # the repetition failed: a crash, not the client's refusal
+            raise RuntimeError(f"node {self.name} on {self.facts['host']}: {said['server_died']}\n"
+                               f"the server's last words: {said['said']}")
 
 
 def _line(step: subprocess.Popen, timeout: float) -> str:
@@ -206,12 +315,19 @@ def _line(step: subprocess.Popen, timeout: float) -> str:
     return step.stdout.readline()
 
 
-def _stop(step: subprocess.Popen) -> None:
-    """Close the step's stdin (its node stops and cleans up on its host) and wait; after STOP_S, signal
-    srun, which has Slurm end the step on its host."""
+def _stop(step: subprocess.Popen) -> str:
+    """Close the step's stdin (its node stops and cleans up on its host) and wait, reading what it says last
+    (returned); after STOP_S, signal srun, which has Slurm end the step on its host. Returns its last
+    line ('' when it said nothing)."""
     with suppress(OSError):
         step.stdin.close()
     deadline = time.monotonic() + STOP_S
+    last = ""
+    while time.monotonic() < deadline:
+        line = _line(step, deadline - time.monotonic())
+        if not line:
+            break
+        last = line
     while step.poll() is None and time.monotonic() < deadline:
         time.sleep(0.1)
     if step.poll() is None:
@@ -221,6 +337,7 @@ def _stop(step: subprocess.Popen) -> None:
         except subprocess.TimeoutExpired:
             step.kill()
             step.wait()
+    return last
 
 
 if __name__ == "__main__":

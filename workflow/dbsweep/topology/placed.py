@@ -9,10 +9,15 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   admin socket (root); its handle has no pid and no datadir here (the server runs elsewhere: a death
   watch, CPU accounting, CPU pinning or a datadir size taken from this host would be another process's or
   nothing); its real pid, datadir and host are in the record's topology facts;
-- the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`;
-  `network` has each link's measured round trip and each host's clock offset.
+- the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`, and
+  `results`, how its files came back (host_step: shared or copy-back); `network` has each link's
+  measured round trip and each host's clock offset;
+- each node's host runs its own monitors around the measured window (host_monitors: started and stopped
+  with the window's samplers), whose rows the tables carry with the node's host (host_tables.py); each
+  second its server's CPU time is read there (readers: hosts.counters_reader).
 
-Not built for a placed cell (refused at load: placement.check_cell): a proxy and timed events.
+Not built for a placed cell (refused at load: placement.check_cell): a proxy, timed events, an added
+link delay.
 """
 from __future__ import annotations
 
@@ -55,7 +60,7 @@ class Links:
 
 def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     """Start the cell's placed topology inside stack; returns a topology.started.Topology."""
-    placement.check_cell(recipe.topology["name"], recipe.topology, recipe.proxy, recipe.events)  # refused at load
+    placement.check_cell(recipe.topology["name"], recipe)  # refused at load
     if image is None:
         raise RuntimeError(f"topology {recipe.topology['name']}: a placed topology starts from a prepared image")
     placed = placement.of(recipe.topology)
@@ -70,11 +75,15 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
                    "host": nodes[spec.name]["host"], "declared_host": placed.hosts[spec.name],
                    "pid": nodes[spec.name]["pid"], "datadir": nodes[spec.name]["datadir"],
                    "filesystem": nodes[spec.name]["filesystem"], "devices": [],
+                   "results": nodes[spec.name]["results"],
                    **nodes[spec.name]["topology"]} for spec in specs],
         "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
         "network": links.facts | {"rtt_ms": links.measure_rtt()}, "proxy": None,
     }
-    return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [])
+    watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
+    readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}
+    return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [],
+                    watches, readers)
 
 
 def _no_restart(name: str):

@@ -46,7 +46,8 @@ class Placement:
 
 def check(where: str, hosts: dict, nodes: list[str]) -> None:
     """Refuse, naming key and value, a placement that does not place exactly the client and every node
-    on a host of one name each (a part left out would run nowhere anyone declared)."""
+    on a host of one name each (a part left out would run nowhere anyone declared), or that puts two parts
+    on one host (the second would wait for ever for the measuring lock the first holds there)."""
     roles = [CLIENT, *nodes]
     for role, host in hosts.items():
         if role not in roles:
@@ -58,6 +59,11 @@ def check(where: str, hosts: dict, nodes: list[str]) -> None:
     if hosts and missing:
         raise ConfigError(f"{where}.hosts: {hosts!r}: {', '.join(missing)} not placed; name the host of the "
                           f"client and of every node")
+    shared = {host: [role for role in roles if hosts.get(role) == host] for host in hosts.values()}
+    for host, parts in shared.items():
+        if len(parts) > 1:
+            raise ConfigError(f"{where}.hosts: {hosts!r}: {' and '.join(parts)} on {host}: each part needs a host "
+                              f"of its own (each holds its host's measuring lock while the cell runs)")
 
 
 def of(topology: dict | None) -> Placement | None:
@@ -77,14 +83,20 @@ def refuse_local(placements: dict[str, Placement]) -> None:
 
 
 
-def check_cell(path: str, topology: dict | None, proxy: dict | None, events: list | None) -> None:
-    """Refuse a placed cell with what a placed topology does not run yet: a proxy, timed events."""
-    placed = of(topology)
-    if placed is None:
+def check_cell(path: str, recipe) -> None:
+    """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run yet: a proxy,
+    timed events, an added link delay (which would otherwise be dropped without a word)."""
+    topology = recipe.topology
+    if of(topology) is None:
         return
-    if proxy is not None:
-        raise ConfigError(f"{path}: proxy {proxy['name']!r}: a proxy in front of a topology placed on hosts "
+    if recipe.proxy is not None:
+        raise ConfigError(f"{path}: proxy {recipe.proxy['name']!r}: a proxy in front of a topology placed on hosts "
                           f"({topology['name']}) is not built yet (issue 34); exclude the combination")
-    if events:
+    if recipe.events:
         raise ConfigError(f"{path}: timed events on a topology placed on hosts ({topology['name']}) are not built "
                           f"yet (issue 34); exclude the combination")
+    added = {key: value for key, value in (recipe.network or {}).items() if value}
+    if added:
+        raise ConfigError(f"{path}: network {added!r}: an added delay between hosts ({topology['name']} is placed "
+                          f"on hosts) is not built yet (issue 34): their round trip is the network's own, measured "
+                          f"and recorded (run.json topology.network.rtt_ms); exclude the combination")

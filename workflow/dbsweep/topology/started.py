@@ -22,6 +22,11 @@ class Topology:
     facts: dict = field(default_factory=dict)  # for run.json: nodes, links (measured round trips), proxy
     open: dict = field(default_factory=dict)  # node name -> () -> a context starting its server again
     devices: list = field(default_factory=list)  # every node's block devices (iostat watches them all)
+    # what the measured window starts and stops beside its samplers on other hosts: each placed node's
+    # host's monitors (topology.hosts.HostMonitors); none on one host, where the run's own monitors see all
+    host_monitors: list = field(default_factory=list)
+    # node name -> a counters Sampler's read() where a node's server is not this host's process (placed)
+    readers: dict = field(default_factory=dict)
 
     def client_argv(self, argv: list[str]) -> list[str]:
         """argv run on the client's host (its namespace)."""
