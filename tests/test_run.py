@@ -6,7 +6,7 @@ import time
 import psutil
 
 from conftest import leftovers
-from dbsweep.run import stop_tree
+from dbsweep.measure import stop_tree
 
 
 def test_stop_tree_reaches_fio_jobs_that_left_the_session(tmp_path):
