@@ -263,3 +263,14 @@ def test_no_rule_file_reads_a_concerns_keys_or_axes():
     keys = set().union(*(keys for _, keys in CONCERN_KEYS.values())) | concern_axes()
     assert {"topology", "events", "version", "memory", "filesystem"} <= keys
     assert named_in_rules(RULE_FILES, keys) == []
+
+
+def test_run_takes_the_concerns_parts_through_their_declarations():
+    """run.py holds no concern's logic: it imports no concern's module (topology/, events/, noise.py …), only the
+    list of concerns, whose resources it enters (Concern.resources), and the window (measure.py, database_run.py)."""
+    homes = [home for concern, (homes, _) in CONCERN_KEYS.items() if concern != "storage" for home in homes]
+    homes += ["filesystems.py", "server_memory.py", "devices.py"]  # storage.py: the attempt's scratch folder only
+    named = {m for m in package_imports()["dbsweep.run"]
+             if any(str(_modules()[m].relative_to(PACKAGE)).startswith(home) for home in homes)}
+    assert named == set()
+    assert "dbsweep.concerns" in package_imports()["dbsweep.run"]
