@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import median, median_ci, table, tempdir, use_pipeline_code  # noqa: E402
 
 use_pipeline_code()
-from dbsweep import config, database, delivered, run, storage  # noqa: E402
+from dbsweep import config, database, database_run, delivered, run, storage  # noqa: E402
 from dbsweep.recipe import Recipe  # noqa: E402
 
 ENGINES = ("innodb", "myrocks", "postgresql")
@@ -75,7 +75,7 @@ def main() -> None:
                 start = time.perf_counter()
                 with open(raw / "variables.tsv", "w") as f:
                     f.writelines("\t".join(row) + "\n" for row in db.family.variables(db.local))
-                run._dataset_facts(db, raw, log)
+                database_run.dataset_facts(db, raw, log)
                 reads.append(1000 * (time.perf_counter() - start))
                 start = time.perf_counter()
                 checks = delivered.checks(recipe, record, raw)

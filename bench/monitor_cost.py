@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import leftovers, table, tempdir, use_pipeline_code  # noqa: E402
 
 use_pipeline_code()
-from dbsweep import config, database, progress, run, storage  # noqa: E402
+from dbsweep import config, database, database_run, measure, progress, run, storage  # noqa: E402
 from dbsweep import monitors as monitors_module  # noqa: E402
 from dbsweep.recipe import Recipe  # noqa: E402
 
@@ -66,8 +66,8 @@ class Recorded:
             Wrapped.__name__ = cls.__name__
             return Wrapped
 
-        run.Monitors = wrap(monitors_module.Monitors)
-        run.Follow = wrap(progress.Follow)
+        measure.Monitors = wrap(monitors_module.Monitors)
+        measure.Follow = database_run.Follow = wrap(progress.Follow)
         database.Sampler = wrap(database.Sampler)
 
     def take(self) -> list:

@@ -3,7 +3,10 @@ the concern's own module or package (as test_workloads.py checks for tool and fa
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
+import io
+import tokenize
 from pathlib import Path
 
 WORKFLOW = Path(__file__).resolve().parents[1] / "workflow"
@@ -211,3 +214,63 @@ def named_outside(package: Path) -> list[str]:
 
 def test_no_module_names_another_concerns_own_keys():
     assert named_outside(PACKAGE) == []
+
+
+# The rule files and the Snakefile read no concern's keys either, nor a concern's axes in a cell (cell["topology"],
+# cell.get("version")): they ask the concern's module (topology.settings.placed_cells, versions.compared). A rule file
+# is not Python that ast parses, so its reads are found in its tokens (tokenize lexes it as Python does).
+RULE_FILES = sorted((WORKFLOW / "rules").glob("*.smk")) + [WORKFLOW / "Snakefile"]
+
+
+def concern_axes() -> set[str]:
+    """Every axis a concern declares: its server axes and the axes whose values it checks."""
+    from dbsweep.concerns import CONCERNS
+    return {axis for part in CONCERNS for axis in (*part.axes, *part.values)}
+
+
+def rule_reads(path: Path) -> set[str]:
+    """The keys a Python-like file reads, as reads() finds them in a module: x["key"], x.get("key" …),
+    "key" in x; from its tokens, plain string literals only (an f-string names no key alone)."""
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(path.read_text()).readline)
+              if t.type not in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT)]
+    found = set()
+    for i, token in enumerate(tokens[2:-1], start=2):
+        if token.type != tokenize.STRING:
+            continue
+        before, after = [t.string for t in tokens[i - 2:i]], tokens[i + 1].string
+        read = (before[1] == "[" and after == "]") or before == ["get", "("] or after in ("in", "not")
+        if read:
+            with contextlib.suppress(ValueError, SyntaxError):
+                found.add(ast.literal_eval(token.string))
+    return found
+
+
+def named_in_rules(files: list[Path], keys: set[str]) -> list[str]:
+    return [f"{path.name}: {key}" for path in files for key in sorted(rule_reads(path) & keys)]
+
+
+def test_reads_of_a_rule_file_are_found(tmp_path):
+    rules = tmp_path / "x.smk"
+    rules.write_text('rule a:\n    params:\n        t=lambda w: CELLS[w.cell].get("topology"),\n'
+                     '        v=lambda w: CELLS[w.cell]["version"],\n        m="memory" in STUDY.axes,\n'
+                     '        s=f"{x}/events.csv",\n        r=names.append("proxy"),\n    shell:\n'
+                     '        "echo \'canary\'"\n')
+    assert named_in_rules([rules], {"topology", "events", "canary", "version", "memory", "proxy"}) == [
+        "x.smk: memory", "x.smk: topology", "x.smk: version"]
+
+
+def test_no_rule_file_reads_a_concerns_keys_or_axes():
+    keys = set().union(*(keys for _, keys in CONCERN_KEYS.values())) | concern_axes()
+    assert {"topology", "events", "version", "memory", "filesystem"} <= keys
+    assert named_in_rules(RULE_FILES, keys) == []
+
+
+def test_run_takes_the_concerns_parts_through_their_declarations():
+    """run.py holds no concern's logic: it imports no concern's module (topology/, events/, noise.py …), only the
+    list of concerns, whose resources it enters (Concern.resources), and the window (measure.py, database_run.py)."""
+    homes = [home for concern, (homes, _) in CONCERN_KEYS.items() if concern != "storage" for home in homes]
+    homes += ["filesystems.py", "server_memory.py", "devices.py"]  # storage.py: the attempt's scratch folder only
+    named = {m for m in package_imports()["dbsweep.run"]
+             if any(str(_modules()[m].relative_to(PACKAGE)).startswith(home) for home in homes)}
+    assert named == set()
+    assert "dbsweep.concerns" in package_imports()["dbsweep.run"]

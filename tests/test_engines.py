@@ -445,7 +445,7 @@ def test_unreachable_datadir_fails_early(name, scratch):
 
 def test_memory_cgroup_caps_a_process_and_a_death_by_its_oom_killer_is_named(tmp_path):
     from types import SimpleNamespace
-    from dbsweep.run import _server_gone
+    from dbsweep.measure import server_gone
     hog = ("import sys; sys.stdin.readline(); block = bytearray(256 << 20); "
            "block[::4096] = b'x' * len(block[::4096]); print('not capped')")
     with memory_cgroup(f"dbsweep-test-hog-{os.getpid()}", 64 << 20) as add:
@@ -458,7 +458,7 @@ def test_memory_cgroup_caps_a_process_and_a_death_by_its_oom_killer_is_named(tmp
         path = add.path
         assert add.oom_kills() == 1
         (tmp_path / "server.log").write_text("[Note] serving\n")
-        gone = _server_gone(SimpleNamespace(handle=SimpleNamespace(pid=proc.pid, rundir=tmp_path), memory_cgroup=add))
+        gone = server_gone(SimpleNamespace(handle=SimpleNamespace(pid=proc.pid, rundir=tmp_path), memory_cgroup=add))
         assert gone == (f"the server (pid {proc.pid}) was killed by the OOM killer of its memory cgroup (limit 64 MB: "
                         "the memory axis plus server.cgroup_overhead); its last words: [Note] serving")
     assert proc.returncode == -signal.SIGKILL and "not capped" not in out  # the OOM killer, inside the cgroup

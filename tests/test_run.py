@@ -6,7 +6,7 @@ import time
 import psutil
 
 from conftest import leftovers
-from dbsweep.run import stop_tree
+from dbsweep.measure import stop_tree
 
 
 def test_stop_tree_reaches_fio_jobs_that_left_the_session(tmp_path):
@@ -24,3 +24,31 @@ def test_stop_tree_reaches_fio_jobs_that_left_the_session(tmp_path):
     assert proc.returncode is not None
     assert not any(job.is_running() and job.status() != psutil.STATUS_ZOMBIE for job in jobs)
     assert leftovers(tmp_path) == []
+
+
+def test_a_repetition_enters_what_each_concern_gives_in_the_stacks_order_of_kinds(monkeypatch):
+    """run.enter_resources: the concerns' resources (Concern.resources) entered by kind, not by the concerns'
+    order (the filesystems concern comes first, the host's settings must be entered before its filesystem), left
+    in reverse; it returns the filesystem."""
+    from contextlib import contextmanager
+
+    from dbsweep import run
+    from dbsweep.concern import Concern, Repetition
+    from dbsweep.runtime.resources import Stack
+
+    events = []
+
+    @contextmanager
+    def held(name):
+        events.append(f"enter {name}")
+        yield name
+        events.append(f"leave {name}")
+
+    parts = (Concern(name="fs", resources=lambda rep: [("filesystem", "ext4", held("fs"))]),
+             Concern(name="none"),
+             Concern(name="noise", resources=lambda rep: [("host", "settings", held("host"))]))
+    monkeypatch.setattr(run, "CONCERNS", parts)
+    with Stack() as stack:
+        assert run.enter_resources(stack, Repetition(None, None, None, None, {}, None)) == "fs"
+        assert [h.kind for h in stack.held] == ["host", "filesystem"]
+    assert events == ["enter host", "enter fs", "leave fs", "leave host"]

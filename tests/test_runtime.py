@@ -15,7 +15,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, leftovers
-from dbsweep import run, stops, storage
+from dbsweep import measure, stops, storage
 from dbsweep.runtime import blkio, cgroup, lock, owned
 from dbsweep.runtime.resources import Stack
 
@@ -244,13 +244,13 @@ def test_a_tool_error_is_a_refusal_only_while_its_server_still_runs(tmp_path):
     (tmp_path / "error.log").write_text("[Note] ready\n[ERROR] mysqld got signal 9\n")
     server = subprocess.Popen(["sleep", "300"])
     db = SimpleNamespace(handle=SimpleNamespace(pid=server.pid, rundir=tmp_path))
-    with pytest.raises(run.Rejected):
-        run.refused("sysbench exited with 1: FATAL: connection lost", db)
+    with pytest.raises(measure.Rejected):
+        measure.refused("sysbench exited with 1: FATAL: connection lost", db)
     server.kill()
     server.wait()
     with pytest.raises(RuntimeError, match=r"died while serving; its last words: .*got signal 9") as failed:
-        run.refused("sysbench exited with 1: FATAL: connection lost", db)
-    assert not isinstance(failed.value, run.Rejected)
+        measure.refused("sysbench exited with 1: FATAL: connection lost", db)
+    assert not isinstance(failed.value, measure.Rejected)
 
 
 def test_the_cause_of_a_failure_is_its_error_lines_not_a_help_text():
@@ -283,7 +283,7 @@ def test_workers_of_a_killed_tool_parent_die_with_it_not_at_the_end_of_their_run
         import threading
 
         def tool():
-            result["status"] = run.run_tool(FIO + [f"--filename={tmp_path}/f"], tmp_path, tmp_path / "out",
+            result["status"] = measure.run_tool(FIO + [f"--filename={tmp_path}/f"], tmp_path, tmp_path / "out",
                                             tmp_path / "err")
         thread = threading.Thread(target=tool)
         thread.start()

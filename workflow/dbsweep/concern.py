@@ -7,11 +7,15 @@ the axes and in include rules), not_applicable(draft, cell) per cell of the matr
 on the cells that run, warnings(draft, cells) (which may refuse too), study(draft, cells) (what it adds to
 the Study), then check_study(study) once every recipe is built; recipe(study, values, database) gives the
 Recipe fields it shapes for a cell. Each refuses with one ConfigError line naming key and value.
+
+At run time, resources(repetition) gives what the concern adds to a repetition's stack (runtime.resources): a
+list of (kind, name, context manager); run.py enters those of every concern in the stack's order of kinds.
 """
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from dbsweep import placeholders, workloads
 from dbsweep.matrix import Cell
@@ -46,6 +50,19 @@ class Draft:
         return "engine" in cell.as_dict() and workload is not None and workload.database
 
 
+@dataclass(frozen=True)
+class Repetition:
+    """What a concern's resources are made of in one attempt of a repetition: the cell's recipe, the attempt's
+    scratch folder (image copies, mount points), the prepared image (None: filled in place), the run's
+    registry of what it holds (runtime.active), the record that becomes run.json, and the run log."""
+    recipe: object  # recipe.Recipe (not imported: recipe.py builds on the concerns)
+    scratch: Path
+    image: Path | None
+    active: Path
+    record: dict
+    log: object
+
+
 def _nothing(*_args) -> None:
     return None
 
@@ -68,3 +85,4 @@ class Concern:
     study: Callable[[Draft, list[Cell]], dict] = lambda draft, cells: {}  # the Study's fields it gives
     check_study: Callable = _nothing  # the Study with its recipes built
     recipe: Callable = lambda study, values, database: {}  # its Recipe fields for a cell's values
+    resources: Callable[[Repetition], list] = lambda repetition: []  # [(kind, name, context manager)] to enter

@@ -17,15 +17,14 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dbsweep import config_tree, devices, events, filesystems, matrix, noise, option_sets, rounds, server_memory, \
-    units, versions, workloads
+from dbsweep import config_tree, matrix, option_sets, units, workloads
 from dbsweep.concern import Draft
+from dbsweep.concerns import CONCERNS
 from dbsweep.configfile import load_yaml
 from dbsweep.errors import ConfigError, shown
 from dbsweep.matrix import axis_order, expand
 from dbsweep.names import check_name
 from dbsweep.study import Study
-from dbsweep.topology import settings as topology
 from dbsweep.workloads import study as workload_study
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
@@ -299,21 +298,3 @@ def _baseline(baseline: dict, axes: dict) -> dict:
                                  "axis's values ('on', 'off') to mean the words" if booleans else ""))
         out[axis] = value
     return out
-
-
-# The concerns, in the order their parts run at each step of load (concern.py); the study's own parts
-# (a workload's not-applicable rule, the server options a cell chooses) at their places among them.
-CONCERNS = (
-    filesystems.CONCERN,
-    devices.CONCERN,
-    rounds.CONCERN,
-    versions.CONCERN,
-    workload_study.CONCERN,
-    option_sets.CONCERN,
-    topology.CONCERN,
-    events.CONCERN,
-    server_memory.CONCERN,
-    noise.CONCERN,
-)
-
-

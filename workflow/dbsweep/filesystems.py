@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import os
 import stat
+from contextlib import contextmanager
 from pathlib import Path
 
-from dbsweep import fsprobe, workloads
-from dbsweep.concern import Concern, Draft
+from dbsweep import fsprobe, storage, workloads
+from dbsweep.concern import Concern, Draft, Repetition
 from dbsweep.errors import ConfigError, shown
 from dbsweep.matrix import Cell
 from dbsweep.storage import LOOP_TYPES, device_in_use
@@ -118,6 +119,22 @@ def check(draft: Draft) -> None:
     draft.filesystems = defined(draft.config)
 
 
+@contextmanager
+def _mounted(repetition: Repetition):
+    """The cell's filesystem (storage.filesystem: its image restored, or made empty), its facts and the commands
+    that made it into run.json."""
+    recipe, record = repetition.recipe, repetition.record
+    with storage.filesystem(recipe.filesystem, repetition.scratch, repetition.active, repetition.image) as fs:
+        record["filesystem"] = fs.facts
+        record["commands"] += fs.commands
+        yield fs
+
+
+def resources(repetition: Repetition) -> list:
+    """The repetition's filesystem, the first of its stack after the host's settings."""
+    return [("filesystem", repetition.recipe.filesystem["type"], _mounted(repetition))]
+
+
 CONCERN = Concern(name="filesystems", sections=(SECTION,), check=check, values={AXIS: _defined_value},
-                  warnings=check_used, check_study=check_fit,
+                  warnings=check_used, check_study=check_fit, resources=resources,
                   study=lambda draft, cells: {"filesystems": draft.filesystems | used(draft, cells)})

@@ -30,7 +30,7 @@ from pathlib import Path
 import psutil
 
 from dbsweep import storage
-from dbsweep.concern import Concern, Draft
+from dbsweep.concern import Concern, Draft, Repetition
 from dbsweep.disturbances import HALT_POLL, THP, selected
 
 CPUFREQ = Path("/sys/devices/system/cpu")
@@ -285,8 +285,17 @@ def _check_pinning(draft: Draft, cells: list) -> list[str]:
     return [f"noise_control.cpu_pinning: not applied where a cell needs {need} CPUs: this host has {cpus}"]
 
 
+def resources(repetition: Repetition) -> list:
+    """THP, the CPU governor and halt polling (host_settings), the first resource of the stack: set before the
+    filesystem and the server map their memory, restored last."""
+    control = repetition.recipe.noise_control
+    if control is None:
+        return []
+    return [("host", "settings", host_settings(control, repetition.record, repetition.log, repetition.active))]
+
+
 CONCERN = Concern(
-    name="noise control", warnings=_check_pinning,
+    name="noise control", warnings=_check_pinning, resources=resources,
     study=lambda draft, cells: {"noise_control": control(draft.config), "canary_every": canary_every(draft.config)},
     recipe=lambda study, values, database: {"noise_control": study.noise_control}
     if study.noise_control is not None else {})

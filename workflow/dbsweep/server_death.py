@@ -12,7 +12,7 @@ import psutil
 def server_death(db, window_start: float | None = None, died_at: float | None = None) -> tuple[str, str] | None:
     """(how the server ended, what it said last) when its process is gone or a zombie; None while it runs.
     How: "postgres (pid 812) was killed by signal 9 (SIGKILL) at 2.1 s into the window" (its exit read
-    without reaping it, as its supervisor will; the time from run._death_watch), else "died while serving"."""
+    without reaping it, as its supervisor will; the time from measure._death_watch), else "died while serving"."""
     pid = db.handle.pid
     try:
         proc = psutil.Process(pid)

@@ -13,6 +13,15 @@ AXIS = "memory"
 MIN_MEMORY = 8 * 2**20  # a server's memory: MariaDB raises an InnoDB buffer pool below 2M to 2M
 
 
+def caps(nodes: list[tuple[str, object]], moment: str, record: dict) -> None:
+    """Each running node's memory cgroup limit as the kernel holds it, into run.json's memory_cap (node ->
+    {moment: bytes}), for delivered.py's check of the memory axis; nodes are (name, Database or None: down)."""
+    for name, db in nodes:
+        cap = getattr(db, "memory_cgroup", None) if db is not None else None
+        if cap is not None:
+            record.setdefault("memory_cap", {}).setdefault(name, {})[moment] = int(cap.limit_file.read_text())
+
+
 def host_memory() -> int:
     """Bytes of RAM of this host."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")

@@ -39,7 +39,7 @@ class Study:
     canary_every: int | None = None  # noise_control.canary.every: repetitions between two canary runs
     repeat_until: dict | None = None  # {detectable_pct, max_repetitions}: more rounds while the noise needs them
     device_classes: dict = field(default_factory=dict)  # name -> caps (devices.py)
-    # the concerns whose recipe parts a cell's recipe takes (config.CONCERNS: concern.py)
+    # the concerns whose recipe parts a cell's recipe takes (concerns.CONCERNS: concern.py)
     concerns: tuple = field(default=(), repr=False, compare=False)
     _recipes: dict = field(default_factory=dict, repr=False, compare=False)  # cell -> recipe, see recipe()
 

@@ -125,5 +125,11 @@ def _files(config: dict, absolute) -> None:
             value["basedir"] = absolute(f"axes.version[{i}].basedir", value["basedir"])
 
 
+def compared(cells: list[Cell]) -> bool:
+    """The study's cells run more than one version of a server (the version axis), so its version table and
+    plot are made (common.smk's analysis targets)."""
+    return len({cell.get(AXIS) for cell in cells} - {None}) > 1
+
+
 CONCERN = Concern(name="versions", axes=(AXIS,), names=_names, files=_files, check=check, values={AXIS: _known},
                   not_applicable=not_applicable, study=lambda draft, cells: {"versions": draft.builds})

@@ -13,7 +13,9 @@ from snakemake.io import report as snakemake_report
 
 sys.path.insert(0, workflow.basedir)
 from dbsweep import canary, engines, estimate, lock, rounds, slurm, study_progress, summary, tool_answers, workloads
+from dbsweep import versions
 from dbsweep.topology import link_floor, placement
+from dbsweep.topology import settings as topology_settings
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
 
@@ -56,19 +58,14 @@ onstart:
 
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
-# topology name -> its placement on hosts (topology/placement.py), for the topologies the cells use that declare one
-PLACEMENTS = {
-    p.topology: p
-    for cell in {c.get("topology"): c for c in STUDY.cells if c.get("topology") is not None}.values()
-    if (p := placement.of(STUDY.recipe(cell).topology))
-}
-for _placement in PLACEMENTS.values() if workflow.is_main_process else []:
-    print(f"dbsweep: placement: {_placement.describe()}", file=sys.stderr)
-try:  # what a placed topology does not run yet, refused before any job
-    for _cell in (c for c in STUDY.cells if c.get("topology") in PLACEMENTS):
-        placement.check_cell(_cell.path, STUDY.recipe(_cell))
+try:  # cell path -> its topology's placement on hosts (topology/settings.py), for the cells placed
+    PLACED = topology_settings.placed_cells(STUDY.cells, STUDY.recipe)
 except ConfigError as error:
     sys.exit(f"dbsweep: config error: {error}")
+# topology name -> its placement (topology/placement.py)
+PLACEMENTS = {p.topology: p for p in PLACED.values()}
+for _placement in PLACEMENTS.values() if workflow.is_main_process else []:
+    print(f"dbsweep: placement: {_placement.describe()}", file=sys.stderr)
 for _path, _why in STUDY.not_applicable:
     print(f"dbsweep: not applicable, not run: {_path}: {_why}", file=sys.stderr)
 for _warning in STUDY.warnings if workflow.is_main_process else []:
@@ -338,7 +335,7 @@ def sbatch_options(host: str | None, placed: placement.Placement | None = None) 
 @per_job
 def cell_sbatch(wildcards):
     cell = CELLS[wildcards.cell]
-    return sbatch_options(cell.get("host"), PLACEMENTS.get(cell.get("topology")))
+    return sbatch_options(cell.get("host"), PLACED.get(wildcards.cell))
 
 
 @per_job
@@ -348,7 +345,7 @@ def repetition_group(wildcards):
     run here, a dry run included (Snakemake would list them as group jobs)."""
     if workflow.local_exec:
         return None
-    placed = PLACEMENTS.get(CELLS[wildcards.cell].get("topology"))
+    placed = PLACED.get(wildcards.cell)
     if "host" not in STUDY.axes and placed is None:
         return "repetition"
     # packed per host, or per set of hosts for a placed topology (each job asks for exactly its hosts)
@@ -417,7 +414,7 @@ def analysis_targets():
     recipes = [STUDY.recipe(cell) for cell in STUDY.cells]
     used = {name for r in recipes for name in workloads.get(r.tool).analyses}
     names = [name for name in workloads.analyses() if name in used]  # in one order, whatever the study's
-    if len({cell.get("version") for cell in STUDY.cells} - {None}) > 1:
+    if versions.compared(STUDY.cells):
         names.append("versions")
     if any(workloads.open_loop(r.tool, r.options) for r in recipes):
         names.append("openloop")

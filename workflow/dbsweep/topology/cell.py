@@ -117,6 +117,14 @@ def serve(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
     return stack.enter("server", recipe.engine, database.running(recipe, fs.path, log, recipe.memory, keep=raw)), None
 
 
+def rtt_at_end(topology, recipe: Recipe, record: dict) -> None:
+    """The links' round trips measured again at the end of a window that ended well (run.json's
+    topology.rtt_end_ms; the start's are the topology's own rtt_ms), for delivered.py's link check; not in
+    a cell with timed events, which change the links."""
+    if topology is not None and not recipe.events:
+        record["topology"]["rtt_end_ms"] = topology.network.measure_rtt()
+
+
 def latency(recipe: Recipe):
     """A link's declared round trip and jitter in ms, by the names of its two ends (a timed event that
     changes a link puts it back to these)."""

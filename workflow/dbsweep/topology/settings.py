@@ -205,6 +205,22 @@ def _check_cells(draft: Draft, cells: list[Cell]) -> None:
             check_cell(cell["engine"], recipe(draft.config, cell.as_dict()))
 
 
+def placed_cells(cells: list[Cell], recipe) -> dict[str, placement.Placement]:
+    """The cells whose topology is placed on hosts (placement.of), by path, for their Slurm jobs (common.smk);
+    a placed cell with what a placed topology does not run yet (placement.check_cell) is refused, in one line,
+    before any job. recipe(cell): the cell's Recipe (Study.recipe)."""
+    out = {}
+    for cell in cells:
+        if cell.get(AXES[0]) is None:
+            continue
+        cell_recipe = recipe(cell)
+        placed = placement.of(cell_recipe.topology)
+        if placed is not None:
+            placement.check_cell(cell.path, cell_recipe)
+            out[cell.path] = placed
+    return out
+
+
 def _files(config: dict, absolute) -> None:
     """A proxy's program (proxies.<name>.path), relative to the study file's folder."""
     for name, spec in config.get("proxies", {}).items():

@@ -87,7 +87,7 @@ class Workload:
     not_applicable: Callable | None = None  # (options, engine) -> why it cannot run there, or None
     load: Callable | None = None  # (db, dataset, log): loads the dataset through the engine's client
     phases: Callable | None = None  # (options, threads, config_file) -> [(name, argv)]: runs in one window
-    measure: Callable | None = None  # (run.Window): drives the server itself (no per-second counters)
+    measure: Callable | None = None  # (database_run.Window): drives the server itself (no per-second counters)
     after_run: Callable | None = None  # (options, threads, config_file) -> (argv, raw file of its stdout)
     # (db, options, raw): once against the running server, after any warm-up and before the measured window (a
     # sysbench script's statements' plans), so that it changes no timing

@@ -3,7 +3,7 @@
 rate per client with concurrent range queries (qr), the same with point queries (qp).
 
 The prepared image holds the empty tables; every phase is measured, one after another in one measured
-window (run.py _measure_phases): raw/<phase>/stdout.txt is sysbench's own per-second and final report,
+window (measure.py measure_phases): raw/<phase>/stdout.txt is sysbench's own per-second and final report,
 raw/phases.json each phase's start, end and the datadir size at its end, and the server's own CPU and IO
 totals read at its start and end (dbsweep.accounting).
 
