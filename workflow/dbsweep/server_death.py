@@ -1,5 +1,5 @@
 """How a server's process ended, and its last words: what a failed repetition says when its server died
-(run.py), on one host or on a placed node's own (topology/host_step.py)."""
+(measure.py), on one host or on a placed node's own (topology/host_step.py)."""
 from __future__ import annotations
 
 import os
