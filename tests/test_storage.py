@@ -151,23 +151,43 @@ def test_detach_never_takes_away_an_image_attached_to_the_same_device_after_it(t
     assert leftovers(tmp_path) == []
 
 
+def private_copy_holding_only(dev: str) -> subprocess.Popen:
+    """A process in a private copy of the host's mount namespace that keeps dev's mount and lets every other
+    loop mount go: a bare copy would also hold the loop filesystems of runs measuring beside the test, and
+    their repetitions could not detach their devices while it lives (a gallery run failed so)."""
+    ours = storage.major_minor(dev)
+    others = [
+        line.split()[4].encode().decode("unicode_escape")
+        for line in Path("/proc/self/mountinfo").read_text().splitlines()
+        if line.split()[2].startswith("7:") and line.split()[2] != ours
+    ]
+    script = 'for m; do umount -l "$m"; done; exec sleep 60'
+    return subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sh", "-c", script, "sh", *others])
+
+
 def test_a_loop_mount_copied_into_another_mount_namespace_is_named_where_it_stays(tmp_path):
     """A mount namespace made while a loop filesystem is mounted keeps a copy the host's unmount does not
     reach where the copy is private: the device then cannot be detached, and the error names that namespace's
     process (a CI run failed "held open by no process" so)."""
     image, mnt = tmp_path / "fs.img", tmp_path / "mnt"
+    theirs, their_mnt = tmp_path / "theirs.img", tmp_path / "theirs"
     storage.sparse_file(image, "16M")
+    storage.sparse_file(theirs, "16M")
     dev = storage.sh(["losetup", "--find", "--show", str(image)]).stdout.strip()
+    their_dev = storage.sh(["losetup", "--find", "--show", str(theirs)]).stdout.strip()
     copy = None
     try:
-        storage.sh(["mkfs.ext4", "-q", str(dev)])
-        mnt.mkdir()
-        storage.sh(["mount", dev, str(mnt)])
-        copy = subprocess.Popen(["unshare", "--mount", "--propagation", "private", "sleep", "60"])
+        for device, target in ((dev, mnt), (their_dev, their_mnt)):
+            storage.sh(["mkfs.ext4", "-q", str(device)])
+            target.mkdir()
+            storage.sh(["mount", device, str(target)])
+        copy = private_copy_holding_only(dev)
         deadline = time.monotonic() + 10
-        while not storage.mounted_in(dev):
+        while storage.mounted_in(dev) != [f"{copy.pid} sleep"]:
             assert time.monotonic() < deadline, "the copy never showed"
             time.sleep(0.05)
+        storage.sh(["umount", str(their_mnt)])
+        assert storage.mounted_in(their_dev) == [], "the test's copy holds a run's loop mount beside it"
         storage.sh(["umount", str(mnt)])
         assert storage.mounted_in(dev) == [f"{copy.pid} sleep"]
         with pytest.raises(RuntimeError, match=rf"mounted in the mount namespace of {copy.pid} sleep"):
@@ -176,8 +196,9 @@ def test_a_loop_mount_copied_into_another_mount_namespace_is_named_where_it_stay
         if copy is not None:
             copy.kill()
             copy.wait()
-        subprocess.run(["umount", str(mnt)], capture_output=True)
-        storage.detach(dev)
+        for device, target in ((dev, mnt), (their_dev, their_mnt)):
+            subprocess.run(["umount", str(target)], capture_output=True)
+            storage.detach(device)
     assert storage.mounted_in(dev) == []
 
 
