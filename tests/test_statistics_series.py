@@ -1,6 +1,8 @@
 """Rule statistics at scale keeps its tables and verdicts: the binary columns of statistics_series give the
 same outputs as samples.csv.gz, and both match main's outputs from before (tests/fixtures/statistics_before,
-written by main's code on the same fixed synthetic study, generate.R there).
+written by main's code on the same fixed synthetic study, generate.R there). With its cache of per-cell
+figures (workflow/R/statistics_cache.R), a study that gained a cell or whose cell changed gets the same bytes
+as a full recompute.
 
 What may differ from before, and by how much: the bootstrap now draws each cell's resampled middle ranks
 from their exact distribution with uniforms seeded from the cell's identity (it drew them from a pool of
@@ -11,6 +13,7 @@ and after (3 of 248 here): there either verdict is the method's noise. With repe
 everything else (medians, windows, stalls, ratios, tests) nothing moves.
 """
 import csv
+import gzip
 import subprocess
 import sys
 from pathlib import Path
@@ -135,3 +138,103 @@ def test_a_missing_column_stops_naming_the_file_and_column(tmp_path):
                    tmp_path / "samples.parquet")
     with pytest.raises(ValueError, match=r"samples.parquet: missing column\(s\) lat_pct_ms"):
         write_series(tmp_path / "samples.parquet", ["threads"], tmp_path / "series")
+
+
+# Rule statistics on each folder of args[3] ("folder:trim_s", comma-separated) twice: with the cache args[4]
+# (out cached/, log cached.log) and without a cache (out full/).
+RUN_CACHED = r"""
+args <- commandArgs(TRUE)
+source(file.path(args[1], "library.R"), chdir = TRUE)
+options(dbsweep.chunk_rows = 1000L, dbsweep.cores = 2L)
+for (stage in strsplit(args[2], ",")[[1]]) {
+  dir <- sub(":.*", "", stage)
+  trim <- as.numeric(sub(".*:", "", stage))
+  for (mode in c("cached", "full")) {
+    out_dir <- file.path(dir, mode)
+    dir.create(out_dir)
+    out <- as.list(setNames(file.path(out_dir, c("steady_state.csv", "cell_stats.csv", "cell_stats.md",
+                                                 "comparisons.csv", "comparisons.md")),
+                            c("steady_state", "cell_stats_csv", "cell_stats_md", "comparisons_csv", "comparisons_md")))
+    tables <- list(summary = file.path(dir, "summary.csv.gz"), series = file.path(dir, "series"))
+    params <- list(axes = strsplit(args[4], ",")[[1]], baseline = list(), analysis = list(trim_s = trim),
+                   cache = if (mode == "cached") args[3])
+    invisible(rule_statistics(tables, out, params, log = file.path(dir, paste0(mode, ".log"))))
+  }
+}
+"""
+ADDED = ("innodb", "128M", "xfs", "4", "oltp")  # a cell in the middle of the order, and a baseline of engine
+CHANGED = ("myrocks", "64M", "xfs", "1", "oltp")  # the baseline of memory for its engine and threads
+
+
+def gz_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    with gzip.open(path, "rt", newline="") as f:
+        rows = list(csv.reader(f))
+    return rows[0], rows[1:]
+
+
+def write_gz(path: Path, header: list[str], rows: list[list[str]]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with gzip.open(path, "wt", newline="") as f:
+        csv.writer(f).writerows([header, *rows])
+
+
+def stage_folder(folder: Path, summary: tuple, samples: tuple) -> None:
+    """One study's tables, samples.parquet and series folder, as aggregate and statistics_series write them."""
+    from dbsweep.aggregate import to_parquet
+    from dbsweep.statistics_series import write_series
+
+    write_gz(folder / "summary.csv.gz", *summary)
+    write_gz(folder / "samples.csv.gz", *samples)
+    to_parquet(folder / "samples.csv.gz", folder / "samples.parquet", AXES)
+    write_series(folder / "samples.parquet", AXES, folder / "series", batch_rows=5_000)
+
+
+def cache_line(folder: Path) -> str:
+    return next(line for line in (folder / "cached.log").read_text().splitlines() if line.startswith("cache:"))
+
+
+@pytest.mark.parametrize("name", ["one_rep", "three_reps"])
+def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_changed(name, tmp_path):
+    """A study without one cell, then with it (added in the middle: every later cell's id moves, and it is the
+    baseline of another), then with one cell's throughput 1% higher in one repetition (same summary, new
+    data), then with another trim (settings): each run with the cache gives byte for byte the tables of a
+    run without it, reading back every cell but the added or changed one. With repetitions the noise pooled
+    over the study moves with the changed cell, so every t interval moves too."""
+    sys.path.insert(0, str(ROOT / "workflow"))
+    cells, seconds, reps = STUDIES[name]
+    gen = tmp_path / "generated"
+    gen.mkdir()
+    subprocess.run(["Rscript", str(FIXTURES / "generate.R"), str(cells), str(seconds), str(reps), str(gen)],
+                   check=True)
+    summary = gz_rows(gen / "summary.csv.gz")
+    samples = gz_rows(gen / "samples.csv.gz")
+    tps = samples[0].index("tps")
+
+    def without(table, cell):
+        return table[0], [r for r in table[1] if tuple(r[:5]) != cell]
+
+    def changed(table):
+        rows = [[*r[:tps], repr(float(r[tps]) * 1.01), *r[tps + 1:]] if tuple(r[:5]) == CHANGED and r[5] == "1"
+                else r for r in table[1]]
+        return table[0], rows
+
+    stages = {"before": (without(summary, ADDED), without(samples, ADDED), 0),
+              "added": (summary, samples, 0), "changed": (summary, changed(samples), 0),
+              "trimmed": (summary, changed(samples), 5)}
+    for stage, (summary_rows, sample_rows, _) in stages.items():
+        stage_folder(tmp_path / stage, summary_rows, sample_rows)
+    (tmp_path / "run_cached.R").write_text(RUN_CACHED)
+    spec = ",".join(f"{tmp_path / stage}:{trim}" for stage, (_, _, trim) in stages.items())
+    subprocess.run(["Rscript", str(tmp_path / "run_cached.R"), str(ROOT / "workflow" / "R"), spec,
+                   str(tmp_path / "cache"), ",".join(AXES)], check=True, capture_output=True)
+    for stage in stages:
+        for table in ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md"):
+            assert (tmp_path / stage / "cached" / table).read_bytes() == \
+                (tmp_path / stage / "full" / table).read_bytes(), (stage, table)
+    assert f"0 cells read back, {cells - 1} computed" in cache_line(tmp_path / "before")
+    assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "added")
+    assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "changed")
+    assert f"0 cells read back, {cells} computed" in cache_line(tmp_path / "trimmed")
+    moved = [a != b for a, b in zip(rows(tmp_path / "added" / "full" / "cell_stats.csv"),
+                                    rows(tmp_path / "changed" / "full" / "cell_stats.csv"), strict=True)]
+    assert sum(moved) >= 1  # the change shows in the tables: a stale figure would differ from the full run

@@ -493,6 +493,7 @@ cell_stats <- function(win, axes, value = "value", settings = STATS_DEFAULTS, id
   setattr(out, "draws", draws)
   setattr(out, "noise", pooled_noise(cv$rep_values))
   setattr(out, "rep_values", cv$rep_values)  # to pool the noise over chunks of cells
+  setattr(out, "basis", cv$basis)  # what the draws are drawn from: rule statistics' cache keeps it
   out[]
 }
 
@@ -548,8 +549,10 @@ noise_verdict_ci <- function(low, high) {
 # medians (blocks of one run: within-run noise only). Returns one row per
 # compared cell: axis, baseline, the axes, median, median_baseline, ratio,
 # ratio_low, ratio_high, verdict, test. Cells without a baseline cell are
-# left out.
-ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$level) {
+# left out. `bounds` (rows, base_rows) gives the bootstrap CIs of the ratios
+# of those rows of `cells` to those (default: ratio_quantiles() of attr draws;
+# rule statistics reads the unchanged pairs' from its cache).
+ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$level, bounds = NULL) {
   draws <- attr(cells, "draws")
   noise <- attr(cells, "noise")
   dt <- cells[, c(axes, "median", "rep_gmean", "reps"), with = FALSE]
@@ -574,7 +577,8 @@ ratio_to_baseline <- function(cells, axes, axis, base, level = STATS_DEFAULTS$le
                  test = sprintf("t on log medians, run-to-run noise %s%% pooled over the study (df %d)",
                                 format_number(100 * noise$s), noise$df))]
   } else {
-    ci <- ratio_quantiles(draws, pairs$.row, pairs$.base_row, level)
+    ci <- if (is.null(bounds)) ratio_quantiles(draws, pairs$.row, pairs$.base_row, level)
+          else bounds(pairs$.row, pairs$.base_row)
     pairs[, `:=`(ratio = baseline_ratio(median, median_baseline), ratio_low = ci$low, ratio_high = ci$high,
                  test = "bootstrap of block medians (one repetition: within-run noise only)")]
   }

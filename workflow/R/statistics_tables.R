@@ -17,7 +17,7 @@
 # repetitions' steady-state flags and stalls, from cell_series()' series and
 # cells and steady_windows() on .cell. attr "parts": per metric, the
 # cell_stats() of its cells (with their bootstrap draws and pooled noise) for
-# comparisons_table().
+# comparisons_table(), attrs cells (each row's .cell) and basis (what its draws are drawn from).
 all_cell_stats <- function(series, windows, cells, axes, settings,
                            win = window_samples(series, windows, c(".cell", "rep"), "throughput")) {
   flags <- windows[, .(not_steady = sum(steady %in% FALSE),
@@ -46,6 +46,8 @@ all_cell_stats <- function(series, windows, cells, axes, settings,
       setattr(out, "draws", attr(s, "draws"))
       setattr(out, "noise", attr(s, "noise"))
       setattr(out, "rep_values", attr(s, "rep_values"))
+      setattr(out, "basis", attr(s, "basis"))
+      setattr(out, "cells", s$.cell)
       parts[[metric_name]] <- out
     }
   }
@@ -64,14 +66,16 @@ compared_axes <- function(cells, axes, baseline = list()) {
   c(named, setdiff(varying, c("workload", named)))
 }
 
-# Ratios of every cell to its baseline cell, per compared axis and metric.
-comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS) {
+# Ratios of every cell to its baseline cell, per compared axis and metric. `store` (statistics_store(), or
+# NULL): the bootstrap CIs of the pairs of unchanged cells are read from rule statistics' cache.
+comparisons_table <- function(cells, axes, baseline = list(), settings = STATS_DEFAULTS, store = NULL) {
   parts <- attr(cells, "parts")
   out <- list()
   for (axis in compared_axes(cells, axes, baseline)) {
     base <- baseline_value(cells[[axis]], axis, baseline)
     for (metric_name in names(parts)) {
-      r <- ratio_to_baseline(parts[[metric_name]], axes, axis, base, settings$level)
+      bounds <- if (!is.null(store)) store_bounds(store, parts[[metric_name]], metric_name, axes, settings)
+      r <- ratio_to_baseline(parts[[metric_name]], axes, axis, base, settings$level, bounds)
       if (nrow(r) == 0) next
       r[, metric := metric_name]
       set(r, j = "axis_value", value = as.character(r[[axis]]))
@@ -245,20 +249,29 @@ study_statistics <- function(summary, samples, axes, baseline = list(),
 # memory holds a chunk's samples per process (100 million samples fit in 8 GB), and the tables are the same
 # as in one piece (each cell's bootstrap is seeded from its identity). Only the bootstrap draws and
 # per-repetition medians of every cell are kept for the comparisons.
-statistics_of_series <- function(summary, source, axes, baseline = list(), settings = STATS_DEFAULTS) {
+#
+# `cache` (a folder, or NULL): rule statistics' cache of per-cell figures (statistics_cache.R). The cells
+# whose inputs are those of the last run are read back from it, only the others computed; the tables are
+# the same bytes as without it.
+statistics_of_series <- function(summary, source, axes, baseline = list(), settings = STATS_DEFAULTS,
+                                 cache = NULL) {
   if (is.null(source$read)) source <- cell_chunks(source)
   start <- proc.time()[["elapsed"]]
+  store <- statistics_store(cache, source, summary, axes, settings)
   kept <- per_second_summary(summary, source$cells, axes)
   summary <- kept$summary
   check_cells_without_samples(summary, source$cells, axes)
-  chunks <- map_chunks(source$chunks, chunk_statistics, summary = summary, source = source, own = kept$own,
+  todo <- if (is.null(store)) source$chunks else chunks_of_cells(source, store$fresh)
+  chunks <- map_chunks(todo, chunk_statistics, summary = summary, source = source, own = kept$own,
                        axes = axes, settings = settings)
+  if (!is.null(store)) chunks <- c(list(store$cached), chunks)
   windows <- rbindlist(lapply(chunks, `[[`, "windows"), use.names = TRUE)
+  if (is.unsorted(windows$.cell)) setorder(windows, .cell)  # stable: each cell's rows keep their order
   spent <- Reduce(`+`, lapply(chunks, `[[`, "seconds"))
   log_line(paste("steady state: %d repetitions, %d flagged, %d with stalls (%.1f s; per chunk, summed over %d",
                  "chunk(s) in %d process(es): read %.1f, check %.1f, steady %.1f, windows %.1f, per cell %.1f)"),
            nrow(windows), sum(windows$steady %in% FALSE), sum(windows$stall_seconds > 0),
-           proc.time()[["elapsed"]] - start, length(chunks), chunk_cores(length(chunks)), spent[["read"]],
+           proc.time()[["elapsed"]] - start, length(todo), chunk_cores(length(todo)), spent[["read"]],
            spent[["check"]], spent[["steady"]], spent[["window"]], spent[["cells"]])
   parts <- list()
   for (chunk in chunks) {
@@ -267,9 +280,21 @@ statistics_of_series <- function(summary, source, axes, baseline = list(), setti
   rm(chunks)
   cells <- joined_cell_stats(parts, axes)
   log_line("cell statistics: %d rows (%.1f s)", nrow(cells), proc.time()[["elapsed"]] - start)
-  comparisons <- comparisons_table(cells, axes, baseline, settings)
+  comparisons <- comparisons_table(cells, axes, baseline, settings, store)
   log_line("comparisons: %d rows (%.1f s)", nrow(comparisons), proc.time()[["elapsed"]] - start)
+  if (!is.null(store)) {
+    save_statistics_store(store, windows, cells)
+    log_line("cache: %d cells read back, %d computed, written to %s (%.1f s)", nrow(source$cells) -
+               length(store$fresh), length(store$fresh), store$path, proc.time()[["elapsed"]] - start)
+  }
+  windows[, .cell := NULL]
   list(windows = windows, cells = cells, comparisons = comparisons)
+}
+
+# The chunks (cell_chunk_ids()) of the cells `ids` of `source` alone: those the cache does not hold.
+chunks_of_cells <- function(source, ids) {
+  if (length(ids) == nrow(source$cells)) return(source$chunks)
+  lapply(cell_chunk_ids(source$per_cell[ids]), function(at) ids[at])
 }
 
 # How many processes work through n chunks: getOption("dbsweep.cores") (rule statistics' threads), at most n.
@@ -313,20 +338,33 @@ chunk_statistics <- function(ids, summary, source, own, axes, settings) {
   lap("window")
   stats <- all_cell_stats(NULL, windows, compact$cells, axes, settings, win)
   lap("cells")
-  list(windows = with_cell_axes(windows, compact$cells, axes), parts = attr(stats, "parts"), seconds = seconds)
+  list(windows = with_cell_axes(windows, compact$cells, axes)[, .cell := windows$.cell],
+       parts = attr(stats, "parts"), seconds = seconds)
 }
 
-# all_cell_stats()' table from its parts (per metric, one per chunk): each metric's rows, draws and
-# per-repetition medians joined in the chunks' order, the noise pooled over all of them; throughput metrics
-# first, each kind in order of first appearance, as all_cell_stats() orders them on one piece.
+# all_cell_stats()' table from its parts (per metric, one per chunk, or read from the cache): each metric's
+# rows, draws and per-repetition medians joined in the order of their cells' ids, the noise pooled over all
+# of them; throughput metrics first, then each metric in the order of its first cell. Draws: NULL when a part
+# has none (read from the cache: store_bounds() draws them again where needed).
 joined_cell_stats <- function(parts, axes) {
   joined <- lapply(parts, function(chunks) {
+    ids <- unlist(lapply(chunks, attr, "cells"), use.names = FALSE)
+    order_ids <- if (is.unsorted(ids)) order(ids) else NULL
+    in_order <- function(x) if (is.null(order_ids)) x else if (is.matrix(x)) x[, order_ids, drop = FALSE]
+                            else x[order_ids]
     out <- rbindlist(chunks, use.names = TRUE)
-    setattr(out, "draws", do.call(cbind, lapply(chunks, attr, "draws")))
-    setattr(out, "noise", pooled_noise(do.call(c, lapply(chunks, attr, "rep_values"))))
+    if (!is.null(order_ids)) out <- out[order_ids]
+    draws <- lapply(chunks, attr, "draws")
+    setattr(out, "draws", if (!any(vapply(draws, is.null, TRUE))) in_order(do.call(cbind, draws)))
+    rep_values <- in_order(do.call(c, lapply(chunks, attr, "rep_values")))
+    setattr(out, "noise", pooled_noise(rep_values))
+    setattr(out, "rep_values", rep_values)
+    setattr(out, "basis", in_order(do.call(c, lapply(chunks, attr, "basis"))))
+    setattr(out, "cells", in_order(ids))
     out
   })
-  joined <- joined[order(!names(joined) %in% THROUGHPUT_METRICS)]  # order() is stable
+  first <- vapply(joined, function(part) as.numeric(min(attr(part, "cells"))), 0)
+  joined <- joined[order(!names(joined) %in% THROUGHPUT_METRICS, first)]
   stats <- rbindlist(joined, use.names = TRUE)
   setcolorder(stats, c(axes, "metric"))
   setattr(stats, "parts", joined)
@@ -416,23 +454,26 @@ cell_chunk_ids <- function(per_cell, chunk_rows = statistics_chunk_rows()) {
   unname(split(seq_along(per_cell), (cumsum(as.numeric(per_cell)) - per_cell) %/% size))
 }
 
-# samples_by_cell()'s list(cells, samples) as a source of chunks: cells, rows (samples in all), chunks (the
-# cells' ids per chunk) and read(ids): the samples of those cells.
+# samples_by_cell()'s list(cells, samples) as a source of chunks: cells, rows (samples in all), per_cell
+# (samples per cell id), chunks (the cells' ids per chunk), read(ids): the samples of those cells; and
+# fingerprints (NULL: the cells' samples are not fingerprinted, so rule statistics' cache is not used).
 cell_chunks <- function(by_cell, chunk_rows = statistics_chunk_rows()) {
   samples <- by_cell$samples
   per_cell <- tabulate(samples$.cell, nrow(by_cell$cells))
   chunks <- cell_chunk_ids(per_cell, chunk_rows)
   read <- function(ids) {
-    if (length(chunks) == 1L) return(samples)
-    samples[.cell >= min(ids) & .cell <= max(ids)]
+    if (length(ids) == nrow(by_cell$cells)) return(samples)
+    if (max(ids) - min(ids) + 1L == length(ids)) return(samples[.cell >= min(ids) & .cell <= max(ids)])
+    samples[.cell %in% ids]
   }
-  list(cells = by_cell$cells, rows = nrow(samples), chunks = chunks, read = read)
+  list(cells = by_cell$cells, rows = nrow(samples), per_cell = per_cell, chunks = chunks, read = read,
+       fingerprints = NULL, columns = names(samples))
 }
 
 # The folder rule statistics_series writes (workflow/dbsweep/statistics_series.py: series.json, cells.csv,
-# one little-endian binary file per column) as a source of chunks (cell_chunks()): only the cell ids are
-# read whole (4 bytes a sample); read(ids) reads the other columns' rows of those cells, each stretch of
-# the file that holds them at once.
+# one little-endian binary file per column, fingerprints.txt) as a source of chunks (cell_chunks()): only
+# the cell ids are read whole (4 bytes a sample); read(ids) reads the other columns' rows of those cells,
+# each stretch of the file that holds them at once.
 series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   manifest <- jsonlite::fromJSON(file.path(dir, "series.json"))
   n <- as.integer(manifest$rows)
@@ -449,7 +490,7 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   run_start <- run_end - runs$lengths  # rows before the run
   per_cell <- as.vector(tapply(runs$lengths, factor(runs$values, seq_len(nrow(cells))), sum, default = 0L))
   read <- function(ids) {
-    take <- which(runs$values >= min(ids) & runs$values <= max(ids))
+    take <- which(runs$values %in% ids)
     # adjacent runs make one stretch of the file
     stretch <- cumsum(c(TRUE, run_start[take][-1L] != run_end[take][-length(take)]))
     from <- run_start[take][!duplicated(stretch)]
@@ -457,7 +498,18 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
     columns <- lapply(seq_along(paths), function(i) read_stretches(paths[i], kinds[[i]], from, len))
     setDT(setNames(columns, names(kinds)))
   }
-  list(cells = cells, rows = n, chunks = cell_chunk_ids(per_cell, chunk_rows), read = read)
+  list(cells = cells, rows = n, per_cell = per_cell, chunks = cell_chunk_ids(per_cell, chunk_rows), read = read,
+       fingerprints = series_fingerprints(file.path(dir, "fingerprints.txt"), nrow(cells)),
+       columns = names(kinds))
+}
+
+# The cells' fingerprints (statistics_series.py: a hash of each cell's rows, one line per cell in id order),
+# or NULL when the folder has none (written before they were).
+series_fingerprints <- function(path, cells) {
+  if (!file.exists(path)) return(NULL)
+  out <- readLines(path)
+  if (length(out) != cells) stop(path, ": ", length(out), " fingerprints for ", cells, " cells")
+  out
 }
 
 # rle() of the n cell ids of the binary column `path`, read `piece` values at a time (100 million ids
@@ -537,7 +589,8 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   summary <- read_summary(input[["summary"]], axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  s <- statistics_of_series(summary, read_rule_series(input, axes, nrow(summary)), axes, params[["baseline"]], settings)
+  s <- statistics_of_series(summary, read_rule_series(input, axes, nrow(summary)), axes, params[["baseline"]], settings,
+                            params[["cache"]])
   s <- with_deviations(s, summary, axes, isTRUE(params[["analysis"]][["include_deviated"]]))
 
   write_csv(s$windows, output[["steady_state"]])

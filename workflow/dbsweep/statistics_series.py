@@ -9,6 +9,10 @@ into one folder:
 - one file per column, the values of every sample in the parquet's order, little-endian: `.cell.i32`,
   `rep.i32`, `second.i32` (32-bit integers), `tps.f64`, `iops.f64`, `lat_ms.f64`, `lat_pct_ms.f64`
   (64-bit floats, NaN where the table has none; tps only where the table has it);
+- fingerprints.txt: one line per cell (in `.cell` order), 16 hex digits: a hash of the cell's rows (every
+  column above but `.cell`), whatever their order in the table. Rule statistics keeps each cell's figures in a
+  cache keyed by it (workflow/R/statistics_cache.R): a cell rerun with other data gets another fingerprint,
+  so its figures are computed again, never read back stale;
 - series.json: {"rows": n, "columns": {name: "i32" | "f64"}}, written last.
 
 workflow/R/statistics_tables.R (read_series_columns) reads it back.
@@ -44,6 +48,7 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
     files = {name: (out / f"{name}.{'i32' if name in INTEGERS else 'f64'}").open("wb") for name in values}
     files[".cell"] = (out / ".cell.i32").open("wb")
     rows = 0
+    fingerprints = np.zeros(1, dtype=np.uint64)  # at [id]: the sum of the cell's row hashes
     try:
         for batch in source.iter_batches(batch_size=batch_rows, columns=[*axes, *values]):
             row_codes = [axis_codes(batch.column(a), known) for a, known in zip(axes, codes, strict=True)]
@@ -56,11 +61,17 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
                     ids[cell] = len(ids) + 1
                     first_rows.append(cell)
                 lookup[position] = ids[cell]
-            lookup[inverse.reshape(-1)].tofile(files[".cell"])
+            cell_ids = lookup[inverse.reshape(-1)]
+            cell_ids.tofile(files[".cell"])
+            columns = []
             for name in values:
                 column = batch.column(name).to_numpy(zero_copy_only=False)
-                dtype = "<i4" if name in INTEGERS else "<f8"
-                np.asarray(column, dtype=dtype).tofile(files[name])
+                column = np.asarray(column, dtype="<i4" if name in INTEGERS else "<f8")
+                column.tofile(files[name])
+                columns.append(column)
+            if len(fingerprints) <= len(ids):
+                fingerprints = np.concatenate([fingerprints, np.zeros(len(ids) + 1 - len(fingerprints), np.uint64)])
+            np.add.at(fingerprints, cell_ids, row_hashes(columns))  # wraps modulo 2^64
             rows += batch.num_rows
     finally:
         for f in files.values():
@@ -70,9 +81,35 @@ def write_series(parquet: Path, axes: list[str], out: Path, batch_rows: int = 1 
     cells = pa.table({".cell": pa.array(range(1, len(ids) + 1), pa.int32()),
                       **{a: pa.array([r[a] for r in first_rows]).cast(pa.string()) for a in axes}})
     pacsv.write_csv(cells, out / "cells.csv")
+    (out / "fingerprints.txt").write_text("".join(f"{int(f):016x}\n" for f in fingerprints[1:len(ids) + 1]))
     kinds = {name: "i32" if name in INTEGERS else "f64" for name in values}
     (out / "series.json").write_text(json.dumps({"rows": rows, "columns": {".cell": "i32", **kinds}}) + "\n")
     return rows
+
+
+HASH_MULTIPLIERS = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0xD6E8FEB86659FD93,
+                    0xFF51AFD7ED558CCD, 0xC4CEB9FE1A85EC53, 0x85EBCA77C2B2AE63, 0x27D4EB2F165667C5)
+
+
+def row_hashes(columns: list):
+    """A 64-bit hash of each row of `columns` (numpy arrays of equal length: each value's bits times an odd
+    constant of its column, summed, then splitmix64's finaliser). A cell's fingerprint is the sum of its rows'
+    hashes: any change of a value, a row added or dropped changes it, and the rows' order does not."""
+    import numpy as np
+
+    if len(columns) > len(HASH_MULTIPLIERS):
+        raise ValueError(f"row_hashes: {len(columns)} columns, constants for {len(HASH_MULTIPLIERS)}")
+    with np.errstate(over="ignore"):
+        h = np.zeros(len(columns[0]) if columns else 0, dtype=np.uint64)
+        for column, k in zip(columns, HASH_MULTIPLIERS, strict=False):
+            bits = column.view(np.uint32 if column.dtype.itemsize == 4 else np.uint64).astype(np.uint64)
+            h += bits * np.uint64(k)
+        h ^= h >> np.uint64(30)
+        h *= np.uint64(0xBF58476D1CE4E5B9)
+        h ^= h >> np.uint64(27)
+        h *= np.uint64(0x94D049BB133111EB)
+        h ^= h >> np.uint64(31)
+    return h
 
 
 def axis_codes(column, known: dict):

@@ -41,6 +41,8 @@ rule statistics:
         axis_values=STUDY.axis_values,
         baseline=STUDY.baseline,
         analysis=ANALYSIS,
+        # per-cell figures of the last run, keyed by each cell's inputs: only changed cells are recomputed
+        cache="results/cache/statistics",
     script:
         "../scripts/analysis.R"
 

@@ -1,0 +1,161 @@
+# Rule statistics' cache of per-cell figures (params cache: a folder), so that a study that gained or
+# changed a few cells recomputes those cells, not all of them: adding one cell to a study of 10,000 cells
+# read the whole 10 million samples again and redid every cell and comparison.
+#
+# What is kept (one file, statistics.rds, the last run's): per cell, its steady-state windows, per metric
+# its cell_stats row, its per-repetition medians and the values its bootstrap draws from; per bootstrap
+# comparison (one repetition: the CI depends on its two cells only), the CI of the ratio.
+#
+# When a cell's figure is read back rather than computed: only when everything it is computed from is as
+# it was (a trust tool never serves a stale figure). A cell's key is its identity (the axes' values), the
+# fingerprint of its per-second rows (statistics_series.py: a hash of every value of every row, so a cell
+# rerun with new data has a new key) and the text of its summary rows (every column); the whole cache's
+# header is the settings, the axes, the series' and summary's columns, the analysis library's code (md5 of
+# its files), R's and data.table's versions: a different header discards the cache. What depends on every
+# cell is computed again each time from the per-cell parts: the run-to-run noise pooled over the study
+# (so every t interval), the order of rows and metrics, the markdown. The tables are the same bytes as
+# without the cache (tests/test_statistics_series.py compares them).
+
+STATISTICS_CACHE_FORMAT <- 1L
+STATISTICS_CACHE_FILE <- "statistics.rds"
+
+# The analysis library's folder: library.R sources every file with the folder as working directory.
+STATISTICS_LIBRARY <- if (file.exists("statistics_cache.R")) normalizePath(".") else NULL
+
+# The cache's header: everything every cell's figures depend on besides its own inputs (NULL: the library's
+# files are not found, so nothing is cached).
+statistics_cache_header <- function(settings, axes, columns) {
+  if (is.null(STATISTICS_LIBRARY)) return(NULL)
+  files <- sort(list.files(STATISTICS_LIBRARY, "\\.R$", full.names = TRUE))
+  code <- tools::md5sum(files)
+  paste(c(paste("format", STATISTICS_CACHE_FORMAT), R.version.string,
+          paste("data.table", as.character(utils::packageVersion("data.table"))),
+          paste(basename(files), unname(code)), paste("axes:", paste(axes, collapse = "\t")),
+          paste("columns:", paste(columns, collapse = "\t")), deparse(settings[order(names(settings))])),
+        collapse = "\n")
+}
+
+# One key per cell of `cells` (.cell and the axes): its identity, fingerprint and summary rows as text
+# (doubles to 17 digits: any change of a value shows).
+statistics_cell_keys <- function(cells, fingerprints, summary, axes) {
+  columns <- lapply(summary, function(x) if (is.double(x)) sprintf("%.17g", x) else as.character(x))
+  rows <- do.call(paste, c(unname(columns), sep = "\t"))
+  text <- data.table(summary[, ..axes], .text = rows)[, .(.text = paste(.text, collapse = "\n")), by = axes]
+  paste(identity_text(cells[, ..axes]), fingerprints, text[cells, on = axes, .text], sep = "\n")
+}
+
+# What rule statistics reads from its cache and writes back: path (the file), header, keys (one per cell id
+# of `source`), fresh (the ids of the cells to compute), cached (chunk_statistics()' shape: windows and
+# per-metric parts of the cells read back, their attr cells the current ids), old_pairs (the cached bootstrap
+# CIs of comparisons, in the current ids), pairs (an environment collecting this run's), settings. NULL
+# without a folder or without fingerprints (samples.csv.gz, the tests' studies): everything is computed.
+statistics_store <- function(folder, source, summary, axes, settings) {
+  if (is.null(folder) || is.null(source$fingerprints)) return(NULL)
+  header <- statistics_cache_header(settings, axes, c(source$columns, names(summary)))
+  if (is.null(header)) return(NULL)
+  keys <- statistics_cell_keys(source$cells, source$fingerprints, summary, axes)
+  path <- file.path(folder, STATISTICS_CACHE_FILE)
+  old <- read_statistics_cache(path, header)
+  entry <- if (is.null(old)) rep(NA_integer_, length(keys)) else match(keys, old$keys)
+  entry[duplicated(entry, incomparables = NA)] <- NA_integer_  # not reached: keys hold the identity
+  now <- function(old_ids) match(old_ids, entry)  # an old cell id -> its id now (NA: not read back)
+  cached <- list(windows = NULL, parts = list(),
+                 seconds = c(read = 0, check = 0, steady = 0, window = 0, cells = 0))
+  old_pairs <- NULL
+  if (!is.null(old)) {
+    cached$windows <- old$windows[, .cell := now(.cell)][!is.na(.cell)]
+    if (!nrow(cached$windows)) cached$windows <- NULL
+    for (m in names(old$metrics)) {
+      cached$parts[[m]] <- cached_part(old$metrics[[m]], now)
+      if (!nrow(cached$parts[[m]])) cached$parts[[m]] <- NULL
+    }
+    old_pairs <- old$pairs[, `:=`(cell = now(cell), base = now(base))][!is.na(cell) & !is.na(base)]
+  }
+  pairs <- new.env()
+  pairs$found <- list()
+  list(path = path, header = header, keys = keys, fresh = which(is.na(entry)), cached = cached,
+       old_pairs = old_pairs, pairs = pairs, settings = settings)
+}
+
+# The cache's file when its header is `header` (else NULL: made by other code or settings, or unreadable).
+read_statistics_cache <- function(path, header) {
+  if (!file.exists(path)) return(NULL)
+  old <- tryCatch(readRDS(path), error = function(e) NULL)
+  if (!is.list(old) || !identical(old$header, header)) return(NULL)
+  setalloccol(old$windows)
+  setalloccol(old$pairs)
+  for (m in names(old$metrics)) setalloccol(old$metrics[[m]]$rows)
+  old
+}
+
+# One metric's cached cells as a part of all_cell_stats() (attrs cells, rep_values, basis; no draws), the
+# cells no longer read back left out.
+cached_part <- function(metric, now) {
+  ids <- now(metric$cells)
+  keep <- which(!is.na(ids))
+  out <- metric$rows[keep]
+  setattr(out, "cells", ids[keep])
+  setattr(out, "rep_values", metric$rep_values[keep])
+  setattr(out, "basis", metric$basis[keep])
+  out
+}
+
+# ratio_to_baseline()'s `bounds` for one metric's part: the bootstrap CI of each ratio of rows to base_rows,
+# read from the cache where both cells were read back (and were compared last time), else computed from
+# their draws (attr draws, or drawn again from attr basis: each cell's bootstrap is seeded from its
+# identity, so they are the same draws). Every pair's CI is kept for the next run.
+store_bounds <- function(store, part, metric_name, axes, settings) {
+  ids <- attr(part, "cells")
+  function(rows, base_rows) {
+    low <- high <- rep(NA_real_, length(rows))
+    known <- rep(FALSE, length(rows))
+    if (!is.null(store$old_pairs) && length(rows)) {
+      hit <- store$old_pairs[data.table(metric = metric_name, cell = ids[rows], base = ids[base_rows]),
+                             on = c("metric", "cell", "base"), which = TRUE, mult = "first"]
+      known <- !is.na(hit)
+      low[known] <- store$old_pairs$low[hit[known]]
+      high[known] <- store$old_pairs$high[hit[known]]
+    }
+    todo <- which(!known)
+    if (length(todo)) {
+      draws <- attr(part, "draws")
+      ci <- if (!is.null(draws)) {
+        ratio_quantiles(draws, rows[todo], base_rows[todo], settings$level)
+      } else {
+        needed <- unique(c(rows[todo], base_rows[todo]))
+        ids_text <- identity_text(part[needed, ..axes], metric_name)
+        drawn <- bootstrap_medians(attr(part, "basis")[needed], settings$draws, settings$seed, ids_text)
+        ratio_quantiles(drawn, match(rows[todo], needed), match(base_rows[todo], needed), settings$level)
+      }
+      low[todo] <- ci$low
+      high[todo] <- ci$high
+    }
+    found <- store$pairs$found
+    found[[length(found) + 1L]] <- data.table(metric = metric_name, cell = ids[rows], base = ids[base_rows],
+                                              low = low, high = high)
+    store$pairs$found <- found
+    list(low = low, high = high)
+  }
+}
+
+# Writes this run's per-cell figures (windows with .cell, joined_cell_stats()' parts, the pairs' CIs
+# store_bounds() found) as the cache: written to a temporary file and renamed, so that a run stopped while
+# writing leaves the last cache or none, never half of one.
+save_statistics_store <- function(store, windows, cells) {
+  parts <- attr(cells, "parts")
+  metrics <- lapply(parts, function(part) {
+    rows <- copy(part)
+    for (a in c("draws", "noise", "rep_values", "basis", "cells")) setattr(rows, a, NULL)
+    list(rows = rows, cells = attr(part, "cells"), rep_values = attr(part, "rep_values"),
+         basis = attr(part, "basis"))
+  })
+  pairs <- rbindlist(c(list(data.table(metric = character(), cell = integer(), base = integer(), low = numeric(),
+                                       high = numeric())), store$pairs$found))
+  pairs <- unique(pairs, by = c("metric", "cell", "base"))  # a pair compared on two axes: not possible, kept once
+  dir.create(dirname(store$path), recursive = TRUE, showWarnings = FALSE)
+  tmp <- paste0(store$path, ".tmp", Sys.getpid())
+  saveRDS(list(header = store$header, keys = store$keys, windows = copy(windows), metrics = metrics,
+               pairs = pairs), tmp, compress = FALSE)
+  file.rename(tmp, store$path)
+  invisible(store$path)
+}
