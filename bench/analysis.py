@@ -14,8 +14,16 @@ tables of every axis. Goals (issue 37): under 20 s and 2 GB for 10 million; unde
 --pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the same
 series folder, interleaved with this tree's, and prints the medians of both.
 
+--add-one: the one-cell addition. The study gains one cell (a copy of the first cell's samples under a memory
+value of its own, appended as the last row group; one more summary row). Rule statistics runs on the study
+and writes its cache; then, on the study with the added cell, --pairs times (at least once) interleaved:
+rule statistics with that cache ("after": the added cell computed, the others read back) and without a cache
+("before": a full recompute). The outputs of both must be the same bytes. The series step of the larger
+study (it reads every sample) is timed apart.
+
     .venv/bin/python bench/analysis.py [--cells 10000] [--seconds 1000] [--reps 1] [--pairs 0] [--cores 2]
     .venv/bin/python bench/analysis.py --samples 100000000 --no-csv --keep /tmp/analysis-100m   # 10,000 x 10,000 s
+    .venv/bin/python bench/analysis.py --no-csv --add-one --pairs 3 --keep /tmp/analysis-10m   # one cell added
     .venv/bin/python bench/analysis.py --smoke     # 40 cells x 120 s: checks it still runs
 """
 from __future__ import annotations
@@ -68,6 +76,7 @@ cat(nrow(s), "\n")
 ANALYSE = r"""
 args <- commandArgs(TRUE)
 library_dir <- args[1]; dir <- args[2]; input <- args[3]; out_dir <- file.path(args[5], input)
+cache <- if (length(args) > 5 && nzchar(args[6])) args[6]  # rule statistics' cache folder (params cache)
 source(file.path(library_dir, "library.R"), chdir = TRUE)
 invisible(compiler::enableJIT(3L))  # as workflow/scripts/analysis.R for data over 2 MB
 options(dbsweep.cores = as.integer(args[4]))  # as workflow/scripts/analysis.R: the rule's threads
@@ -76,10 +85,10 @@ out <- as.list(setNames(file.path(out_dir, c("steady_state.csv", "cell_stats.csv
                                              "comparisons.csv", "comparisons.md")),
                         c("steady_state", "cell_stats_csv", "cell_stats_md", "comparisons_csv",
                           "comparisons_md")))
-dir.create(out_dir, showWarnings = FALSE)
+dir.create(out_dir, recursive = TRUE, showWarnings = FALSE)
 tables <- list(summary = file.path(dir, "summary.csv.gz"))
 if (input == "series") tables$series <- file.path(dir, "series") else tables$samples <- file.path(dir, "samples.csv.gz")
-rule_statistics(tables, out, list(axes = axes, baseline = list(), analysis = list()), log = NULL)
+rule_statistics(tables, out, list(axes = axes, baseline = list(), analysis = list(), cache = cache), log = NULL)
 """
 
 def generate_parquet(cells: int, seconds: int, reps: int, folder: Path, cells_per_piece: int = 1000) -> int:
@@ -136,6 +145,41 @@ def generate_parquet(cells: int, seconds: int, reps: int, folder: Path, cells_pe
     return len(rows) * seconds
 
 
+def with_one_more_cell(source: Path, folder: Path) -> None:
+    """source's study (summary.csv.gz, samples.parquet) with one more cell in `folder`: the first cell's
+    summary rows and samples under the memory value 1000000M (no other cell has it), its samples appended as
+    the parquet's last row group, its summary rows as the last rows."""
+    import gzip
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    folder.mkdir(parents=True, exist_ok=True)
+    lines = gzip.open(source / "summary.csv.gz", "rt").read().splitlines()
+    header = lines[0].split(",")
+    first = lines[1].split(",")
+    at = [header.index(a) for a in AXES]
+    added = [",".join(["1000000M" if h == "memory" else v for h, v in zip(header, r.split(","), strict=True)])
+             for r in lines[1:] if [r.split(",")[i] for i in at] == [first[i] for i in at]]
+    with gzip.open(folder / "summary.csv.gz", "wt") as f:
+        f.write("\n".join([*lines, *added]) + "\n")
+    parquet = pq.ParquetFile(source / "samples.parquet")
+    with pq.ParquetWriter(folder / "samples.parquet", parquet.schema_arrow, compression="zstd") as writer:
+        for i in range(parquet.num_row_groups):
+            writer.write_table(parquet.read_row_group(i))
+        table = parquet.read_row_group(0)
+        mask = None
+        for axis, value in zip(AXES, first[:len(AXES)], strict=True):
+            column = table.column(axis)
+            same = pc.equal(pc.cast(column, "string"), value)
+            mask = same if mask is None else pc.and_(mask, same)
+        cell = table.filter(mask)
+        memory = cell.schema.get_field_index("memory")
+        added = pa.array(["1000000M"] * cell.num_rows).cast(cell.schema.field("memory").type)
+        writer.write_table(cell.set_column(memory, "memory", added))
+
+
 SERIES = """
 import sys
 from pathlib import Path
@@ -183,10 +227,58 @@ CHILDREN_CPU = [0.0]  # CPU seconds of the children waited for so far (getrusage
 def this_tree(workflow: Path, data: Path, tmp: Path, cores: int) -> dict:
     """Rule statistics_series' step, then rule statistics on its output: summed wall and CPU, larger peak."""
     series = timed([sys.executable, "-c", SERIES, str(workflow), str(data)])
-    stats = timed(["Rscript", str(tmp / "analyse.R"), str(workflow / "R"), str(data), "series", str(cores), str(tmp)])
+    stats = rule(tmp, workflow / "R", data, tmp, cores)
     return {"wall": series["wall"] + stats["wall"], "cpu": series["cpu"] + stats["cpu"],
             "peak": max(series["peak"], stats["peak"]), "out": stats["out"], "rule": stats,
             "parts": f"series {series['wall']:.1f} s wall / {series['cpu']:.1f} s CPU / {series['peak']:.2f} GiB"}
+
+
+def rule(tmp: Path, library: Path, data: Path, out: Path, cores: int, cache: Path | None = None) -> dict:
+    """timed() rule statistics (tmp/analyse.R, the R library `library`) on data's series folder, its outputs
+    into out/series, with the cache folder `cache` (or none)."""
+    return timed(["Rscript", str(tmp / "analyse.R"), str(library), str(data), "series", str(cores), str(out),
+                  str(cache or "")])
+
+
+def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
+    """--add-one: rule statistics on the study with one more cell, with the study's cache and without."""
+    import filecmp
+    import shutil
+
+    plus = Path(f"{data}-plus-one")
+    if not (plus / "samples.parquet").exists():
+        with_one_more_cell(data, plus)
+    cache = tmp / "cache-of-study"
+    first = timed([sys.executable, "-c", SERIES, str(workflow), str(data)])
+    full = rule(tmp, workflow / "R", data, tmp / "out-study", args.cores, cache)
+    series = timed([sys.executable, "-c", SERIES, str(workflow), str(plus)])
+    load = os.getloadavg()
+    before, after = [], []
+    for i in range(max(args.pairs, 1)):
+        shutil.rmtree(tmp / "cache", ignore_errors=True)
+        shutil.copytree(cache, tmp / "cache")  # each "after" starts from the study's cache
+        after.append(rule(tmp, workflow / "R", plus, tmp / f"out-after-{i}", args.cores, tmp / "cache"))
+        before.append(rule(tmp, workflow / "R", plus, tmp / f"out-before-{i}", args.cores))
+        for name in ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md"):
+            if not filecmp.cmp(tmp / f"out-after-{i}" / "series" / name, tmp / f"out-before-{i}" / "series" / name,
+                               shallow=False):
+                raise SystemExit(f"{name}: the run with the cache differs from the full recompute")
+    print("| one cell added to | code | runs | wall time (median) | CPU (user + sys) | peak PSS | load avg |")
+    print("|---|---|---|---|---|---|---|")
+    cells = sum(1 for _ in open(data / "series" / "cells.csv")) - 1
+    for name, runs in (("rule statistics, full recompute (before)", before),
+                       ("rule statistics with the cache (after)", after),
+                       ("statistics_series of the larger study (both)", [series])):
+        wall, cpu, peak = (statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "peak"))
+        print(f"| {cells:,} cells | {name} | {len(runs)} | {wall:.1f} s | {cpu:.1f} s | {peak:.2f} GiB "
+              f"| {load[0]:.1f} -> {os.getloadavg()[0]:.1f} |")
+    print(f"\nthe outputs with and without the cache: the same bytes ({len(after)} pairs)")
+    print(f"the study's own run (series {first['wall']:.1f} s, rule {full['wall']:.1f} s wall / {full['cpu']:.1f} s CPU"
+          f" writing the cache, {sum(f.stat().st_size for f in cache.iterdir()) / 2**20:.0f} MiB)")
+    for label, r in (("with the cache, last run", after[-1]), ("full recompute, last run", before[-1])):
+        print(f"R's own log ({label}):")
+        for line in r["out"].splitlines():
+            print("   ", line)
 
 
 def main_tree(tmp: Path) -> Path:
@@ -215,6 +307,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="generate into this folder, or reuse what it holds")
     parser.add_argument("--live", action="store_true", help="run workflow/ itself, not a copy")
     parser.add_argument("--smoke", action="store_true", help="40 cells x 1 repetition x 120 s: does it still run")
+    parser.add_argument("--add-one", action="store_true", help="one cell added: rule statistics with its cache and "
+                        "without (see above)")
     args = parser.parse_args()
     if args.smoke:
         args.cells, args.seconds, args.reps = 40, 120, 1
@@ -238,13 +332,16 @@ def main() -> None:
         to_parquet(data / "samples.csv.gz", data / "samples.parquet", AXES)
     (data / "rows.txt").write_text(f"{rows}\n")
     size = (data / "samples.parquet").stat().st_size
+    if args.add_one:
+        add_one(workflow, data, tmp, args)
+        return
     load = os.getloadavg()
     before, after = [], []
     old = main_tree(tmp) if args.pairs else None
     for _ in range(max(args.pairs, 1)):
         after.append(this_tree(workflow, data, tmp, args.cores))
         if old:  # on the series folder this tree's step just wrote, as main's rule reads it
-            before.append(timed(["Rscript", str(tmp / "analyse.R"), str(old), str(data), "series", "1", str(tmp)]))
+            before.append(rule(tmp, old, data, tmp, 1))
     goal = "< 20 s, < 2 GB" if rows <= 10_500_000 else "< 4 min, < 8 GB" if rows <= 105_000_000 else "-"
     print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak PSS "
           "| load avg | goal |")
