@@ -144,8 +144,7 @@ store_bounds <- function(store, part, metric_name, axes, settings) {
 save_statistics_store <- function(store, windows, cells) {
   parts <- attr(cells, "parts")
   metrics <- lapply(parts, function(part) {
-    rows <- copy(part)
-    for (a in c("draws", "noise", "rep_values", "basis", "cells")) setattr(rows, a, NULL)
+    rows <- setDT(lapply(part, identity))  # the columns without the attributes (copy() would copy the draws)
     list(rows = rows, cells = attr(part, "cells"), rep_values = attr(part, "rep_values"),
          basis = attr(part, "basis"))
   })

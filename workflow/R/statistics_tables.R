@@ -250,14 +250,12 @@ study_statistics <- function(summary, samples, axes, baseline = list(),
 # as in one piece (each cell's bootstrap is seeded from its identity). Only the bootstrap draws and
 # per-repetition medians of every cell are kept for the comparisons.
 #
-# `cache` (a folder, or NULL): rule statistics' cache of per-cell figures (statistics_cache.R). The cells
-# whose inputs are those of the last run are read back from it, only the others computed; the tables are
-# the same bytes as without it.
+# `store` (statistics_store() of rule statistics' cache, or NULL): the cells whose inputs are those of the
+# last run are read back from it, only the others computed; the tables are the same bytes as without it.
 statistics_of_series <- function(summary, source, axes, baseline = list(), settings = STATS_DEFAULTS,
-                                 cache = NULL) {
+                                 store = NULL) {
   if (is.null(source$read)) source <- cell_chunks(source)
   start <- proc.time()[["elapsed"]]
-  store <- statistics_store(cache, source, summary, axes, settings)
   kept <- per_second_summary(summary, source$cells, axes)
   summary <- kept$summary
   check_cells_without_samples(summary, source$cells, axes)
@@ -485,7 +483,7 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   for (i in seq_along(paths)) {
     if (file.size(paths[i]) != n * if (kinds[[i]] == "i32") 4 else 8) stop(paths[i], ": not ", n, " values")
   }
-  runs <- cell_runs(paths[names(kinds) == ".cell"], n)
+  runs <- series_runs(dir, paths[names(kinds) == ".cell"], n)
   run_end <- cumsum(as.numeric(runs$lengths))
   run_start <- run_end - runs$lengths  # rows before the run
   per_cell <- as.vector(tapply(runs$lengths, factor(runs$values, seq_len(nrow(cells))), sum, default = 0L))
@@ -510,6 +508,17 @@ series_fingerprints <- function(path, cells) {
   out <- readLines(path)
   if (length(out) != cells) stop(path, ": ", length(out), " fingerprints for ", cells, " cells")
   out
+}
+
+# The runs of cell ids of the series folder `dir` (n rows): list(values, lengths) from cell_runs.i32 (pairs of
+# cell id and rows, statistics_series.py), or, in a folder without it, from the ids themselves (cell_runs()).
+series_runs <- function(dir, ids_path, n) {
+  path <- file.path(dir, "cell_runs.i32")
+  if (!file.exists(path)) return(cell_runs(ids_path, n))
+  pairs <- readBin(path, "integer", file.size(path) / 4, size = 4L, endian = "little")
+  runs <- list(values = pairs[c(TRUE, FALSE)], lengths = pairs[c(FALSE, TRUE)])
+  if (sum(as.numeric(runs$lengths)) != n) stop(path, ": runs of ", sum(as.numeric(runs$lengths)), " rows, not ", n)
+  runs
 }
 
 # rle() of the n cell ids of the binary column `path`, read `piece` values at a time (100 million ids
@@ -580,6 +589,11 @@ rule_round_noise <- function(input, output, params, log = snakemake_log()) {
   write_csv(out, output[[1]])
 }
 
+# R compiles each function to bytecode at its first call (workflow/scripts/analysis.R turns that on for data
+# over 2 MB): 2.7 s of CPU that pays back over many samples, not when the cache leaves fewer than these to
+# compute (one cell added to 10,000: the rule took 4.7 s of CPU without compiling, 7.0 s with).
+STATISTICS_JIT_SAMPLES <- 1e6
+
 rule_statistics <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
@@ -589,8 +603,13 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   summary <- read_summary(input[["summary"]], axes)
   provenance <- read_provenance(input[["provenance"]])
   caption <- if (length(provenance)) caption_text(provenance) else NULL
-  s <- statistics_of_series(summary, read_rule_series(input, axes, nrow(summary)), axes, params[["baseline"]], settings,
-                            params[["cache"]])
+  source <- read_rule_series(input, axes, nrow(summary))
+  store <- statistics_store(params[["cache"]], source, summary, axes, settings)
+  if (!is.null(store) && sum(source$per_cell[store$fresh]) < STATISTICS_JIT_SAMPLES) {
+    jit <- compiler::enableJIT(0L)
+    on.exit(compiler::enableJIT(jit), add = TRUE)
+  }
+  s <- statistics_of_series(summary, source, axes, params[["baseline"]], settings, store)
   s <- with_deviations(s, summary, axes, isTRUE(params[["analysis"]][["include_deviated"]]))
 
   write_csv(s$windows, output[["steady_state"]])
