@@ -348,8 +348,9 @@ joined_cell_stats <- function(parts, axes) {
   joined <- lapply(parts, function(chunks) {
     ids <- unlist(lapply(chunks, attr, "cells"), use.names = FALSE)
     order_ids <- if (is.unsorted(ids)) order(ids) else NULL
-    in_order <- function(x) if (is.null(order_ids)) x else if (is.matrix(x)) x[, order_ids, drop = FALSE]
-                            else x[order_ids]
+    in_order <- function(x) {
+      if (is.null(order_ids)) x else if (is.matrix(x)) x[, order_ids, drop = FALSE] else x[order_ids]
+    }
     out <- rbindlist(chunks, use.names = TRUE)
     if (!is.null(order_ids)) out <- out[order_ids]
     draws <- lapply(chunks, attr, "draws")
