@@ -11,7 +11,9 @@ runs workflow/dbsweep/explore.py on them and loads the page. Goal (issue 13): un
 
 Prints one JSON line: size_mb, write_s (build and write), and medians over the rounds of load_s (to the
 load event: HTML and plotly.js parsed), first_paint_s, plot_drawn_s (data unpacked, first plot drawn),
-baseline_load_s (the page without data: plotly.js alone).
+baseline_load_s (the page without data: plotly.js alone). With --pairs, the same data is also written by
+main's explore.py (`git show main:workflow/dbsweep/explore.py`) and both pages are loaded in turn, each
+round: main_plot_drawn_s and main_load_s are its medians (the machine is shared: compare within a run).
 """
 from __future__ import annotations
 
@@ -74,6 +76,22 @@ def load(page) -> dict:
     return {"load_s": load_s, "first_paint_s": min(paint) / 1000, "plot_drawn_s": drawn / 1000, "traces": traces}
 
 
+def main_page(data: dict, tmp) -> object:
+    """The page main's explore.py writes of the same data (for --pairs)."""
+    import importlib.util
+    import subprocess
+
+    code = subprocess.run(["git", "show", "main:workflow/dbsweep/explore.py"], cwd=ROOT, check=True,
+                          capture_output=True).stdout
+    (tmp / "explore_main.py").write_bytes(code)
+    spec = importlib.util.spec_from_file_location("explore_main", tmp / "explore_main.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    page = tmp / "explore-main.html"
+    module.write(data, page, "bench")
+    return page
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cells", type=int, default=500)
@@ -81,6 +99,7 @@ def main() -> None:
     ap.add_argument("--counters", type=int, default=60)
     ap.add_argument("--rounds", type=int, default=3, help="page loads (each with a plotly-only page beside)")
     ap.add_argument("--smoke", action="store_true", help="20 cells x 30 s, one round, for the tests")
+    ap.add_argument("--pairs", action="store_true", help="also load main's page of the same data, in turn")
     args = ap.parse_args()
     if args.smoke:
         args.cells, args.seconds, args.counters, args.rounds = 20, 30, 8, 1
@@ -96,9 +115,12 @@ def main() -> None:
     write_s = time.monotonic() - start
     empty = tmp / "plotly-only.html"  # the same page without data: what plotly.js itself costs
     explore.write({"axes": [], "top": [], "cells": [], "series": [], "counters": []}, empty, "bench")
+    old = main_page(data, tmp) if args.pairs else None
     runs = []
     for _ in range(args.rounds):  # interleaved, each page in a fresh browser (the smoke test: no baseline)
         runs.append(load(page) | ({} if args.smoke else {"baseline_load_s": load(empty)["load_s"]}))
+        if old:
+            runs[-1] |= {f"main_{k}": v for k, v in load(old).items() if k in ("load_s", "plot_drawn_s")}
     result = {"cells": args.cells, "seconds": args.seconds, "counters_in_tables": args.counters,
               "counters_in_page": len(data["counters"]), "size_mb": round(page.stat().st_size / 1e6, 2),
               "write_s": round(write_s, 2), "rounds": len(runs)}
