@@ -21,6 +21,9 @@ from test_multihost_placement import STUDY
 pytestmark = pytest.mark.workflow
 CLUSTER = ROOT / "tests/slurm/cluster.sh"
 HOSTS = ("c1", "c2", "c3", "c4")
+# each host on CPUs of its own, as far as this machine has them (cluster.sh's CLUSTER_CPUS): on 2 CPUs c1 and
+# c3 on CPU 0, c2 and c4 on CPU 1, so that the client on c1 never shares a CPU with the server on c2
+CPUS = {host: [i % os.cpu_count()] for i, host in enumerate(HOSTS)}
 SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 
 
@@ -28,7 +31,7 @@ SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 def cluster(tmp_path_factory):
     """Four Slurm nodes c1..c4, for this module's tests; removed after them."""
     folder = tmp_path_factory.mktemp("cluster") / "cluster"
-    env = os.environ | {"CLUSTER_DIR": str(folder)}
+    env = os.environ | {"CLUSTER_DIR": str(folder), "CLUSTER_CPUS": " ".join(str(CPUS[h][0]) for h in HOSTS)}
     with slurm_turn():
         try:
             up = subprocess.run([CLUSTER, "up", "4"], capture_output=True, text=True, timeout=120, env=env)
@@ -61,6 +64,19 @@ def galera_behind_haproxy() -> dict:
     config["axes"] |= {"topology": ["galera"], "proxy": ["haproxy"]}
     config["topologies"] = {"galera": {"nodes": 3, "replication": "galera", "hosts": GALERA_HOSTS}}
     return config
+
+
+@pytest.mark.parametrize("cpus, message", [
+    ("0", "CLUSTER_CPUS: '0': 1 CPU lists for 2 nodes (one per node, c1's first)"),
+    ("0 4096", "CLUSTER_CPUS: '4096': not a list of this machine's CPUs"),
+    ("0 1;reboot", "CLUSTER_CPUS: '1;reboot': not a list of this machine's CPUs")])
+def test_cpus_the_cluster_cannot_give_its_nodes_are_refused_before_anything_starts(tmp_path, cpus, message):
+    folder = tmp_path / "cluster"
+    done = subprocess.run([CLUSTER, "up", "2"], capture_output=True, text=True, timeout=60,
+                          env=os.environ | {"CLUSTER_DIR": str(folder), "CLUSTER_CPUS": cpus})
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"cluster.sh: {message}"), done.stderr
+    assert not folder.exists()  # nothing made (and no cluster of another's taken down: that comes later)
 
 
 def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job(cluster, tmp_path):
@@ -124,6 +140,10 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     cell = next(study.path("results/runs").rglob("topology~semisync"))
     run = json.loads(next(cell.rglob("rep~1/run.json")).read_text())
     assert run["status"] == "ok" and run["host"]["node"] == "c1" and run["exit_status"] == 0
+    # each part on its host's own CPUs: the client's run here, each node's server there
+    assert run["host"]["cpus_allowed"] == CPUS["c1"]
+    assert run["topology"]["network"]["cpus"] == {"client": CPUS["c1"], "primary": CPUS["c2"],
+                                                  "replica1": CPUS["c3"]}
     nodes = {node["name"]: node for node in run["topology"]["nodes"]}
     assert {name: (node["host"], node["declared_host"]) for name, node in nodes.items()} \
         == {"primary": ("c2", "c2"), "replica1": ("c3", "c3")}
@@ -335,6 +355,7 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
         assert all(mount not in mounts_on(cluster, other) for other in used if other != host)
         assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
         assert node["filesystem"]["restored_from"] == str(img)
+        assert node["cpus"] == CPUS[host]  # its server on its host's own CPUs
         assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
         # the host's monitors, in its namespaces, writing into the shared tree
         monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")

@@ -110,6 +110,7 @@ def serve(spec: dict, log, stdin) -> None:
                                           relay.exposed(db.handle.socket, node_spec.address))
                 facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
                          "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
+                         "cpus": sorted(os.sched_getaffinity(db.handle.pid)),
                          "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
                          "basedir": str(db.handle.basedir) if db.handle.basedir else None, "results": path,
                          "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}

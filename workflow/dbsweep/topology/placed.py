@@ -25,6 +25,7 @@ Not built for a placed cell (refused at load: placement.check_cell): timed event
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 from pathlib import Path
 
@@ -59,7 +60,11 @@ class Links:
         return {"hosts": dict(self.placed.hosts), "addresses": dict(self.addresses),
                 "method": "Slurm nodes of one job; round trips: ping from the client's host and from each node's "
                           "host step; clocks: each host step's time.time() between two of the client host's",
-                "clocks": {name: facts["clock"] for name, facts in self.nodes.items()}}
+                "clocks": {name: facts["clock"] for name, facts in self.nodes.items()},
+                # the CPUs each part may use on its host (the client's here, each node's server's there): hosts
+                # of one machine confined to CPUs of their own (tests/slurm/cluster.sh's CLUSTER_CPUS) show it
+                "cpus": {CLIENT: sorted(os.sched_getaffinity(0))}
+                | {name: facts["cpus"] for name, facts in self.nodes.items()}}
 
 
 def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
