@@ -319,72 +319,76 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
                                  f"--wrap={sys.executable} -m dbsweep.topology.hosts {folder / 'spec.json'}"])
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
-    wait_for(raw / "hosts.json", job_log)
-    shown = json.loads((raw / "hosts.json").read_text())
-    assert shown["client"] == "c1"  # the job's batch step, where the client runs
-    names = [name for name in declared if name != "client"]
-    if galera:  # one cluster of three, each member joined from its image, not by a full copy
-        assert {node["topology"]["replication"] for node in shown["nodes"].values()} == {"galera"}
-        assert len({node["topology"]["cluster_uuid"] for node in shown["nodes"].values()}) == 1
-        # how each joiner got its state, read in its error log on its own host (was "unknown")
-        transfers = [shown["nodes"][name]["topology"]["state_transfer"] for name in names]
-        assert transfers[0] == "bootstrap" and set(transfers[1:]) <= {"none", "ist"}, transfers
-    else:
-        # semi-synchronous replication across hosts: the primary on c2 counts the replica on c3 as a semi-sync
-        # client, and the replica replicates from the primary's address on the bridge
-        assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
-        assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
-        assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
-    # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
-    # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
-    assert set(shown["rtt_ms"]) == {f"client-{a}" for a in names} | {f"{a}-{b}" for i, a in enumerate(names)
-                                                                     for b in names[i + 1:]}
-    assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
-    for node in shown["nodes"].values():
-        assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
     cgroups = []
-    for name in names:
-        host, node = declared[name], shown["nodes"][name]
-        # the server, asked from the client's host over the bridge, says it runs on its declared host
-        assert node["host"] == node["delivered"]["hostname"] == host
-        assert node["address"] == f"198.19.34.{host[1:]}"
-        assert node["delivered"]["datadir"].rstrip("/") == node["datadir"]
-        # its datadir is a mount of its host's own mount namespace, on a loop device of its own copy
-        mount = str(Path(node["datadir"]).parent)
-        assert mount in mounts_on(cluster, host)
-        assert all(mount not in mounts_on(cluster, other) for other in used if other != host)
-        assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-        assert node["filesystem"]["restored_from"] == str(img)
-        assert node["cpus"] == CPUS[host]  # its server on its host's own CPUs
-        assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
-        # the host's monitors, in its namespaces, writing into the shared tree
-        monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
-                    and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
-        assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
-        wait_for(raw / name / "vmstat.txt", job_log)
-        # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
-        server = psutil.Process(node["pid"])
-        in_namespaces_of(cluster, host, server)
-        assert "slurmstepd" in [p.name() for p in server.parents()]
-        cgroups += repetition_cgroups(server)
-        # each host holds its own measuring lock
-        said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]], capture_output=True,
-                              text=True, env=cluster).stdout
-        assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
-    if galera:
-        # haproxy beside the client: in c1's namespaces, in the repetition's cgroup there, its backends the
-        # members at their hosts' addresses; its health checks see every member up
-        proxy = shown["proxy"]
-        assert proxy["kind"] == "haproxy" and proxy["netns"] is None
-        assert proxy["backends"] == [f"{name}={shown['nodes'][name]['address']}:{shown['nodes'][name]['port']}"
-                                     for name in names]
-        assert {name: proxy["stats"][f"server.{name}.up"] for name in names} == dict.fromkeys(names, 1.0)
-        haproxy = psutil.Process(proxy["pid"])
-        assert haproxy.name() == "haproxy"
-        in_namespaces_of(cluster, "c1", haproxy)
-        cgroups += repetition_cgroups(haproxy)
-    assert in_hosts(cluster, used)
+    try:
+        wait_for(raw / "hosts.json", job_log)
+        shown = json.loads((raw / "hosts.json").read_text())
+        assert shown["client"] == "c1"  # the job's batch step, where the client runs
+        names = [name for name in declared if name != "client"]
+        if galera:  # one cluster of three, each member joined from its image, not by a full copy
+            assert {node["topology"]["replication"] for node in shown["nodes"].values()} == {"galera"}
+            assert len({node["topology"]["cluster_uuid"] for node in shown["nodes"].values()}) == 1
+            # how each joiner got its state, read in its error log on its own host (was "unknown")
+            transfers = [shown["nodes"][name]["topology"]["state_transfer"] for name in names]
+            assert transfers[0] == "bootstrap" and set(transfers[1:]) <= {"none", "ist"}, transfers
+        else:
+            # semi-synchronous replication across hosts: the primary on c2 counts the replica on c3 as a semi-sync
+            # client, and the replica replicates from the primary's address on the bridge
+            assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
+            assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
+            assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
+        # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
+        # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
+        assert set(shown["rtt_ms"]) == {f"client-{a}" for a in names} | {f"{a}-{b}" for i, a in enumerate(names)
+                                                                         for b in names[i + 1:]}
+        assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
+        for node in shown["nodes"].values():
+            assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
+        for name in names:
+            host, node = declared[name], shown["nodes"][name]
+            # the server, asked from the client's host over the bridge, says it runs on its declared host
+            assert node["host"] == node["delivered"]["hostname"] == host
+            assert node["address"] == f"198.19.34.{host[1:]}"
+            assert node["delivered"]["datadir"].rstrip("/") == node["datadir"]
+            # its datadir is a mount of its host's own mount namespace, on a loop device of its own copy
+            mount = str(Path(node["datadir"]).parent)
+            assert mount in mounts_on(cluster, host)
+            assert all(mount not in mounts_on(cluster, other) for other in used if other != host)
+            assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+            assert node["filesystem"]["restored_from"] == str(img)
+            assert node["cpus"] == CPUS[host]  # its server on its host's own CPUs
+            assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
+            # the host's monitors, in its namespaces, writing into the shared tree
+            monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
+                        and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
+            assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
+            wait_for(raw / name / "vmstat.txt", job_log)
+            # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
+            server = psutil.Process(node["pid"])
+            in_namespaces_of(cluster, host, server)
+            assert "slurmstepd" in [p.name() for p in server.parents()]
+            cgroups += repetition_cgroups(server)
+            # each host holds its own measuring lock
+            said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]],
+                                  capture_output=True, text=True, env=cluster).stdout
+            assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
+        if galera:
+            # haproxy beside the client: in c1's namespaces, in the repetition's cgroup there, its backends the
+            # members at their hosts' addresses; its health checks see every member up
+            proxy = shown["proxy"]
+            assert proxy["kind"] == "haproxy" and proxy["netns"] is None
+            assert proxy["backends"] == [f"{name}={shown['nodes'][name]['address']}:{shown['nodes'][name]['port']}"
+                                         for name in names]
+            assert {name: proxy["stats"][f"server.{name}.up"] for name in names} == dict.fromkeys(names, 1.0)
+            haproxy = psutil.Process(proxy["pid"])
+            assert haproxy.name() == "haproxy"
+            in_namespaces_of(cluster, "c1", haproxy)
+            cgroups += repetition_cgroups(haproxy)
+        assert in_hosts(cluster, used)
 
+    except BaseException:  # a check failed while the job held its nodes: end it, so that each node's
+        on_ctl(cluster, ["scancel", "--signal=KILL", "--full", job])  # guardian releases what it held
+        raise
     if kill == ["guardian"]:  # the first node's host is left to its Epilog; the job ends with its step
         kill_node_and_guardian(psutil.Process(shown["nodes"][names[0]]["pid"]))
     else:  # TERM, then KILL after KillWait; or KILL at once (each node's guardian releases what it held)
