@@ -21,6 +21,9 @@ from test_multihost_placement import STUDY
 pytestmark = pytest.mark.workflow
 CLUSTER = ROOT / "tests/slurm/cluster.sh"
 HOSTS = ("c1", "c2", "c3", "c4")
+# each host on CPUs of its own, as far as this machine has them (cluster.sh's CLUSTER_CPUS): on 2 CPUs c1 and
+# c3 on CPU 0, c2 and c4 on CPU 1, so that the client on c1 never shares a CPU with the server on c2
+CPUS = {host: [i % os.cpu_count()] for i, host in enumerate(HOSTS)}
 SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 
 
@@ -28,7 +31,7 @@ SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 def cluster(tmp_path_factory):
     """Four Slurm nodes c1..c4, for this module's tests; removed after them."""
     folder = tmp_path_factory.mktemp("cluster") / "cluster"
-    env = os.environ | {"CLUSTER_DIR": str(folder)}
+    env = os.environ | {"CLUSTER_DIR": str(folder), "CLUSTER_CPUS": " ".join(str(CPUS[h][0]) for h in HOSTS)}
     with slurm_turn():
         try:
             up = subprocess.run([CLUSTER, "up", "4"], capture_output=True, text=True, timeout=120, env=env)
@@ -49,6 +52,31 @@ def placed(hosts: dict) -> dict:
     config = copy.deepcopy(STUDY)
     config["topologies"]["semisync"]["hosts"] = hosts
     return config
+
+
+GALERA_HOSTS = {"client": "c1", "node1": "c2", "node2": "c3", "node3": "c4"}
+
+
+def galera_behind_haproxy() -> dict:
+    """A three-member Galera cluster, a member on each of c2, c3, c4, and haproxy (round robin over the
+    members) beside the client on c1."""
+    config = copy.deepcopy(STUDY)
+    config["axes"] |= {"topology": ["galera"], "proxy": ["haproxy"]}
+    config["topologies"] = {"galera": {"nodes": 3, "replication": "galera", "hosts": GALERA_HOSTS}}
+    return config
+
+
+@pytest.mark.parametrize("cpus, message", [
+    ("0", "CLUSTER_CPUS: '0': 1 CPU lists for 2 nodes (one per node, c1's first)"),
+    ("0 4096", "CLUSTER_CPUS: '4096': not a list of this machine's CPUs"),
+    ("0 1;reboot", "CLUSTER_CPUS: '1;reboot': not a list of this machine's CPUs")])
+def test_cpus_the_cluster_cannot_give_its_nodes_are_refused_before_anything_starts(tmp_path, cpus, message):
+    folder = tmp_path / "cluster"
+    done = subprocess.run([CLUSTER, "up", "2"], capture_output=True, text=True, timeout=60,
+                          env=os.environ | {"CLUSTER_DIR": str(folder), "CLUSTER_CPUS": cpus})
+    assert done.returncode == 2
+    assert len(done.stderr.splitlines()) == 1 and done.stderr.startswith(f"cluster.sh: {message}"), done.stderr
+    assert not folder.exists()  # nothing made (and no cluster of another's taken down: that comes later)
 
 
 def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job(cluster, tmp_path):
@@ -80,12 +108,15 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
 
 def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
     """The study through the Slurm profile, as a user submits it on the login node, each cell one job: sysbench
-    on c1 against the primary on c2, whose semi-sync replica is on c3; and against the first member of a
-    three-member Galera cluster on c2, c3 and c4."""
+    on c1 against the primary on c2, whose semi-sync replica is on c3; and through haproxy beside it on c1
+    against a three-member Galera cluster on c2, c3 and c4."""
     config = placed({"client": "c1", "primary": "c2", "replica1": "c3"})
     config["axes"]["topology"].append("galera")
-    config["topologies"]["galera"] = {"nodes": 3, "replication": "galera",
-                                      "hosts": {"client": "c1", "node1": "c2", "node2": "c3", "node3": "c4"}}
+    config["topologies"]["galera"] = galera_behind_haproxy()["topologies"]["galera"]
+    config["axes"]["proxy"] = ["none", "haproxy"]  # haproxy in front of the Galera members only
+    config["axes"]["threads"] = [2, 3]  # 3 for the Galera cell: one connection to each member
+    config["exclude"] = [{"topology": "semisync", "proxy": "haproxy"}, {"topology": "galera", "proxy": "none"},
+                         {"topology": "semisync", "threads": 3}, {"topology": "galera", "threads": 2}]
     study = Study(server_workdir / "placed", config)
     # the results tree is not shared with the nodes' hosts: on each an empty filesystem of its own hides
     # it (the image, in resources/, still is); their results come back through their job steps
@@ -109,6 +140,10 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     cell = next(study.path("results/runs").rglob("topology~semisync"))
     run = json.loads(next(cell.rglob("rep~1/run.json")).read_text())
     assert run["status"] == "ok" and run["host"]["node"] == "c1" and run["exit_status"] == 0
+    # each part on its host's own CPUs: the client's run here, each node's server there
+    assert run["host"]["cpus_allowed"] == CPUS["c1"]
+    assert run["topology"]["network"]["cpus"] == {"client": CPUS["c1"], "primary": CPUS["c2"],
+                                                  "replica1": CPUS["c3"]}
     nodes = {node["name"]: node for node in run["topology"]["nodes"]}
     assert {name: (node["host"], node["declared_host"]) for name, node in nodes.items()} \
         == {"primary": ("c2", "c2"), "replica1": ("c3", "c3")}
@@ -158,8 +193,10 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
         == {Path(nodes["primary"]["filesystem"]["loop"]).name}  # iostat on c2 watched the primary's own device
     assert set(run["topology"]["network"]["clocks"]) == {"primary", "replica1"}
     # a three-member Galera cluster, one member on each of c2, c3, c4: its family's own start (a joiner's
-    # grastate.dat staged on the client's host and written into the member's filesystem on its host)
+    # grastate.dat staged on the client's host and written into the member's filesystem on its host); the
+    # client through haproxy beside it on c1
     cell = next(study.path("results/runs").rglob("topology~galera"))
+    assert "proxy~haproxy" in str(cell)
     run = json.loads(next(cell.rglob("rep~1/run.json")).read_text())
     assert run["status"] == "ok" and run["exit_status"] == 0, run.get("error")
     members = {node["name"]: node for node in run["topology"]["nodes"]}
@@ -167,11 +204,24 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
         == {"node1": ("c2", "c2"), "node2": ("c3", "c3"), "node3": ("c4", "c4")}
     assert {node["replication"] for node in members.values()} == {"galera"}
     assert len({node["cluster_uuid"] for node in members.values()}) == 1
-    assert "sst" not in {members[name]["state_transfer"] for name in ("node2", "node3")}
+    # how each joiner got its state, from its error log on its own host: never "unknown", never a full copy
+    assert members["node1"]["state_transfer"] == "bootstrap"
+    assert {members[name]["state_transfer"] for name in ("node2", "node3")} <= {"none", "ist"}
+    proxy = run["topology"]["proxy"]
+    assert (proxy["kind"], proxy["host"], proxy["declared_host"], proxy["netns"]) == ("haproxy", "c1", "c1", None)
+    assert proxy["backends"] == [f"{name}={node['address']}:{node['port']}" for name, node in members.items()]
+    delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv"))) if r["kind"] == "host"]
+    assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
+        == [("node1", "c2", "equal"), ("node2", "c3", "equal"), ("node3", "c4", "equal"), ("proxy", "c1", "equal")]
     assert {name: node["results"]["path"] for name, node in members.items()} == dict.fromkeys(members, "copy-back")
     counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
     assert {(r["node"], r["node_host"]) for r in counters if r["name"] == "wsrep_flow_control_paused_ns"} \
         == {("node1", "c2"), ("node2", "c3"), ("node3", "c4")}
+    # the client's three connections went through haproxy, round robin, one to each member on its host
+    held = {name: max([float(r["value"]) for r in counters if r["node"] == "proxy"
+                       and r["name"] == f"server.{name}.sessions_current"], default=0) for name in members}
+    assert held == dict.fromkeys(members, 1.0), (held, sorted({r["name"] for r in counters if r["node"] == "proxy"}))
+    assert {r["node_host"] for r in counters if r["node"] == "proxy"} == {"c1"}
     system = table_rows(next(cell.rglob("rep~1/system.csv")))
     assert {(r["node"], r["node_host"]) for r in system if r["us"] != ""} \
         == {("", "c1"), ("node1", "c2"), ("node2", "c3"), ("node3", "c4")}
@@ -215,7 +265,8 @@ def net_of(env: dict, host: str) -> str:
 
 
 def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
-    """Live processes, in any of these hosts' network namespaces, that a node's step would start."""
+    """Live processes, in any of these hosts' network namespaces, that a node's step (or the client's host:
+    haproxy) would start."""
     spaces = {net_of(env, host): host for host in HOSTS if host in names}
     found = []
     for proc in psutil.process_iter(["pid", "name", "cmdline", "status"]):
@@ -225,7 +276,7 @@ def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
         except OSError:
             continue
         cmd = " ".join(proc.info["cmdline"] or [])
-        if proc.info["name"] in ("mariadbd", "mysqld", "vmstat", "iostat") or "dbsweep" in cmd:
+        if proc.info["name"] in ("mariadbd", "mysqld", "vmstat", "iostat", "haproxy") or "dbsweep" in cmd:
             found.append(f"{spaces[os.readlink(f'/proc/{proc.pid}/ns/net')]}: {cmd}")
     return found
 
@@ -247,84 +298,129 @@ def kill_node_and_guardian(server: psutil.Process) -> None:
         proc.kill()
 
 
-@pytest.mark.parametrize("kill", [["scancel"], ["scancel", "--signal=KILL", "--full"], ["guardian"]],
-                         ids=["scancel", "sigkill", "guardian-too"])
-def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves_nothing(cluster, image, kill):
+@pytest.mark.parametrize("kill, galera", [(["scancel"], False), (["scancel", "--signal=KILL", "--full"], True),
+                                         (["guardian"], False)], ids=["scancel", "sigkill-galera-haproxy",
+                                                                      "guardian-too"])
+def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves_nothing(cluster, image, kill,
+                                                                                         galera):
+    """Each node's server in its host's namespaces, on its own copy of the image, and nothing left on any host
+    once the job is killed: a semi-sync pair (c2, c3), or a Galera cluster on c2, c3, c4 with haproxy beside
+    the client on c1, in front of the members on their hosts."""
     folder, img = image
-    study = load(placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    study = load(galera_behind_haproxy() if galera else placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    declared = study.recipe(study.cells[0]).topology["hosts"]
+    used = tuple(sorted(set(declared.values())))
     raw, job_log = folder / kill[-1] / "raw", folder / f"job-{kill[-1]}.log"
     spec = {"recipe": study.recipe(study.cells[0]).as_dict(), "image": str(img), "raw": str(raw),
             "hold_s": 600}
     (folder / "spec.json").write_text(json.dumps(spec))  # read by the job at its start
     submitted = on_ctl(cluster, ["env", f"PYTHONPATH={ROOT / 'workflow'}", "sbatch", "--parsable", "--exclusive",
-                                 "--nodes=3", "--nodelist=c1,c2,c3", f"--output={job_log}",
+                                 f"--nodes={len(used)}", f"--nodelist={','.join(used)}", f"--output={job_log}",
                                  f"--wrap={sys.executable} -m dbsweep.topology.hosts {folder / 'spec.json'}"])
     assert submitted.returncode == 0, submitted.stderr
     job = submitted.stdout.strip()
-    wait_for(raw / "hosts.json", job_log)
-    shown = json.loads((raw / "hosts.json").read_text())
-    assert shown["client"] == "c1"  # the job's batch step, where the client runs
-    # semi-synchronous replication across hosts: the primary on c2 counts the replica on c3 as a semi-sync
-    # client, and the replica replicates from the primary's address on the bridge
-    assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
-    assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
-    assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
-    # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
-    # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
-    assert set(shown["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
-    assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
-    for node in shown["nodes"].values():
-        assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
     cgroups = []
-    for name, host in (("primary", "c2"), ("replica1", "c3")):
-        node = shown["nodes"][name]
-        # the server, asked from the client's host over the bridge, says it runs on its declared host
-        assert node["host"] == node["delivered"]["hostname"] == host
-        assert node["address"] == f"198.19.34.{host[1:]}"
-        assert node["delivered"]["datadir"].rstrip("/") == node["datadir"]
-        # its datadir is a mount of its host's own mount namespace, on a loop device of its own copy
-        mount = str(Path(node["datadir"]).parent)
-        assert mount in mounts_on(cluster, host)
-        assert all(mount not in mounts_on(cluster, other) for other in ("c1", "c2", "c3") if other != host)
-        assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
-        assert node["filesystem"]["restored_from"] == str(img)
-        assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
-        # the host's monitors, in its namespaces, writing into the shared tree
-        monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
-                    and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
-        assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
-        wait_for(raw / name / "vmstat.txt", job_log)
-        # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
-        server = psutil.Process(node["pid"])
-        assert os.readlink(f"/proc/{server.pid}/ns/net") == net_of(cluster, host)
-        assert os.readlink(f"/proc/{server.pid}/ns/uts") == os.readlink(f"/proc/{holder(cluster, host)}/ns/uts")
-        assert "slurmstepd" in [p.name() for p in server.parents()]
-        cgroups += [Path("/sys/fs/cgroup", controllers or "unified", path.lstrip("/"))
-                    for _, controllers, path in (line.split(":", 2) for line in
-                                                 Path(f"/proc/{server.pid}/cgroup").read_text().splitlines())
-                    if "dbsweep" in path]
-        assert cgroups and cgroups[-1].is_dir()
-        # each host holds its own measuring lock
-        said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]], capture_output=True,
-                              text=True, env=cluster).stdout
-        assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
-    assert in_hosts(cluster, ("c2", "c3"))
+    try:
+        wait_for(raw / "hosts.json", job_log)
+        shown = json.loads((raw / "hosts.json").read_text())
+        assert shown["client"] == "c1"  # the job's batch step, where the client runs
+        names = [name for name in declared if name != "client"]
+        if galera:  # one cluster of three, each member joined from its image, not by a full copy
+            assert {node["topology"]["replication"] for node in shown["nodes"].values()} == {"galera"}
+            assert len({node["topology"]["cluster_uuid"] for node in shown["nodes"].values()}) == 1
+            # how each joiner got its state, read in its error log on its own host (was "unknown")
+            transfers = [shown["nodes"][name]["topology"]["state_transfer"] for name in names]
+            assert transfers[0] == "bootstrap" and set(transfers[1:]) <= {"none", "ist"}, transfers
+        else:
+            # semi-synchronous replication across hosts: the primary on c2 counts the replica on c3 as a semi-sync
+            # client, and the replica replicates from the primary's address on the bridge
+            assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
+            assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
+            assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
+        # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
+        # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
+        assert set(shown["rtt_ms"]) == {f"client-{a}" for a in names} | {f"{a}-{b}" for i, a in enumerate(names)
+                                                                         for b in names[i + 1:]}
+        assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
+        for node in shown["nodes"].values():
+            assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
+        for name in names:
+            host, node = declared[name], shown["nodes"][name]
+            # the server, asked from the client's host over the bridge, says it runs on its declared host
+            assert node["host"] == node["delivered"]["hostname"] == host
+            assert node["address"] == f"198.19.34.{host[1:]}"
+            assert node["delivered"]["datadir"].rstrip("/") == node["datadir"]
+            # its datadir is a mount of its host's own mount namespace, on a loop device of its own copy
+            mount = str(Path(node["datadir"]).parent)
+            assert mount in mounts_on(cluster, host)
+            assert all(mount not in mounts_on(cluster, other) for other in used if other != host)
+            assert mount not in [line.split()[1] for line in Path("/proc/self/mounts").read_text().splitlines()]
+            assert node["filesystem"]["restored_from"] == str(img)
+            assert node["cpus"] == CPUS[host]  # its server on its host's own CPUs
+            assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
+            # the host's monitors, in its namespaces, writing into the shared tree
+            monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
+                        and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
+            assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
+            wait_for(raw / name / "vmstat.txt", job_log)
+            # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
+            server = psutil.Process(node["pid"])
+            in_namespaces_of(cluster, host, server)
+            assert "slurmstepd" in [p.name() for p in server.parents()]
+            cgroups += repetition_cgroups(server)
+            # each host holds its own measuring lock
+            said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]],
+                                  capture_output=True, text=True, env=cluster).stdout
+            assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
+        if galera:
+            # haproxy beside the client: in c1's namespaces, in the repetition's cgroup there, its backends the
+            # members at their hosts' addresses; its health checks see every member up
+            proxy = shown["proxy"]
+            assert proxy["kind"] == "haproxy" and proxy["netns"] is None
+            assert proxy["backends"] == [f"{name}={shown['nodes'][name]['address']}:{shown['nodes'][name]['port']}"
+                                         for name in names]
+            assert {name: proxy["stats"][f"server.{name}.up"] for name in names} == dict.fromkeys(names, 1.0)
+            haproxy = psutil.Process(proxy["pid"])
+            assert haproxy.name() == "haproxy"
+            in_namespaces_of(cluster, "c1", haproxy)
+            cgroups += repetition_cgroups(haproxy)
+        assert in_hosts(cluster, used)
 
-    if kill == ["guardian"]:  # the primary's host is left to its Epilog; the job ends with its step
-        kill_node_and_guardian(psutil.Process(shown["nodes"]["primary"]["pid"]))
+    except BaseException:  # a check failed while the job held its nodes: end it, so that each node's
+        on_ctl(cluster, ["scancel", "--signal=KILL", "--full", job])  # guardian releases what it held
+        raise
+    if kill == ["guardian"]:  # the first node's host is left to its Epilog; the job ends with its step
+        kill_node_and_guardian(psutil.Process(shown["nodes"][names[0]]["pid"]))
     else:  # TERM, then KILL after KillWait; or KILL at once (each node's guardian releases what it held)
         cancelled = on_ctl(cluster, [*kill, job])
         assert cancelled.returncode == 0, cancelled.stderr
     deadline = time.monotonic() + 60
     while on_ctl(cluster, ["squeue", "-h", "-j", job]).stdout.strip() and time.monotonic() < deadline:
         time.sleep(0.5)
-    assert in_hosts(cluster, ("c1", "c2", "c3")) == []
-    for host in ("c1", "c2", "c3"):
+    assert in_hosts(cluster, used) == []
+    for host in used:
         assert [m for m in mounts_on(cluster, host) if "dbsweep-hosts" in m] == [], host
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert "dbsweep-hosts" not in loops, job_log.read_text()[-4000:]
     assert [cgroup for cgroup in cgroups if cgroup.exists()] == []
     # the nodes' server logs came back into the submitting tree (one filesystem shared by the hosts), but
     # from a node killed with its guardian, which had no moment to copy them
-    assert list((raw / "replica1").glob("*.log"))
-    assert bool(list((raw / "primary").glob("*.log"))) == (kill != ["guardian"])
+    for name in names[1:]:
+        assert list((raw / name).glob("*.log")), name
+    assert bool(list((raw / names[0]).glob("*.log"))) == (kill != ["guardian"])
+
+
+def in_namespaces_of(env: dict, host: str, proc: psutil.Process) -> None:
+    """proc runs in host's network and UTS namespaces (its hostname is the host's)."""
+    assert os.readlink(f"/proc/{proc.pid}/ns/net") == net_of(env, host), (host, proc.cmdline())
+    assert os.readlink(f"/proc/{proc.pid}/ns/uts") == os.readlink(f"/proc/{holder(env, host)}/ns/uts"), host
+
+
+def repetition_cgroups(proc: psutil.Process) -> list[Path]:
+    """The dbsweep cgroups proc is in (a repetition's, on its host); at least one."""
+    found = [Path("/sys/fs/cgroup", controllers or "unified", path.lstrip("/"))
+             for _, controllers, path in (line.split(":", 2) for line in
+                                          Path(f"/proc/{proc.pid}/cgroup").read_text().splitlines())
+             if "dbsweep" in path]
+    assert found and found[-1].is_dir(), proc.cmdline()
+    return found

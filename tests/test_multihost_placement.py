@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import types
 from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -17,10 +18,12 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, Study
-from dbsweep import collect, manifest, monitors
+from dbsweep import collect, delivered, manifest, monitors
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
+from dbsweep.engines import mariadb_cluster
 from dbsweep.topology import host_step, host_tables, hosts, placement
+from dbsweep.topology.nodes import NodeSpec
 
 HOSTS = {"client": "c1", "primary": "c2", "replica1": "c3"}
 STUDY = {
@@ -91,14 +94,25 @@ def test_the_dry_run_shows_each_nodes_host_and_a_local_run_refuses_before_any_jo
     assert not study.path("results/runs").exists()
 
 
-def test_a_placed_cell_with_a_proxy_is_refused_before_any_job(tmp_path):
+def test_a_placed_cell_with_a_proxy_is_planned_with_the_proxy_beside_the_client(tmp_path):
     config = copy.deepcopy(STUDY)
     config["axes"]["proxy"] = ["haproxy"]
     done = Study(tmp_path, config).run("-n", check=False)
-    assert done.returncode != 0
-    assert ("dbsweep: config error: engine~innodb/filesystem~ext4/threads~2/workload~write/proxy~haproxy/"
-            "topology~semisync: proxy 'haproxy': a proxy in front of a topology placed on hosts (semisync) is not "
-            "built yet (issue 34); exclude the combination") in done.stderr.splitlines()
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on c3 "
+            "(one Slurm job: --nodes=3 --nodelist=c1,c2,c3)") in done.stderr
+
+
+@pytest.mark.parametrize("ran, verdict", [("c1", "equal"), ("c2", "deviated"), (None, "deviated")])
+def test_a_placed_proxys_host_is_read_back_against_the_clients(ran, verdict):
+    """The proxy of a placed cell runs beside the client: its record's host against the client's declared one."""
+    recipe = load(copy.deepcopy(STUDY) | {"axes": STUDY["axes"] | {"proxy": ["haproxy"]}})
+    recipe = recipe.recipe(recipe.cells[0])
+    facts = {"nodes": [{"name": "primary", "host": "c2", "declared_host": "c2"}], "network": {},
+             "proxy": {"kind": "haproxy", "declared_host": "c1", **({"host": ran} if ran else {})}}
+    checks = [c for c in delivered.topology(recipe, facts, {"node": "c1"}) if c.kind == "host"]
+    assert [(c.key, c.declared, c.delivered, c.verdict) for c in checks] \
+        == [("primary", "c2", "c2", "equal"), ("proxy", "c1", ran or "", verdict)]
 
 
 # --- each host's monitors in the system table, on the client's clock (topology/host_tables.py) --------------
@@ -239,3 +253,30 @@ def test_a_placed_nodes_server_that_died_in_the_window_fails_the_repetition(tmp_
     finally:
         step.stdin.close()
         step.wait(timeout=30)
+
+
+# --- a file of a placed node's run folder, fetched from its host (a Galera joiner's error log) -------------
+
+def test_a_node_step_sends_a_file_of_its_servers_run_folder_and_nothing_outside_it(tmp_path):
+    (tmp_path / "error.log").write_text("WSREP: Prepared IST receiver for 5-7\n")
+    (tmp_path.parent / "secret").write_text("not for the coordinator")
+    db = types.SimpleNamespace(handle=types.SimpleNamespace(rundir=tmp_path))
+    assert host_step.run_file(db, ["file", "error.log"]) == {"text": "WSREP: Prepared IST receiver for 5-7\n"}
+    assert host_step.run_file(db, ["file", "../secret"]) \
+        == {"error": "file '../secret': not a plain file name of the server's run folder"}
+    assert host_step.run_file(db, ["file", ".."])["error"].startswith("file '..'")
+    assert host_step.run_file(db, ["file", "missing.log"]) == {"error": "file missing.log: No such file or directory"}
+    assert host_step.run_file(db, ["clock"]) is None
+
+
+def test_a_placed_joiners_state_transfer_is_read_in_the_error_log_fetched_from_its_host(tmp_path):
+    """The family reads a joiner's error log where NodeSpec.run_file says: its own run folder on one host, the
+    copy fetched from its host when placed (before: the empty local folder, and `unknown`)."""
+    here, there = tmp_path / "here", tmp_path / "there"
+    here.mkdir()
+    there.mkdir()
+    (there / "error.log").write_text("WSREP: Receiving IST: 3 writesets, seqnos 5-7\n")
+    node = NodeSpec(name="node2", role="member", index=1, address="198.19.34.3", port=3306, root=tmp_path)
+    assert mariadb_cluster.state_transfer(node.run_file(here, "error.log")) == "unknown"
+    node.fetch = lambda name: there / name
+    assert mariadb_cluster.state_transfer(node.run_file(here, "error.log")) == "ist"

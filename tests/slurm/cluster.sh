@@ -4,6 +4,7 @@
 # address, slurmd, spool and run folder, as if it were a separate machine.
 #
 #   tests/slurm/cluster.sh up N          replace any cluster left from before, start N nodes c1..cN
+#   CLUSTER_CPUS="0 1 …" cluster.sh up N  the same, each node on CPUs of its own (below)
 #   tests/slurm/cluster.sh down          stop everything and remove it (also after a killed `up`)
 #   tests/slurm/cluster.sh exec HOST CMD run CMD on HOST (ctl or c1..cN): its network, hostname, files
 #
@@ -26,6 +27,14 @@
 # same path in slurm.conf and in a folder of its own on disk; DIR/hosts/HOST/run over /run/dbsweep: each
 # host's own measuring lock (dbsweep/runtime/lock.py), as on separate machines. munged's socket is
 # DIR/munge/munge.socket: a file, reachable from every namespace.
+#
+# CPUs: the hosts share this machine's CPUs unless CLUSTER_CPUS gives each node its own, one taskset CPU
+# list per node in order (c1's first): "0 1" puts c1 on CPU 0 and c2 on CPU 1, so that a part of a cell
+# on its own host also has its own CPU, as on separate machines. Each node's slurmd starts with that
+# affinity; the job steps and everything they start inherit it (TaskPlugin=task/none sets none; a
+# repetition's own cgroup has no cpuset to undo it). A list per node, of CPUs this machine has, or `up`
+# refuses it in one line before anything starts. DIR/hosts/cI/cpus holds the list given (the run records
+# each host's affinity as its processes see it: run.json topology.network.cpus).
 #
 # `down` kills every process in the dbsw-* namespaces (daemons, jobs, anything `exec` started), which
 # also ends their mount and UTS namespaces, then deletes the network namespaces (which removes the
@@ -243,12 +252,30 @@ wait_idle() {
   return 1
 }
 
+# Check CLUSTER_CPUS ($2) for $1 nodes: empty, or one CPU list per node, each of CPUs this machine has.
+check_cpus() {
+  local nodes=$1 lists=$2 list
+  [[ -z $lists ]] && return 0
+  read -ra given <<< "$lists"  # up()'s local: the lists it starts each slurmd with
+  if ((${#given[@]} != nodes)); then
+    echo "cluster.sh: CLUSTER_CPUS: '$lists': ${#given[@]} CPU lists for $nodes nodes (one per node, c1's first)" >&2
+    return 2
+  fi
+  for list in "${given[@]}"; do
+    if ! [[ $list =~ ^[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*$ ]] || ! taskset -c "$list" true 2>/dev/null; then
+      echo "cluster.sh: CLUSTER_CPUS: '$list': not a list of this machine's CPUs (0-$(($(nproc --all) - 1)))" >&2
+      return 2
+    fi
+  done
+}
+
 up() {
-  local nodes=$1 dir=$2 i
+  local nodes=$1 dir=$2 i given=()
   if ! [[ $nodes =~ ^[1-9][0-9]*$ ]] || ((nodes > MAX_NODES)); then
     echo "cluster.sh: nodes: $nodes is not a whole number from 1 to $MAX_NODES" >&2
     return 2
   fi
+  check_cpus "$nodes" "${CLUSTER_CPUS:-}" || return 2
   [[ -d /etc/slurm ]] || { echo "cluster.sh: /etc/slurm does not exist (is slurm-wlm installed?)" >&2; return 1; }
   down "$dir"
   if [[ -e $dir ]]; then
@@ -279,7 +306,14 @@ up() {
     --pid-file="$dir/munge/munged.pid" --log-file="$dir/hosts/ctl/munged.log" \
     --seed-file="$dir/munge/munged.seed" --force
   on "$dir" ctl slurmctld -i
-  for ((i = 1; i <= nodes; i++)); do on "$dir" "c$i" slurmd -N "c$i"; done
+  for ((i = 1; i <= nodes; i++)); do
+    if ((${#given[@]})); then
+      echo "${given[i - 1]}" > "$dir/hosts/c$i/cpus"
+      on "$dir" "c$i" taskset -c "${given[i - 1]}" slurmd -N "c$i"
+    else
+      on "$dir" "c$i" slurmd -N "c$i"
+    fi
+  done
   wait_idle "$dir" "$nodes"
 }
 

@@ -58,7 +58,7 @@ KINDS = {
                     "superblock field are not read"),
     "link": ("ping's median round trip between the link's ends at the window's start and end",
              "±(0.1 ms + 10% of the declared added round trip)"),
-    "host": ("the hostname each node ran on", "exact"),
+    "host": ("the hostname each node of a placed topology, and its proxy, ran on", "exact"),
     "connections": ("the server's connected clients, largest per-second sample in the window "
                     "(Threads_connected, pg_stat_database.numbackends)", "at least the declared threads"),
     "proxy": ("the proxy's own sessions (haproxy show stat, ProxySQL stats), largest per-second sample in "
@@ -433,6 +433,10 @@ def topology(recipe: Recipe, facts: dict | None, host: dict) -> list[Check]:
             got = node.get("host") or ran
             out.append(_check("host", node["name"], node["declared_host"], got,
                               EQUAL if got == node["declared_host"] else DEVIATED))
+    proxy = facts.get("proxy") or {}
+    if "declared_host" in proxy:  # a placed cell's proxy, beside the client
+        out.append(_check("host", "proxy", proxy["declared_host"], proxy.get("host"),
+                          EQUAL if proxy.get("host") == proxy["declared_host"] else DEVIATED))
     return out
 
 

@@ -38,6 +38,8 @@ def host() -> dict:
         "kernel_version": platform.version(),
         "cpu": cpu,
         "cpus": os.cpu_count(),
+        # the CPUs this run's processes may use (its affinity: a Slurm node confined to some, a taskset)
+        "cpus_allowed": sorted(os.sched_getaffinity(0)),
         "memory_gb": round(mem_kb / 2**20, 1),
         "kernel_cmdline": text_or_none(Path("/proc/cmdline")),
         "sysctl": {name: value for name in SYSCTLS

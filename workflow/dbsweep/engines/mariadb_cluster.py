@@ -256,7 +256,7 @@ def _galera(engine, settings, nodes, start, clients, log) -> dict:
         family.write_grastate(node.root / "data", state, seqno)
         db = dbs[node.name] = start(node, node_options("galera", node, nodes, settings, engine))
         _wait_synced(db, node.name, node.index + 1)
-        how = state_transfer(db.handle.rundir / family.ERROR_LOG)
+        how = state_transfer(node.run_file(db.handle.rundir, family.ERROR_LOG))
         if how == "sst":
             raise RuntimeError(f"{node.name}: joined by SST (a full state transfer), not from its image")
         node.facts.update({"role": "member", "replication": "galera", "cluster_uuid": state,

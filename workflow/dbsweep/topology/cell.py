@@ -35,7 +35,7 @@ def links(recipe: Recipe, nodes: list[str]) -> list:
 def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:
     """Start the cell's topology inside stack; fs is the run's filesystem (the first node's). A topology
     placed on hosts starts there instead (placed.py)."""
-    from dbsweep.topology import placed, placement, proxies
+    from dbsweep.topology import placed, placement
     if placement.of(recipe.topology) is not None:
         return placed.start(recipe, image, raw, log, stack)
     from dbsweep.topology.network import network
@@ -74,18 +74,7 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
                                                        [client], log)
     dbs = {name: dbs[name] for name in names}
     first = dbs[names[0]]
-    handle = None
-    if recipe.proxy is not None:
-        settings = {k: v for k, v in recipe.proxy.items() if k not in ("name", "type")}
-        writers = specs if kind == "galera" else specs[:1]
-        backends = [proxies.Backend(node.name, node.address, node.port) for node in writers]
-        folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
-        stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
-        handle = stack.enter("service", recipe.proxy["name"],
-                             proxies.proxy(recipe.proxy["type"], settings, (client, database.free_port()),
-                                           backends, folder, log, netns=net.namespaces[CLIENT],
-                                           login=(first.conn.user, first.conn.password)))
-        first = through(first, handle.address, handle.port)
+    first, handle = front(recipe, specs, first, client, net.namespaces[CLIENT], log, stack)
     here = socket.gethostname()
     declared = topology.get("hosts", {})
     facts = {
@@ -98,6 +87,25 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
         "proxy": None if handle is None else handle.facts,
     }
     return Topology(first, dbs, specs, net, handle, facts, openers, [d for n in names for d in devices[n]])
+
+
+def front(recipe: Recipe, specs: list[NodeSpec], first: database.Database, address: str, netns: str | None, log,
+          stack: Stack) -> tuple[database.Database, object]:
+    """The cell's proxy, if it has one, started on the client's host (address; netns: its namespace, None on a
+    host of its own) in front of the nodes that take writes (the primary, or every Galera member), inside
+    stack. Returns (what the client's tool reaches: the proxy, else first; the proxy's handle or None)."""
+    if recipe.proxy is None:
+        return first, None
+    from dbsweep.topology import proxies
+    settings = {k: v for k, v in recipe.proxy.items() if k not in ("name", "type")}
+    writers = specs if recipe.topology["replication"] == "galera" else specs[:1]
+    backends = [proxies.Backend(node.name, node.address, node.port) for node in writers]
+    folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
+    stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
+    handle = stack.enter("service", recipe.proxy["name"],
+                         proxies.proxy(recipe.proxy["type"], settings, (address, database.free_port()), backends,
+                                       folder, log, netns=netns, login=(first.conn.user, first.conn.password)))
+    return through(first, handle.address, handle.port), handle
 
 
 def through(db: database.Database, host: str, port: int) -> database.Database:

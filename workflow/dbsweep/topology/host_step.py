@@ -14,7 +14,8 @@ the family's own start_cluster. Then it prints one JSON line, the node's facts (
 datadir, server pid, the relay's port and token, the benchmark user's login), and holds everything
 until its stdin closes or a signal stops it (scancel: SIGTERM), when it stops the server, unmounts and
 detaches, and returns. Meanwhile it answers the coordinator's questions, one JSON line each (answer):
-its clock, and the round trip from here to another node's host. Every process it starts is in the job
+its clock, the round trip from here to another node's host, and a file of its server's run folder
+(run_file: the error log, where a Galera joiner says how it got its state). Every process it starts is in the job
 step (Slurm kills them with it) and in its cgroup.
 
 Monitors (`monitors start` / `monitors stop`, around the measured window): vmstat, and iostat of the
@@ -109,6 +110,7 @@ def serve(spec: dict, log, stdin) -> None:
                                           relay.exposed(db.handle.socket, node_spec.address))
                 facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
                          "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
+                         "cpus": sorted(os.sched_getaffinity(db.handle.pid)),
                          "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
                          "basedir": str(db.handle.basedir) if db.handle.basedir else None, "results": path,
                          "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
@@ -116,7 +118,9 @@ def serve(spec: dict, log, stdin) -> None:
                 watch = HostMonitors(raw, fs.devices, db)
                 with watch:
                     for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal)
-                        print(json.dumps(watch.answer(line.split()) or answer(line.split())), flush=True)
+                        question = line.split()
+                        print(json.dumps(watch.answer(question) or run_file(db, question) or answer(question)),
+                              flush=True)
                 log.write(f"node {node['name']} on {host}: stopping\n")
             # the server stopped, its logs kept: the whole of raw goes back when it is not the shared tree's
             print(json.dumps({"returned": returned(raw) if path == COPY_BACK else {}}), flush=True)
@@ -174,6 +178,22 @@ class HostMonitors:
                 out["server_died"], out["said"] = gone
             return out | {"cpu_s": running.cpu_s}
         return None
+
+
+def run_file(db, question: list[str]) -> dict | None:
+    """`file NAME`: the text of a file of the node's server's run folder (its error log), for the family code
+    on the coordinator's host (NodeSpec.run_file); a plain name only, nothing outside that folder. None for
+    another question."""
+    if len(question) != 2 or question[0] != "file":
+        return None
+    name = question[1]
+    if "/" in name or name in (".", ".."):
+        return {"error": f"file {name!r}: not a plain file name of the server's run folder"}
+    path = db.handle.rundir / name
+    try:
+        return {"text": path.read_text(errors="replace")}
+    except OSError as e:
+        return {"error": f"file {name}: {e.strerror}"}
 
 
 def returned(raw: Path) -> dict[str, dict]:

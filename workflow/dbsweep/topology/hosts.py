@@ -28,8 +28,9 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from collections.abc import Iterator
 
-from dbsweep import database, engines, manifest
+from dbsweep import database, engines, manifest, runtime
 from dbsweep.recipe import Recipe
+from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
 from dbsweep.topology import host_step, placement, relay
 from dbsweep.topology.nodes import role
@@ -84,6 +85,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
                                    f"{facts['address']}, not on {node.address}, its host's address here")
             nodes[node.name] = facts
+            node.fetch = fetcher(facts["step"], local / "fetched" / node.name)
             return stack.enter_context(_reached(recipe, family, node, facts, local))
 
         cluster = engines.cluster(recipe.engine)
@@ -148,6 +150,21 @@ def ask(step: subprocess.Popen, question: str) -> dict:
     return json.loads(line)
 
 
+def fetcher(step: subprocess.Popen, folder: Path):
+    """NodeSpec.fetch of a placed node: a file of its server's run folder, asked of its step now (host_step.run_file)
+    and written into folder here (0600: a server's log is not for every user of this host)."""
+    def fetch(name: str) -> Path:
+        said = ask(step, f"file {name}")
+        if "text" not in said:
+            raise RuntimeError(f"a node's job step could not send {name}: {said.get('error')}")
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = folder / name
+        path.touch(mode=0o600)
+        path.write_text(said["text"])
+        return path
+    return fetch
+
+
 def counters_reader(facts: dict):
     """A counters Sampler's read() of a placed node (topology.cell.sampling): its family's counters over the
     network, and server_cpu_s, its server's process tree's CPU seconds as its host reads them (asked of its
@@ -188,22 +205,31 @@ def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
 
 
 def main(args: list[str]) -> int:
-    """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job: start the
-    placed nodes, start each host's monitors, write RAW/hosts.json (each node's facts, no login), hold them
-    SPEC's hold_s seconds (or until a signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
+    """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job, as a repetition
+    there holds them (runtime.owned: this host's measuring lock, a repetition cgroup): start the placed nodes
+    and the cell's proxy, if it has one, beside the client (cell.front), start each host's monitors, write
+    RAW/hosts.json (each node's facts, no login; the proxy's), hold them SPEC's hold_s seconds (or until a
+    signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
+    from dbsweep.topology import cell
     spec = json.loads(Path(args[0]).read_text())
     raw = Path(spec["raw"])
     raw.mkdir(parents=True, exist_ok=True)
     log = sys.stderr
-    with signals_raise(), placed_nodes(Recipe.from_dict(spec["recipe"]), Path(spec["image"]), raw, log) as nodes:
+    recipe = Recipe.from_dict(spec["recipe"])
+    with signals_raise(), runtime.owned(f"placed cell of {raw}", raw / ".active", log), Stack(log) as stack:
+        nodes = stack.enter("server", "placed nodes", placed_nodes(recipe, Path(spec["image"]), raw, log))
+        first = next(iter(nodes.values()))
+        _, proxy = cell.front(recipe, [facts["spec"] for facts in nodes.values()], first["db"], host_address(),
+                              None, log, stack)
         shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
                  for name, facts in nodes.items()}
         counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
         with ExitStack() as watching:  # each host's monitors, as in a measured window
             for name, facts in nodes.items():
                 watching.enter_context(HostMonitors(name, facts))
-            manifest.write_json(raw / "hosts.json", {"client": socket.gethostname(), "nodes": shown,
-                                                     "rtt_ms": link_rtts(nodes), "counters": counters})
+            manifest.write_json(raw / "hosts.json", {
+                "client": socket.gethostname(), "nodes": shown, "rtt_ms": link_rtts(nodes), "counters": counters,
+                "proxy": None if proxy is None else proxy.facts | {"pid": proxy.pid, "stats": proxy.stats()}})
             hold(nodes, spec.get("hold_s", 0))
     return 0
 

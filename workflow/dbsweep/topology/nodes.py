@@ -1,6 +1,7 @@
 """One server of a topology, as the repetition starts it."""
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,6 +21,14 @@ class NodeSpec:
     root: Path  # its filesystem's root: datadir root/data, credentials.json
     netns: str | None = None  # the network namespace it runs in; None: the host's (loopback)
     facts: dict = field(default_factory=dict)  # what the manifest records of it
+    # a file of its server's run folder, by name, copied here from the host it runs on (a placed node's:
+    # hosts.placed_nodes); None: the run folder is on this host
+    fetch: Callable[[str], Path] | None = field(default=None, repr=False)
+
+    def run_file(self, rundir: Path, name: str) -> Path:
+        """Where this host reads a file of the node's server's run folder (its error log, which says how a
+        Galera joiner got its state): rundir's own, or a copy fetched now from the node's host."""
+        return self.fetch(name) if self.fetch is not None else rundir / name
 
     def enter(self, user: str | None = None) -> list[str]:
         """The argv prefix that runs a program in this node's namespace (as user, when given)."""

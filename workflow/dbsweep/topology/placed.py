@@ -16,17 +16,22 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   with the window's samplers), whose rows the tables carry with the node's host (host_tables.py); each
   second its server's CPU time is read there (readers: hosts.counters_reader).
 
-Not built for a placed cell (refused at load: placement.check_cell): a proxy, timed events, an added
-link delay.
+- its proxy, if it has one, runs here, beside the client (as on one host, where it runs in the client's
+  namespace), in front of the nodes on their hosts (cell.front); the record's proxy carries `host` beside
+  `declared_host` (the client's).
+
+Not built for a placed cell (refused at load: placement.check_cell): timed events, an added link delay.
 """
 from __future__ import annotations
 
 import dataclasses
+import os
+import socket
 from pathlib import Path
 
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
-from dbsweep.topology import hosts, placement
+from dbsweep.topology import cell, hosts, placement
 from dbsweep.topology.host_step import host_address
 from dbsweep.topology.started import Topology
 
@@ -55,7 +60,11 @@ class Links:
         return {"hosts": dict(self.placed.hosts), "addresses": dict(self.addresses),
                 "method": "Slurm nodes of one job; round trips: ping from the client's host and from each node's "
                           "host step; clocks: each host step's time.time() between two of the client host's",
-                "clocks": {name: facts["clock"] for name, facts in self.nodes.items()}}
+                "clocks": {name: facts["clock"] for name, facts in self.nodes.items()},
+                # the CPUs each part may use on its host (the client's here, each node's server's there): hosts
+                # of one machine confined to CPUs of their own (tests/slurm/cluster.sh's CLUSTER_CPUS) show it
+                "cpus": {CLIENT: sorted(os.sched_getaffinity(0))}
+                | {name: facts["cpus"] for name, facts in self.nodes.items()}}
 
 
 def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
@@ -69,6 +78,7 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     links = Links(placed, nodes)
     specs = [facts["spec"] for facts in nodes.values()]
     dbs = {name: _here(facts["db"]) for name, facts in nodes.items()}
+    target, proxy = cell.front(recipe, specs, dbs[specs[0].name], links.addresses[CLIENT], None, log, stack)
     facts = {
         "name": recipe.topology["name"], "replication": recipe.topology["replication"],
         "nodes": [{"name": spec.name, "role": spec.role, "address": spec.address, "port": spec.port,
@@ -78,11 +88,13 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
                    "results": nodes[spec.name]["results"],
                    **nodes[spec.name]["topology"]} for spec in specs],
         "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
-        "network": links.facts | {"rtt_ms": links.measure_rtt()}, "proxy": None,
+        "network": links.facts | {"rtt_ms": links.measure_rtt()},
+        "proxy": None if proxy is None else proxy.facts | {"host": socket.gethostname(),
+                                                           "declared_host": placed.hosts[CLIENT]},
     }
     watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
     readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}
-    return Topology(dbs[specs[0].name], dbs, specs, links, None, facts, {name: _no_restart(name) for name in dbs}, [],
+    return Topology(target, dbs, specs, links, proxy, facts, {name: _no_restart(name) for name in dbs}, [],
                     watches, readers)
 
 

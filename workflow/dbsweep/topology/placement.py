@@ -84,14 +84,12 @@ def refuse_local(placements: dict[str, Placement]) -> None:
 
 
 def check_cell(path: str, recipe) -> None:
-    """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run yet: a proxy,
-    timed events, an added link delay (which would otherwise be dropped without a word)."""
+    """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run yet: timed events,
+    an added link delay (which would otherwise be dropped without a word). Its proxy runs on the client's
+    host (placed.py)."""
     topology = recipe.topology
     if of(topology) is None:
         return
-    if recipe.proxy is not None:
-        raise ConfigError(f"{path}: proxy {recipe.proxy['name']!r}: a proxy in front of a topology placed on hosts "
-                          f"({topology['name']}) is not built yet (issue 34); exclude the combination")
     if recipe.events:
         raise ConfigError(f"{path}: timed events on a topology placed on hosts ({topology['name']}) are not built "
                           f"yet (issue 34); exclude the combination")
