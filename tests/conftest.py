@@ -14,6 +14,8 @@ import psutil
 import pytest
 import yaml
 
+from work_units import pytest_collection_modifyitems, pytest_xdist_make_scheduler  # noqa: F401 (hooks: work_units.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 SLURM_TURN = Path("/run/dbsweep/test-slurm.lock")
@@ -188,52 +190,3 @@ def pytest_configure(config):
 def pytest_unconfigure(config):
     if config.stash.get(_MADE_SHARED, False):
         subprocess.run(["mount", "--make-rprivate", "/"], check=False)
-
-
-# Test files whose tests share no module fixture and are long one by one: each of their tests is a unit of
-# work of its own, which goes to whichever worker is free.
-SPREAD = {"test_bench.py", "test_r_analysis.py", "test_lint.py"}
-# The files and benchmark that use the one test Slurm (slurm_turn) run on one worker, one after the other,
-# rather than one worker waiting on the other's turn (test_multihost.py's cluster, held for its whole module,
-# left outside: test_slurm.py's first setup and test_slurm_cluster.py, 6 s alone, each waited 100 s for it).
-SLURM_GROUP = "test-slurm"
-SLURM_USERS = {"test_slurm.py", "test_slurm_cluster.py", "test_multihost.py",
-               "test_bench.py::test_smoke_mode_runs_and_prints_its_table[slurm]"}
-
-
-def estimated_seconds(item) -> float:
-    """A rough cost of a test, for the order of work: a workflow test runs snakemake or a server (tens of
-    seconds), a testthat file or a lint gate runs R or a linter over the tree (seconds), the rest take
-    a fraction of a second. Measured costs would be better, but a fresh clone has none."""
-    if item.get_closest_marker("workflow"):
-        return 30
-    return 10 if item.path.name in SPREAD else 0.1
-
-
-def work_unit(item) -> str:
-    """The xdist group of a test: its file, each test of a SPREAD file alone, every user of the test Slurm one."""
-    if item.path.name in SLURM_USERS or item.nodeid.split("/")[-1] in SLURM_USERS:
-        return SLURM_GROUP
-    return item.nodeid if item.path.name in SPREAD else item.path.name
-
-
-def pytest_itemcollected(item):
-    """Each test's xdist group (pytest.ini: --dist loadgroup), set before xdist reads it."""
-    item.add_marker(pytest.mark.xdist_group(work_unit(item)))
-
-
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(config, items):
-    """The order of work for the two pytest-xdist workers, among the tests selected (after -m): a test
-    file's tests stay together on one worker (they share module fixtures: prepared images, the test Slurm),
-    but each test of a SPREAD file is a unit of its own. The costliest units go first, so that the many
-    quick ones fill the end: a worker takes its next unit when two tests of its own are left, so a long
-    test handed out last leaves the other worker idle (the lint gates and the single long workflow tests
-    were handed out last when units went by their number of tests)."""
-    def unit(item) -> str:
-        return item.get_closest_marker("xdist_group").args[0]
-
-    cost = {}
-    for item in items:
-        cost[unit(item)] = cost.get(unit(item), 0) + estimated_seconds(item)
-    items.sort(key=lambda item: (-cost[unit(item)], unit(item)))
