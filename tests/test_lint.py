@@ -61,7 +61,29 @@ def test_snakemake_lint_reports_only_the_conda_lint(tmp_path):
     assert not others, "snakemake --lint:\n" + "\n".join(others)
 
 
-def test_lintr_finds_nothing_in_workflow_r():
-    code = 'found <- lintr::lint_dir("workflow/R"); print(found); quit(status = as.integer(length(found) > 0))'
-    done = tool(["Rscript", "-e", code])
+def lintr_parts(count: int = 2) -> list[list[str]]:
+    """workflow/R's files in `count` parts of about equal lines, for the two pytest-xdist workers to lint side
+    by side (lintr took 19 s of CPU on the whole folder: the fast tier's longest test)."""
+    parts = [[] for _ in range(count)]
+    lines = [0] * count
+    files = sorted((ROOT / "workflow" / "R").glob("*.R"), key=lambda p: -len(p.read_text().splitlines()))
+    for path in files:
+        emptiest = lines.index(min(lines))
+        parts[emptiest].append(str(path.relative_to(ROOT)))
+        lines[emptiest] += len(path.read_text().splitlines())
+    return parts
+
+
+def test_lintr_parts_hold_every_r_file_once():
+    files = [f for part in lintr_parts() for f in part]
+    assert sorted(files) == sorted(str(p.relative_to(ROOT)) for p in (ROOT / "workflow" / "R").glob("*.R"))
+    assert len(files) >= 20 and all(lintr_parts())
+
+
+@pytest.mark.parametrize("part", range(2))
+def test_lintr_finds_nothing_in_workflow_r(part):
+    # lintr::lint reads .lintr from the file's folder or a parent, as lint_dir does
+    code = ("found <- do.call(c, lapply(commandArgs(TRUE), lintr::lint)); print(found); "
+            "quit(status = as.integer(length(found) > 0))")
+    done = tool(["Rscript", "-e", code, *lintr_parts()[part]])
     assert done.returncode == 0, f"lintr (.lintr):\n{done.stdout}{done.stderr}"

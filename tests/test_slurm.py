@@ -128,7 +128,7 @@ def test_a_second_snakemake_on_the_same_results_is_refused_naming_the_lock(slurm
     config = study_config()
     config["axes"]["threads"] = [1]
     config["axes"]["workload"] = ["fio-rr"]
-    config["workloads"]["fio-rr"]["options"]["runtime"] = 30
+    config["workloads"]["fio-rr"]["options"] |= {"runtime": 30, "rate_iops": 100}  # a core's worth of reads for nothing
     study = Study(tmp_path, config)
     first = subprocess.Popen(study.argv(), cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True, env=os.environ | {"LC_ALL": "C.UTF-8"})
@@ -153,7 +153,8 @@ def test_a_job_cut_off_at_its_time_limit_leaves_the_cell_missing_and_released(sl
     config = study_config()
     config["axes"]["threads"] = [1]
     config["axes"]["workload"] = ["fio-rr"]
-    config["workloads"]["fio-rr"]["options"]["runtime"] = 300
+    # 100 reads a second: fio sleeps through the minute Slurm gives it (uncapped, it took a core for 60-90 s)
+    config["workloads"]["fio-rr"]["options"] |= {"runtime": 300, "rate_iops": 100}
     study = Study(tmp_path, config)
     # A one-minute limit for the job of run and collect (Slurm enforces it within its 30 s check),
     # no retry: Slurm's SIGTERM stops run.py.
