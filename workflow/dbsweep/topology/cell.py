@@ -10,15 +10,14 @@ proxy, over its links. Every node's counters are sampled through its socket, fro
 """
 from __future__ import annotations
 
-import dataclasses
 import socket
-import tempfile
 from pathlib import Path
 
 from dbsweep import database, engines, runtime, storage
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
 from dbsweep.events.targets import Node, sampler_reader
+from dbsweep.topology import proxied
 from dbsweep.topology.nodes import NodeSpec, role
 from dbsweep.topology.started import CLIENT, Topology
 
@@ -74,7 +73,7 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
                                                        [client], log)
     dbs = {name: dbs[name] for name in names}
     first = dbs[names[0]]
-    first, handle = front(recipe, specs, first, client, net.namespaces[CLIENT], log, stack)
+    first, handle = proxied.front(recipe, specs, first, client, net.namespaces[CLIENT], log, stack)
     here = socket.gethostname()
     declared = topology.get("hosts", {})
     facts = {
@@ -87,33 +86,6 @@ def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log,
         "proxy": None if handle is None else handle.facts,
     }
     return Topology(first, dbs, specs, net, handle, facts, openers, [d for n in names for d in devices[n]])
-
-
-def front(recipe: Recipe, specs: list[NodeSpec], first: database.Database, address: str, netns: str | None, log,
-          stack: Stack) -> tuple[database.Database, object]:
-    """The cell's proxy, if it has one, started on the client's host (address; netns: its namespace, None on a
-    host of its own) in front of the nodes that take writes (the primary, or every Galera member), inside
-    stack. Returns (what the client's tool reaches: the proxy, else first; the proxy's handle or None)."""
-    if recipe.proxy is None:
-        return first, None
-    from dbsweep.topology import proxies
-    settings = {k: v for k, v in recipe.proxy.items() if k not in ("name", "type")}
-    writers = specs if recipe.topology["replication"] == "galera" else specs[:1]
-    backends = [proxies.Backend(node.name, node.address, node.port) for node in writers]
-    folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
-    stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
-    handle = stack.enter("service", recipe.proxy["name"],
-                         proxies.proxy(recipe.proxy["type"], settings, (address, database.free_port()), backends,
-                                       folder, log, netns=netns, login=(first.conn.user, first.conn.password)))
-    return through(first, handle.address, handle.port), handle
-
-
-def through(db: database.Database, host: str, port: int) -> database.Database:
-    """db as the client reaches it through a proxy at host:port (its own sysbench option file, 0600)."""
-    conn = dataclasses.replace(db.conn, host=host, port=port)
-    option_file = db.option_file.with_name("sysbench-proxy.cfg")
-    database.write_secret(option_file, "\n".join(db.family.sysbench_options(conn, db.engine)) + "\n")
-    return dataclasses.replace(db, conn=conn, option_file=option_file)
 
 
 def serve(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack):

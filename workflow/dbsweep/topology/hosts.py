@@ -32,7 +32,7 @@ from dbsweep import database, engines, manifest, runtime
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import host_step, placement, relay
+from dbsweep.topology import host_step, placement, proxied, relay
 from dbsweep.topology.nodes import role
 from dbsweep.topology.host_step import host_address, rtt_ms
 from dbsweep.topology.nodes import NodeSpec
@@ -207,10 +207,9 @@ def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
 def main(args: list[str]) -> int:
     """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job, as a repetition
     there holds them (runtime.owned: this host's measuring lock, a repetition cgroup): start the placed nodes
-    and the cell's proxy, if it has one, beside the client (cell.front), start each host's monitors, write
+    and the cell's proxy, if it has one, beside the client (proxied.front), start each host's monitors, write
     RAW/hosts.json (each node's facts, no login; the proxy's), hold them SPEC's hold_s seconds (or until a
     signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
-    from dbsweep.topology import cell
     spec = json.loads(Path(args[0]).read_text())
     raw = Path(spec["raw"])
     raw.mkdir(parents=True, exist_ok=True)
@@ -219,7 +218,7 @@ def main(args: list[str]) -> int:
     with signals_raise(), runtime.owned(f"placed cell of {raw}", raw / ".active", log), Stack(log) as stack:
         nodes = stack.enter("server", "placed nodes", placed_nodes(recipe, Path(spec["image"]), raw, log))
         first = next(iter(nodes.values()))
-        _, proxy = cell.front(recipe, [facts["spec"] for facts in nodes.values()], first["db"], host_address(),
+        _, proxy = proxied.front(recipe, [facts["spec"] for facts in nodes.values()], first["db"], host_address(),
                               None, log, stack)
         shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
                  for name, facts in nodes.items()}

@@ -17,7 +17,7 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   second its server's CPU time is read there (readers: hosts.counters_reader).
 
 - its proxy, if it has one, runs here, beside the client (as on one host, where it runs in the client's
-  namespace), in front of the nodes on their hosts (cell.front); the record's proxy carries `host` beside
+  namespace), in front of the nodes on their hosts (proxied.front); the record's proxy carries `host` beside
   `declared_host` (the client's).
 
 Not built for a placed cell (refused at load: placement.check_cell): timed events, an added link delay.
@@ -31,7 +31,7 @@ from pathlib import Path
 
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
-from dbsweep.topology import cell, hosts, placement
+from dbsweep.topology import hosts, placement, proxied
 from dbsweep.topology.host_step import host_address
 from dbsweep.topology.started import Topology
 
@@ -78,7 +78,7 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     links = Links(placed, nodes)
     specs = [facts["spec"] for facts in nodes.values()]
     dbs = {name: _here(facts["db"]) for name, facts in nodes.items()}
-    target, proxy = cell.front(recipe, specs, dbs[specs[0].name], links.addresses[CLIENT], None, log, stack)
+    target, proxy = proxied.front(recipe, specs, dbs[specs[0].name], links.addresses[CLIENT], None, log, stack)
     facts = {
         "name": recipe.topology["name"], "replication": recipe.topology["replication"],
         "nodes": [{"name": spec.name, "role": spec.role, "address": spec.address, "port": spec.port,
