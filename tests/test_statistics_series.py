@@ -197,9 +197,9 @@ def cache_line(folder: Path) -> str:
 def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_changed(name, tmp_path):
     """A study without one cell, then with it (added in the middle: every later cell's id moves, and it is the
     baseline of another), then with one cell's throughput 1% higher in one repetition (same summary, new
-    data), then with another trim (settings): each run with the cache gives byte for byte the tables of a
-    run without it, reading back every cell but the added or changed one. With repetitions the noise pooled
-    over the study moves with the changed cell, so every t interval moves too."""
+    data), then with another trim (settings), then without the added cell again: each run with the cache
+    gives byte for byte the tables of a run without it, reading back every cell but the added or changed
+    one. With repetitions the noise pooled over the study moves with the changed cell, so every t interval moves too."""
     sys.path.insert(0, str(ROOT / "workflow"))
     cells, seconds, reps = STUDIES[name]
     gen = tmp_path / "generated"
@@ -220,7 +220,8 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
 
     stages = {"before": (without(summary, ADDED), without(samples, ADDED), 0),
               "added": (summary, samples, 0), "changed": (summary, changed(samples), 0),
-              "trimmed": (summary, changed(samples), 5)}
+              "trimmed": (summary, changed(samples), 5),
+              "removed": (without(summary, ADDED), without(changed(samples), ADDED), 5)}
     for stage, (summary_rows, sample_rows, _) in stages.items():
         stage_folder(tmp_path / stage, summary_rows, sample_rows)
     (tmp_path / "run_cached.R").write_text(RUN_CACHED)
@@ -235,6 +236,7 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
     assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "added")
     assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "changed")
     assert f"0 cells read back, {cells} computed" in cache_line(tmp_path / "trimmed")
+    assert f"{cells - 1} cells read back, 0 computed" in cache_line(tmp_path / "removed")
     moved = [a != b for a, b in zip(rows(tmp_path / "added" / "full" / "cell_stats.csv"),
                                     rows(tmp_path / "changed" / "full" / "cell_stats.csv"), strict=True)]
     assert sum(moved) >= 1  # the change shows in the tables: a stale figure would differ from the full run
