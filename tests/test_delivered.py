@@ -84,6 +84,19 @@ def test_postgresql_settings_compare_through_pg_settings_units(tmp_path):
     assert got == {("memory", "shared_buffers"): DEVIATED, ("server option", "checkpoint_timeout"): DEVIATED}
 
 
+def test_postgresql_s_wal_compression_on_is_the_pglz_it_shows_and_another_method_is_deviated(tmp_path):
+    """PostgreSQL 15 shows `wal_compression = on` as pglz (variables.tsv of a 2026-11-28 gallery run: the
+    row `wal_compression<TAB>pglz<TAB>`); before 15 it shows on."""
+    for declared, shown in (("on", "pglz"), (True, "pglz"), ("pglz", "pglz"), ("on", "on"), ("pglz", "on")):
+        got = server(tmp_path, [("wal_compression", shown, "")], engine="postgresql", memory=None,
+                     server_options={"wal_compression": declared})
+        assert got == {("server option", "wal_compression"): EQUAL}, (declared, shown)
+    for declared, shown in (("on", "lz4"), ("off", "pglz"), ("lz4", "pglz")):
+        got = server(tmp_path, [("wal_compression", shown, "")], engine="postgresql", memory=None,
+                     server_options={"wal_compression": declared})
+        assert got == {("server option", "wal_compression"): DEVIATED}, (declared, shown)
+
+
 def test_no_variables_file_gives_no_server_checks(tmp_path):
     assert delivered.server_settings(recipe(), tmp_path / "variables.tsv") == []
 

@@ -8,6 +8,14 @@ from dbsweep.units import format_size, parse_size
 CONNECTIONS = "db.numbackends"  # pg_stat_database's connected backends of the cell's database (counters.jsonl)
 # pg_settings' units: bytes per unit of a size, milliseconds per unit of a time.
 SIZE_UNITS = {"B": 1, "kB": 1024, "8kB": 8192, "MB": 1 << 20, "16MB": 16 << 20, "GB": 1 << 30}
+# Values one parameter shows under another name: from 15, wal_compression is a method, and `on` is pglz
+# (pg_settings shows pglz); before 15 it is a boolean that shows on. Both sides compare as ON.
+SAME_AS = {("wal_compression", "pglz"): "ON"}
+
+
+def _same_as(name: str, value: str) -> str:
+    """value, or the word it shares with another spelling of the same setting (SAME_AS)."""
+    return SAME_AS.get((name, str(value).lower()), value)
 
 
 def declared(engine: str, memory: str | None, options: dict) -> list[tuple[str, str, object]]:
@@ -23,7 +31,8 @@ def variable(name: str, value) -> tuple[tuple[str, ...], str]:
     """The parameter's name in pg_settings and the declared value in its terms: sizes in bytes, times in
     milliseconds, booleans ON/OFF. A plain number of a parameter with a unit stays a number of that unit
     (read() gives the reading in both forms)."""
-    return (str(name).lower(),), flag(value) or size_bytes(value) or time_ms(value) or str(value)
+    key = str(name).lower()
+    return (key,), _same_as(key, flag(value) or size_bytes(value) or time_ms(value) or str(value))
 
 
 def read(rows: list[list[str]]) -> dict[str, Reading]:
@@ -41,7 +50,7 @@ def read(rows: list[list[str]]) -> dict[str, Reading]:
                 value = f"{float(setting) * MS[unit]:g}"
         except ValueError:
             pass
-        out[name.lower()] = Reading(value, shown, setting if unit else "")
+        out[name.lower()] = Reading(_same_as(name.lower(), value), shown, setting if unit else "")
     return out
 
 
