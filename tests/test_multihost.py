@@ -9,12 +9,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import psutil
 import pytest
 
 from conftest import ROOT, Study, leftovers, slurm_turn, table_rows
+from dbsweep import storage
 from dbsweep.config import load
 from test_multihost_placement import STUDY
 
@@ -27,6 +29,25 @@ CPUS = {host: [i % os.cpu_count()] for i, host in enumerate(HOSTS)}
 SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 
 
+@contextmanager
+def beside_the_cluster(folder: Path):
+    """A loop filesystem mounted while the cluster starts, as a run measuring beside it has one: its device
+    (unmounted and detached on leaving, which the nodes' copies of the host's mounts must not prevent)."""
+    image = folder / "fs.img"
+    storage.sparse_file(image, "16M")
+    dev = storage.sh(["losetup", "--find", "--show", str(image)]).stdout.strip()
+    try:
+        storage.sh(["mkfs.ext4", "-q", dev])
+        (folder / "mnt").mkdir()
+        storage.sh(["mount", dev, str(folder / "mnt")])
+        try:
+            yield dev
+        finally:
+            storage.sh(["umount", str(folder / "mnt")])
+    finally:
+        storage.detach(dev)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """Four Slurm nodes c1..c4, for this module's tests; removed after them."""
@@ -34,8 +55,10 @@ def cluster(tmp_path_factory):
     env = os.environ | {"CLUSTER_DIR": str(folder), "CLUSTER_CPUS": " ".join(str(CPUS[h][0]) for h in HOSTS)}
     with slurm_turn():
         try:
-            up = subprocess.run([CLUSTER, "up", "4"], capture_output=True, text=True, timeout=120, env=env)
-            assert up.returncode == 0, f"cluster.sh up 4 failed: {up.stderr[-3000:]}"
+            with beside_the_cluster(tmp_path_factory.mktemp("beside")) as dev:
+                up = subprocess.run([CLUSTER, "up", "4"], capture_output=True, text=True, timeout=120, env=env)
+                assert up.returncode == 0, f"cluster.sh up 4 failed: {up.stderr[-3000:]}"
+            assert storage.mounted_in(dev) == [], "a node holds a copy of a loop mount of a run beside it"
             yield env
         finally:
             down = subprocess.run([CLUSTER, "down"], capture_output=True, text=True, timeout=120, env=env)

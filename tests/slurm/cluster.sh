@@ -20,7 +20,10 @@
 # Each host's namespaces are held by a `sleep infinity` (DIR/hosts/HOST/holder.pid) that daemons and
 # `exec` enter with nsenter. Its mount namespace starts as a copy of the host's, a slave of it: its own
 # mounts stay in it, and the host's later mounts and unmounts reach it where the host's mounts are
-# shared (tests/conftest.py makes / shared for a pytest run; this VM's init leaves it private). There
+# shared (tests/conftest.py makes / shared for a pytest run; this VM's init leaves it private). Loop
+# filesystems mounted on the machine when a host starts belong to runs beside the cluster: the host lets
+# its copies of them go at once (where they are private, the run's unmount would not reach its copy, and
+# the run could not detach its loop device while the cluster lives). There
 # DIR/etc is bound over /etc/slurm (Slurm's commands and the jobs find the cluster's slurm.conf without
 # SLURM_CONF; the host's config is untouched), DIR/etc/hosts over /etc/hosts (the hosts know each
 # other by name), and DIR/hosts/HOST over DIR/host: each slurmd's pid file, log and spool are at the
@@ -132,6 +135,9 @@ hold() {
   mkdir -p "$dir/hosts/$host"
   # setsid: the holder outlives this script and is in no terminal's process group.
   setsid nsenter --net="/run/netns/$PREFIX$host" unshare --uts --mount --propagation slave -- /bin/sh -c '
+    findmnt -rn -o SOURCE,TARGET | while read -r src target; do
+      case $src in /dev/loop*) umount -l "$target" 2>/dev/null;; esac
+    done
     hostname "$1" && mount --rbind /sys/fs/cgroup "$2/host" && mount -t sysfs sysfs /sys \
       && mount --move "$2/host" /sys/fs/cgroup && mount --bind "$2/etc" /etc/slurm \
       && mount --bind "$2/etc/hosts" /etc/hosts && mount --bind "$2/hosts/$1" "$2/host" \
