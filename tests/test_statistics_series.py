@@ -193,6 +193,7 @@ def cache_line(folder: Path) -> str:
     return next(line for line in (folder / "cached.log").read_text().splitlines() if line.startswith("cache:"))
 
 
+@pytest.mark.workflow  # ten runs of the statistics rule: 22-25 s each case, too slow for the fast tier
 @pytest.mark.parametrize("name", ["one_rep", "three_reps"])
 def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_changed(name, tmp_path):
     """A study without one cell, then with it (added in the middle: every later cell's id moves, and it is the
