@@ -7,6 +7,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,14 +16,17 @@ from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import psutil
 import pytest
 
 from conftest import ROOT, Study
 from dbsweep import collect, delivered, manifest, monitors
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
+from dbsweep.events.schedule import Schedule
+from dbsweep.events.targets import Node, Targets, sampler_reader
 from dbsweep.engines import mariadb_cluster
-from dbsweep.topology import host_step, host_tables, hosts, placement
+from dbsweep.topology import host_step, host_tables, hosts, placement, settings as topology_settings
 from dbsweep.topology.nodes import NodeSpec
 
 HOSTS = {"client": "c1", "primary": "c2", "replica1": "c3"}
@@ -213,13 +217,14 @@ HOST_SIDE = """
 import json, subprocess, sys, types
 from pathlib import Path
 from dbsweep import engines
+from dbsweep.events.targets import Node
 from dbsweep.topology import host_step
 raw, rundir = Path(sys.argv[1]), Path(sys.argv[2])
 server = subprocess.Popen(["sleep", "600"])
 db = types.SimpleNamespace(handle=engines.Handle(engine="innodb", port=0, socket=rundir / "s", rundir=rundir,
                                                  datadir=raw, pid=server.pid))
 print(json.dumps({"pid": server.pid}), flush=True)
-with host_step.HostMonitors(raw, [], db) as watch:
+with host_step.HostMonitors(raw, [], Node("primary", db, None)) as watch:
     for line in sys.stdin:
         print(json.dumps(watch.answer(line.split()) or host_step.answer(line.split())), flush=True)
 server.kill()
@@ -280,3 +285,104 @@ def test_a_placed_joiners_state_transfer_is_read_in_the_error_log_fetched_from_i
     assert mariadb_cluster.state_transfer(node.run_file(here, "error.log")) == "unknown"
     node.fetch = lambda name: there / name
     assert mariadb_cluster.state_transfer(node.run_file(here, "error.log")) == "ist"
+
+
+# --- a placed node's timed events, done on its host by its job step ---------------------------------------
+
+# The host's side of a node's step channel with its events (host_step.HostEvents) and monitors, over a real pipe;
+# its "server" a process of its own, started again by the events' own Targets.start through Node.open.
+HOST_EVENTS = """
+import contextlib, json, subprocess, sys, types
+from pathlib import Path
+from dbsweep import engines
+from dbsweep.events.targets import Node
+from dbsweep.topology import host_step
+raw = Path(sys.argv[1])
+
+@contextlib.contextmanager
+def server():
+    proc = subprocess.Popen(["sleep", "600"])
+    try:
+        yield types.SimpleNamespace(handle=engines.Handle(engine="innodb", port=0, socket=raw / "s", rundir=raw,
+                                                          datadir=raw, pid=proc.pid, ready_seconds=0.25))
+    finally:
+        proc.kill()
+        proc.wait()
+
+with server() as db, host_step.HostEvents(Node("replica1", db, server), raw, sys.stderr) as events:
+    print(json.dumps({"pid": db.handle.pid}), flush=True)
+    with host_step.HostMonitors(raw, [], events.node) as watch:
+        for line in sys.stdin:
+            said = watch.answer(line.split()) or events.answer(line.split()) or host_step.answer(line.split())
+            print(json.dumps(said | {"pid": events.node.db.handle.pid}), flush=True)
+"""
+
+
+def test_a_placed_nodes_timed_events_run_on_its_host_at_their_time_and_a_killed_server_is_not_a_death(tmp_path):
+    """The coordinator's schedule (events.schedule, the same as on one host) asks the node's step to kill its server
+    at 0.5 s and start it again at 1.5 s; the step does both there, with the events' own mechanisms, and says so
+    with its host's name; the node is down between (its sampler skips it), and the host's monitors do not call the
+    killed server a death."""
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    step = subprocess.Popen([sys.executable, "-c", HOST_EVENTS, str(raw)], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, text=True, env=os.environ | {"PYTHONPATH": str(ROOT / "workflow")})
+    try:
+        first = json.loads(step.stdout.readline())["pid"]
+        facts = {"step": step, "host": "c3"}
+        node = Node("replica1", types.SimpleNamespace(handle=types.SimpleNamespace(pid=0, datadir=None)), None,
+                    on_host=hosts.on_host(facts))
+        read = sampler_reader(node, lambda: hosts.ask(step, "cpu"))
+        schedule = [{"at": 0.5, "action": "kill", "target": "replica1"},
+                    {"at": 1.5, "action": "start", "target": "replica1"}]
+        seen = []
+        with hosts.HostMonitors("replica1", facts) as watch:
+            start = time.time()
+            with Schedule(schedule, Targets([node], None, None, raw, sys.stderr), start, raw / "events.jsonl",
+                          sys.stderr):
+                while time.time() < start + 2.5:
+                    seen.append((round(time.time() - start, 1), node.down, read()))
+                    time.sleep(0.1)
+                second = hosts.ask(step, "cpu")["pid"]
+                assert second != first and psutil.Process(second).name() == "sleep"  # its server started again
+        assert watch.error is None
+        events = [json.loads(line) for line in (raw / "events.jsonl").read_text().splitlines()]
+        here = socket.gethostname()  # the step's host: this one here
+        assert [(e["action"], e["outcome"], e["error"]) for e in events] == [
+            ("kill", f"SIGKILL to replica1's 1 processes on {here}", None),
+            ("start", f"replica1 started, ready after 0.25 s on {here}", None)]
+        assert all(abs(e["actual_s"] - e["planned_s"]) < 0.5 for e in events)
+        assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
+        # down from the kill to the start: no reading asked of its host then; its CPU time read there otherwise
+        assert all(down and got == {} for t, down, got in seen if 0.6 <= t <= 1.4)
+        assert all(not down and "cpu_s" in got for t, down, got in seen if t <= 0.4 or t >= 1.7)
+        # the schedule's end stopped the server it started, on its host
+        deadline = time.monotonic() + 10
+        while psutil.pid_exists(second) and psutil.Process(second).status() != psutil.STATUS_ZOMBIE:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        assert hosts.ask(step, "event cut") == {"error": "event 'cut': not an action a node's host does",
+                                                "pid": second}
+    finally:
+        step.stdin.close()
+        step.wait(timeout=30)
+
+
+@pytest.mark.parametrize("action, accepted", [("kill", True), ("cut", False)])
+def test_a_placed_cells_events_are_its_nodes_actions_on_their_hosts_and_the_others_are_refused(action, accepted):
+    config = copy.deepcopy(STUDY)
+    config["axes"]["events"] = ["outage"]
+    target = "replica1" if action == "kill" else "link primary-replica1"
+    config["events"] = {"outage": [{"at": 1, "action": action, "target": target}]}
+    if accepted:
+        study = load(config)
+        assert study.recipe(study.cells[0]).events == [{"at": 1, "action": "kill", "target": "replica1"}]
+        # and its Slurm job is planned (the check common.smk makes before any job)
+        assert list(topology_settings.placed_cells(study.cells, study.recipe).values()) \
+            == [placement.of(study.recipe(study.cells[0]).topology)]
+        return
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value) == ("events.outage[0].action: 'cut': topology semisync is placed on hosts, where only "
+                                "stop, kill, pause, resume, start, restart run (on the node's host, by its job step); "
+                                "exclude the combination")

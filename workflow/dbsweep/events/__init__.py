@@ -21,7 +21,7 @@ from dbsweep.concern import Concern, Draft
 from dbsweep.errors import ConfigError, shown
 from dbsweep.events.actions import ACTIONS
 from dbsweep.matrix import Cell
-from dbsweep.topology import settings as topology
+from dbsweep.topology import placement, settings as topology
 
 AXIS = "events"
 NONE = "none"
@@ -78,12 +78,19 @@ def of_cell(config: dict, cell: dict) -> list[dict] | None:
     return sorted((dict(e) for e in config["events"][name]), key=lambda e: e["at"])
 
 
-def check_cell(events: list[dict] | None, window_s: int | None, nodes: list[str] | None, where: str) -> None:
+def check_cell(events: list[dict] | None, window_s: int | None, nodes: list[str] | None, where: str,
+               placed: str | None = None) -> None:
     """Refuse a schedule a cell cannot keep: an event that ends after the measured window, a node or link
-    the cell's topology lacks (nodes None: a cell without topology, whose one server is `primary`)."""
+    the cell's topology lacks (nodes None: a cell without topology, whose one server is `primary`), an
+    action a node's job step does not do on its host (placed: the name of the cell's topology when it is
+    placed on hosts)."""
     names = nodes or ["primary"]
     for i, event in enumerate(events or []):
         at = f"{where}[{i}]"
+        if placed is not None and not ACTIONS[event["action"]].on_host:
+            there = ", ".join(name for name, action in ACTIONS.items() if action.on_host)
+            raise ConfigError(f"{at}.action: {event['action']!r}: topology {placed} is placed on hosts, where only "
+                              f"{there} run (on the node's host, by its job step); exclude the combination")
         end = event["at"] + event.get("for", 0)
         if window_s is not None and end > window_s:
             raise ConfigError(f"{at}: {shown(event)} ends at {end:g} s, after the {window_s} s measured window")
@@ -137,7 +144,9 @@ def _check_cells(draft: Draft, cells: list[Cell]) -> None:
             continue
         part = topology.recipe(draft.config, values)
         nodes = part["topology"]["nodes"] if part else None
-        check_cell(schedule, workload.duration(draft.options(cell)), nodes, f"events.{values[AXIS]}")
+        placed = placement.of(part["topology"]) if part else None
+        check_cell(schedule, workload.duration(draft.options(cell)), nodes, f"events.{values[AXIS]}",
+                   placed.topology if placed else None)
 
 
 CONCERN = Concern(name="events", keys=(AXIS,), sections=(AXIS,), axes=(AXIS,),

@@ -9,6 +9,9 @@ schedules at its end). The mechanisms are events.targets'; each action is one me
             datadir is on (runtime.blkio: cgroup v1 blkio)
     server  sql (a statement, run as the server's administrator through its socket, in the benchmark's
             database), command (argv: a program and its arguments, never a shell string)
+
+On a topology placed on hosts (topology/placement.py) the node actions marked on_host (stop, kill, pause,
+resume, start, restart) run on the node's own host, by its job step; the others are refused at load.
 """
 from __future__ import annotations
 
@@ -81,15 +84,18 @@ class Action:
     needs: tuple[str, ...] = ()
     takes: tuple[str, ...] = ()  # beyond at, for, action, target
     check: Callable = _nothing  # (event, where): ConfigError naming key and value
+    # done on a placed node's own host by its job step (events.targets.Node.on_host), where the node's server
+    # is that host's process; the others are refused for a topology placed on hosts (check_placed)
+    on_host: bool = False
 
 
 ACTIONS: dict[str, Action] = {
-    "stop": Action("node"),
-    "kill": Action("node"),
-    "pause": Action("node", undo="resume"),
-    "resume": Action("node"),
-    "start": Action("node"),
-    "restart": Action("node"),
+    "stop": Action("node", on_host=True),
+    "kill": Action("node", on_host=True),
+    "pause": Action("node", undo="resume", on_host=True),
+    "resume": Action("node", on_host=True),
+    "start": Action("node", on_host=True),
+    "restart": Action("node", on_host=True),
     "cut": Action("link", undo="heal"),
     "heal": Action("link"),
     "delay": Action("link", undo="undelay", needs=("latency_ms",), takes=("latency_ms", "jitter_ms"),

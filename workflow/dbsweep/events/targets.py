@@ -5,6 +5,11 @@ A node an event stopped or killed is `down`: its sampler skips it (a gap in its 
 error), and its supervisor does not fail the run when it finds it gone. A node started again by an
 event is the events' own: stopped when the schedule ends, with the repetition's other resources
 after it. A paused node is resumed, a cut link healed, a hog stopped, whatever ended the window.
+
+A node of a topology placed on hosts (topology/placed.py) has `on_host`: its server is a process of its
+own host, so its actions (events.actions' on_host ones) are asked of its job step there, which does them
+with a Targets of its own over that one node (topology/host_step.HostEvents); here it is marked down,
+paused or started again as on one host, so that its sampler skips it as on one host.
 """
 from __future__ import annotations
 
@@ -30,10 +35,13 @@ STOP_TIMEOUT_S = 60
 class Node:
     name: str
     db: database.Database | None
-    open: Callable  # () -> a context manager yielding a new Database on the node's datadir
+    open: Callable | None  # () -> a context manager yielding a new Database on the node's datadir
     spec: object = None  # its topology NodeSpec (None for a cell without topology)
     down: bool = False
     paused: list[int] = field(default_factory=list)
+    # a placed node's: action -> what its host's step said ({outcome, paused: its pids there}); raises when
+    # the step could not do it (topology/hosts.py's on_host)
+    on_host: Callable[[str], dict] | None = None
 
     def pids(self) -> list[int]:
         """The server's process tree (it runs in a session of its own)."""
@@ -80,9 +88,17 @@ class Targets:
                 pass
         return sent
 
+    def _there(self, node: Node, action: str) -> str:
+        """action done on a placed node's host by its job step; its outcome there."""
+        said = node.on_host(action)
+        node.paused = said.get("paused", [])
+        return said["outcome"]
+
     def kill(self, event: dict) -> str:
         node = self.node(event)
         node.down = True
+        if node.on_host is not None:
+            return self._there(node, "kill")
         if node.db is not None:
             node.db.handle.stopped_by_event = True
         pids = self._signal(node, signal.SIGKILL)
@@ -91,6 +107,8 @@ class Targets:
     def stop(self, event: dict) -> str:
         node = self.node(event)
         node.down = True
+        if node.on_host is not None:
+            return self._there(node, "stop")
         if node.db is None:
             return f"{node.name} was not running"
         node.db.handle.stopped_by_event = True
@@ -107,11 +125,15 @@ class Targets:
 
     def pause(self, event: dict) -> str:
         node = self.node(event)
+        if node.on_host is not None:
+            return self._there(node, "pause")
         node.paused = self._signal(node, signal.SIGSTOP)
         return f"SIGSTOP to {node.name}'s {len(node.paused)} processes"
 
     def resume(self, event: dict) -> str:
         node = self.node(event)
+        if node.on_host is not None:
+            return self._there(node, "resume")
         for pid in node.paused:
             with suppress(psutil.NoSuchProcess):
                 psutil.Process(pid).send_signal(signal.SIGCONT)
@@ -122,10 +144,16 @@ class Targets:
         node = self.node(event)
         if not node.down:
             return f"{node.name} was running"
-        node.db = self.started.enter_context(node.open())
+        if node.on_host is not None:  # its host's step stops what it started when the schedule ends
+            said = self._there(node, "start")
+            if node.name not in self.restarted:
+                self.started.callback(node.on_host, "close")
+        else:
+            node.db = self.started.enter_context(node.open())
+            said = f"{node.name} started, ready after {node.db.handle.ready_seconds:.2f} s"
         self.restarted.add(node.name)
         node.down = False
-        return f"{node.name} started, ready after {node.db.handle.ready_seconds:.2f} s"
+        return said
 
     def restart(self, event: dict) -> str:
         return f"{self.stop(event)}; {self.start(event)}"
@@ -284,18 +312,22 @@ def _reap(proc: subprocess.Popen, tree: list[psutil.Process]) -> None:
     proc.wait()
 
 
-def sampler_reader(node: Node):
+def sampler_reader(node: Node, elsewhere: Callable[[], dict] | None = None):
     """A Sampler's read() of a node: its counters and server_cpu_s (user + system CPU seconds of the
-    server's process tree and of the children it has reaped, a running total: accounting.reading);
+    server's process tree and of the children it has reaped, a running total: accounting.reading), or
+    elsewhere's reading of them, where the server runs on another host (topology/hosts.counters_reader);
     nothing while an event has it down or paused."""
+    def here() -> dict:
+        cpu = accounting.reading([node.db.handle.pid])["cpu_s"]
+        return node.db.family.counters(node.db.local) | {"server_cpu_s": cpu}
+
     def read() -> dict:
         if node.down or node.paused or node.db is None:
             return {}
         try:
-            cpu = accounting.reading([node.db.handle.pid])["cpu_s"]
-            return node.db.family.counters(node.db.local) | {"server_cpu_s": cpu}
+            return (elsewhere or here)()
         except Exception:
-            if node.down or node.paused or not node.pids():
+            if node.down or node.paused or (elsewhere is None and not node.pids()):
                 return {}
             raise
     return read

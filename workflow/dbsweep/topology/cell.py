@@ -116,11 +116,13 @@ def latency(recipe: Recipe):
 
 
 def nodes(recipe: Recipe, db, topology, fs, raw: Path, log) -> list[Node]:
-    """The cell's servers as timed events see them: each with a way to start it again on its datadir."""
+    """The cell's servers as timed events see them: each with a way to start it again on its datadir, or,
+    placed on a host of its own, its job step there that acts on it (Topology.on_host)."""
     if topology is None:
         return [Node("primary", db, lambda: database.running(recipe, fs.path, log, recipe.memory,
                                                              keep=raw))]
-    return [Node(spec.name, topology.nodes[spec.name], topology.open[spec.name], spec) for spec in topology.specs]
+    return [Node(spec.name, topology.nodes[spec.name], topology.open.get(spec.name), spec,
+                 on_host=topology.on_host.get(spec.name)) for spec in topology.specs]
 
 
 def sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
@@ -130,8 +132,8 @@ def sampling(nodes: list[Node], topology, raw: Path) -> database.Sampling:
     samplers = []
     for i, node in enumerate(nodes):
         out = raw / ("counters.jsonl" if i == 0 else f"counters-{node.name}.jsonl")
-        read = topology.readers.get(node.name) if topology is not None else None
-        samplers.append(database.Sampler(read or sampler_reader(node), node.db.handle.datadir, out))
+        elsewhere = topology.readers.get(node.name) if topology is not None else None
+        samplers.append(database.Sampler(sampler_reader(node, elsewhere), node.db.handle.datadir, out))
     if topology is not None and topology.proxy is not None:
         samplers.append(database.Sampler(topology.proxy.stats, None, raw / "counters-proxy.jsonl"))
     return database.Sampling(samplers + (topology.host_monitors if topology is not None else []))

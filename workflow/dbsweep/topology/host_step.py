@@ -22,6 +22,13 @@ Monitors (`monitors start` / `monitors stop`, around the measured window): vmsta
 node's own loop device, on this host and on its clock (the coordinator records the offset; collect puts
 the rows on the client's clock).
 
+Timed events (`event stop|kill|pause|resume|start`, `event close`: the coordinator's schedule asks at each
+event's time, hosts.on_host): done here by a Targets over this one node (HostEvents), the mechanisms of one
+host: a stopped or killed server is the events' (its exit is not a failure), one started again is started
+with its first start's options but those a first start only takes (the family's FIRST_START_ONLY) on the
+same port, address and datadir, and stopped at `event close` (the schedule's end) or with the step. The
+relayed admin socket leads to whichever server runs.
+
 The node's results (its server's config and logs, its monitors' output) go to RAW/<node>: where this
 host sees the submitting results tree (a shared filesystem: the coordinator's probe file there holds
 the spec's token), straight into it; where it does not, into a folder of the host's own, sent back whole
@@ -45,7 +52,9 @@ import sys
 import time
 from pathlib import Path
 
-from dbsweep import accounting, database, runtime, storage
+from dbsweep import accounting, database, engines, runtime, storage
+from dbsweep.events.actions import ACTIONS
+from dbsweep.events.targets import Node, Targets
 from dbsweep.monitors import Monitors
 from dbsweep.server_death import server_death
 from dbsweep.recipe import Recipe
@@ -106,8 +115,11 @@ def serve(spec: dict, log, stdin) -> None:
                 db = stack.enter("server", f"{recipe.engine} {node['name']}",
                                  database.running(recipe, fs.path, log, recipe.memory, keep=raw, node=node_spec,
                                                   node_options=spec["options"]))
-                port, token = stack.enter("service", "admin socket relay",
-                                          relay.exposed(db.handle.socket, node_spec.address))
+                events = HostEvents(node_to_act_on(recipe, fs.path, raw, node_spec, spec["options"], db, log),
+                                    raw, log)
+                port, token = stack.enter("service", "admin socket relay",  # to the server running now
+                                          relay.exposed(lambda: events.node.db.handle.socket, node_spec.address))
+                stack.enter("event", "what the timed events started", events)
                 facts = {"node": node["name"], "host": host, "address": node_spec.address, "port": node_spec.port,
                          "datadir": str(fs.path / database.DATADIR), "pid": db.handle.pid, "filesystem": fs.facts,
                          "cpus": sorted(os.sched_getaffinity(db.handle.pid)),
@@ -115,12 +127,13 @@ def serve(spec: dict, log, stdin) -> None:
                          "basedir": str(db.handle.basedir) if db.handle.basedir else None, "results": path,
                          "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
                 print(json.dumps(facts), flush=True)
-                watch = HostMonitors(raw, fs.devices, db)
+                watch = HostMonitors(raw, fs.devices, events.node)
                 with watch:
                     for line in stdin:  # the coordinator's questions, until it closes stdin (or a signal)
                         question = line.split()
-                        print(json.dumps(watch.answer(question) or run_file(db, question) or answer(question)),
-                              flush=True)
+                        said = watch.answer(question) or events.answer(question) \
+                            or run_file(events.node.db, question) or answer(question)
+                        print(json.dumps(said), flush=True)
                 log.write(f"node {node['name']} on {host}: stopping\n")
             # the server stopped, its logs kept: the whole of raw goes back when it is not the shared tree's
             print(json.dumps({"returned": returned(raw) if path == COPY_BACK else {}}), flush=True)
@@ -139,15 +152,57 @@ def place(root: Path, files: dict[str, dict]) -> None:
         os.chown(path, owner.st_uid, owner.st_gid)
 
 
+def node_to_act_on(recipe: Recipe, root: Path, raw: Path, spec: NodeSpec, options: dict, db, log) -> Node:
+    """The node's server as the events' Targets take it: db, and how to start it again (its first start's
+    options but those a first start only takes: a Galera member joins the cluster, it does not found one)."""
+    again = {k: v for k, v in options.items() if k not in engines.family(recipe.engine).FIRST_START_ONLY}
+    return Node(spec.name, db, lambda: database.running(recipe, root, log, recipe.memory, keep=raw, node=spec,
+                                                        node_options=again), spec)
+
+
+class HostEvents:
+    """A placed node's timed events, done on its host (`event ACTION`): a Targets over this one node (its
+    server, and a way to start it again), entered around the node's serving, closed with it (a server the
+    events started stops then, and a paused one is resumed)."""
+
+    def __init__(self, node: Node, raw: Path, log):
+        self.node = node
+        self.targets = Targets([node], None, None, raw, log)
+
+    def __enter__(self) -> HostEvents:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.targets.close()
+
+    def answer(self, question: list[str]) -> dict | None:
+        """`event ACTION` (an on_host action of events.actions, or close): {outcome: what was done, naming this
+        host; paused: the pids it holds paused} or {error}; None for another question."""
+        if len(question) != 2 or question[0] != "event":
+            return None
+        action = question[1]
+        if action != "close" and not (action in ACTIONS and ACTIONS[action].on_host):
+            return {"error": f"event {action!r}: not an action a node's host does"}
+        try:
+            if action == "close":
+                self.targets.close()
+                done = "what the events started stopped"
+            else:
+                done = getattr(self.targets, action)({"target": self.node.name})
+        except Exception as e:  # noqa: BLE001 - the coordinator's schedule records it as the event's error
+            return {"error": f"{type(e).__name__}: {e} (on {socket.gethostname()})"}
+        return {"outcome": f"{done} on {socket.gethostname()}", "paused": self.node.paused}
+
+
 class HostMonitors:
     """This host's monitors (monitors.Monitors: vmstat, iostat of the node's devices) around the measured
     window, started and stopped by the coordinator's questions; stopped when the step ends. At the stop it
     also says whether the node's server outlived the window: a server that died there fails the
     repetition (a crash, retried), where the client's tool alone would call its lost connections a
-    refusal."""
+    refusal; one a timed event took down did not die (node: events.targets.Node, its server now)."""
 
-    def __init__(self, raw: Path, devices: list[str], db):
-        self.raw, self.devices, self.db, self.running = raw, devices, db, None
+    def __init__(self, raw: Path, devices: list[str], node: Node):
+        self.raw, self.devices, self.node, self.running = raw, devices, node, None
 
     def __enter__(self) -> HostMonitors:
         return self
@@ -162,7 +217,7 @@ class HostMonitors:
         died inside the window, and server_died and said when the node's server is gone); `cpu`: the
         server's CPU seconds so far; None for another question."""
         if question == ["cpu"]:  # the server's process tree's CPU seconds, a running total (accounting.reading)
-            return {"cpu_s": accounting.reading([self.db.handle.pid])["cpu_s"]}
+            return {"cpu_s": accounting.reading([self.node.db.handle.pid])["cpu_s"]}
         if question == ["monitors", "start"] and self.running is None:
             self.running = Monitors(self.raw, self.devices).__enter__()
             return {"monitors": self.running.commands, "clock": time.time()}
@@ -173,7 +228,7 @@ class HostMonitors:
                 running.__exit__(None, None, None)
             except RuntimeError as e:
                 out["error"] = str(e)
-            gone = server_death(self.db)
+            gone = None if self.node.down else server_death(self.node.db)
             if gone:
                 out["server_died"], out["said"] = gone
             return out | {"cpu_s": running.cpu_s}

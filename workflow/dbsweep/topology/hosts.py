@@ -136,18 +136,36 @@ def _reached(recipe: Recipe, family, node: NodeSpec, facts: dict, local: Path) -
         yield database.Database(recipe.engine, family, handle, conn, option_file, conn, node.name)
 
 
-ASKING = threading.Lock()  # one question at a time on a step's channel: the counters' sampler asks too
+ANSWER_S = 30
+# One question at a time on a step's channel (the counters' sampler asks too), a lock per step (by its srun's
+# pid): a timed event that starts one node's server again does not hold up the other nodes' samplers.
+ASKING: dict[int, threading.Lock] = {}
 
 
-def ask(step: subprocess.Popen, question: str) -> dict:
-    """A node's host step's answer to one question (host_step.answer, HostMonitors.answer)."""
-    with ASKING:
+def ask(step: subprocess.Popen, question: str, timeout: float = ANSWER_S) -> dict:
+    """A node's host step's answer to one question (host_step.answer, HostMonitors.answer, HostEvents.answer)."""
+    with ASKING.setdefault(step.pid, threading.Lock()):
         step.stdin.write(question + "\n")
         step.stdin.flush()
-        line = _line(step, 30)
+        line = _line(step, timeout)
     if not line:
         raise RuntimeError(f"a node's job step did not answer {question!r}")
     return json.loads(line)
+
+
+def on_host(facts: dict):
+    """A placed node's events.targets.Node.on_host: a timed event's action (stop, kill, pause, resume, start;
+    close: stop what the events started) asked of its job step, which does it on its host (host_step.HostEvents);
+    returns what the step said, raises with its words when it could not. A start may take as long as the node's
+    first start; a stop, as long as the server's clean shutdown there (events.targets.STOP_TIMEOUT_S)."""
+    step = facts["step"]
+
+    def act(action: str) -> dict:
+        said = ask(step, f"event {action}", READY_S if action in ("start", "close") else STOP_S)
+        if "error" in said:
+            raise RuntimeError(said["error"])
+        return said
+    return act
 
 
 def fetcher(step: subprocess.Popen, folder: Path):

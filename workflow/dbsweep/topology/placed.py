@@ -20,7 +20,12 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   namespace), in front of the nodes on their hosts (proxied.front); the record's proxy carries `host` beside
   `declared_host` (the client's).
 
-Not built for a placed cell (refused at load: placement.check_cell): timed events, an added link delay.
+- its timed events' node actions (stop, kill, pause, resume, start, restart: events.actions' on_host) are
+  asked of the node's job step (hosts.on_host), which does them on its host at the schedule's time, with the
+  same mechanisms as on one host (host_step.HostEvents); the event log's outcome names the host.
+
+Not built for a placed cell (refused at load): an added link delay (placement.check_cell); the events that act
+on a link, on a host or through a server's socket (the events concern).
 """
 from __future__ import annotations
 
@@ -94,15 +99,8 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     }
     watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
     readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}
-    return Topology(target, dbs, specs, links, proxy, facts, {name: _no_restart(name) for name in dbs}, [],
-                    watches, readers)
-
-
-def _no_restart(name: str):
-    """What starts a node again (a timed event's): not built for a node on another host."""
-    def again():
-        raise RuntimeError(f"node {name}: starting a node of a placed topology again is not built (issue 34)")
-    return again
+    on_host = {name: hosts.on_host(facts) for name, facts in nodes.items()}
+    return Topology(target, dbs, specs, links, proxy, facts, {}, [], watches, readers, on_host)
 
 
 def _here(db):

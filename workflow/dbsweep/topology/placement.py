@@ -82,17 +82,13 @@ def refuse_local(placements: dict[str, Placement]) -> None:
                           f"where every node would run")
 
 
-
 def check_cell(path: str, recipe) -> None:
-    """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run yet: timed events,
-    an added link delay (which would otherwise be dropped without a word). Its proxy runs on the client's
-    host (placed.py)."""
+    """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run: an added link delay
+    (which would otherwise be dropped without a word). Its proxy runs on the client's host (placed.py); its
+    timed events' node actions on the node's host (the events concern refuses the others at load)."""
     topology = recipe.topology
     if of(topology) is None:
         return
-    if recipe.events:
-        raise ConfigError(f"{path}: timed events on a topology placed on hosts ({topology['name']}) are not built "
-                          f"yet (issue 34); exclude the combination")
     added = {key: value for key, value in (recipe.network or {}).items() if value}
     if added:
         raise ConfigError(f"{path}: network {added!r}: an added delay between hosts ({topology['name']} is placed "

@@ -15,7 +15,7 @@ import os
 import secrets
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
@@ -61,9 +61,10 @@ def _read_exactly(conn: socket.socket, size: int) -> bytes:
 
 
 @contextmanager
-def exposed(target: Path, address: str) -> Iterator[tuple[int, bytes]]:
-    """target (a unix socket) reachable on address:port for whoever sends the token first; yields (port,
-    token)."""
+def exposed(target: Callable[[], Path], address: str) -> Iterator[tuple[int, bytes]]:
+    """target() (a unix socket: the one of the node's server running at the time of each connection, which a
+    timed event may have started again) reachable on address:port for whoever sends the token first; yields
+    (port, token)."""
     token = secrets.token_bytes(TOKEN_BYTES)
     listener = socket.create_server((address, 0))
 
@@ -75,7 +76,7 @@ def exposed(target: Path, address: str) -> Iterator[tuple[int, bytes]]:
                 return
             conn.settimeout(None)
             server = socket.socket(socket.AF_UNIX)
-            server.connect(str(target))
+            server.connect(str(target()))
         except OSError:
             conn.close()
             return

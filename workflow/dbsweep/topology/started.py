@@ -27,6 +27,8 @@ class Topology:
     host_monitors: list = field(default_factory=list)
     # node name -> a counters Sampler's read() where a node's server is not this host's process (placed)
     readers: dict = field(default_factory=dict)
+    # node name -> what asks a placed node's job step to act on its server there (events.targets.Node.on_host)
+    on_host: dict = field(default_factory=dict)
 
     def client_argv(self, argv: list[str]) -> list[str]:
         """argv run on the client's host (its namespace)."""
