@@ -129,32 +129,45 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
 
 
+# what a replica outage does, on its own host: killed at 2 s, started again at 4 s (its replication resumed at
+# 5 s: a MariaDB replica here starts with skip_slave_start), in an 8 s window
+OUTAGE = [{"at": 2, "action": "kill", "target": "replica1"}, {"at": 4, "action": "start", "target": "replica1"},
+          {"at": 5, "action": "sql", "target": "replica1", "statement": "START SLAVE"}]
+HIDDEN = ("c2", "c3")  # the hosts that do not share the submitting results tree (c4 does)
+
+
 def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
     """The study through the Slurm profile, as a user submits it on the login node, each cell one job: sysbench
-    on c1 against the primary on c2, whose semi-sync replica is on c3; and through haproxy beside it on c1
-    against a three-member Galera cluster on c2, c3 and c4."""
+    on c1 against the primary on c2, whose semi-sync replica on c3 is killed and started again on its host at
+    its events' times; and through haproxy beside it on c1 against a three-member Galera cluster on c2, c3
+    and c4."""
     config = placed({"client": "c1", "primary": "c2", "replica1": "c3"})
+    config["topologies"]["semisync"]["semisync_timeout_ms"] = 500  # the primary gives up on its replica soon
     config["axes"]["topology"].append("galera")
     config["topologies"]["galera"] = galera_behind_haproxy()["topologies"]["galera"]
     config["axes"]["proxy"] = ["none", "haproxy"]  # haproxy in front of the Galera members only
     config["axes"]["threads"] = [2, 3]  # 3 for the Galera cell: one connection to each member
+    config["axes"]["events"] = ["none", "outage"]
+    config["events"] = {"outage": OUTAGE}
+    config["workloads"]["write"]["options"]["time"] = 8
     config["exclude"] = [{"topology": "semisync", "proxy": "haproxy"}, {"topology": "galera", "proxy": "none"},
-                         {"topology": "semisync", "threads": 3}, {"topology": "galera", "threads": 2}]
+                         {"topology": "semisync", "threads": 3}, {"topology": "galera", "threads": 2},
+                         {"topology": "semisync", "events": "none"}, {"topology": "galera", "events": "outage"}]
     study = Study(server_workdir / "placed", config)
-    # the results tree is not shared with the nodes' hosts: on each an empty filesystem of its own hides
-    # it (the image, in resources/, still is); their results come back through their job steps
+    # the results tree is not shared with c2's and c3's: on each an empty filesystem of its own hides it (the
+    # image, in resources/, still is); their nodes' results come back through their job steps; c4 shares it
     results = study.path("results")
     results.mkdir(parents=True)
-    for host in HOSTS[1:]:
+    for host in HIDDEN:
         mounted = subprocess.run([CLUSTER, "exec", host, "mount", "-t", "tmpfs", "-o", "size=64m", "hidden",
                                   str(results)], capture_output=True, text=True, env=cluster)
         assert mounted.returncode == 0, mounted.stderr
     try:
         done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
-        seen = {host: Path(f"/proc/{holder(cluster, host)}/root", str(results).lstrip("/")) for host in HOSTS[1:]}
+        seen = {host: Path(f"/proc/{holder(cluster, host)}/root", str(results).lstrip("/")) for host in HIDDEN}
         hidden = {host: sorted(str(p.relative_to(there)) for p in there.rglob("*")) for host, there in seen.items()}
     finally:
-        for host in HOSTS[1:]:
+        for host in HIDDEN:
             subprocess.run([CLUSTER, "exec", host, "umount", str(results)], capture_output=True, env=cluster)
     logs = "".join(p.read_text()[-3000:] for p in study.path("results/logs").rglob("*.log"))
     assert done.returncode == 0, f"{done.stderr[-3000:]}\n{logs}"
@@ -180,8 +193,31 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     # counts its replica as a semi-sync client
     counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
     assert {r["node"] for r in counters} == {"primary", "replica1"}
-    assert {r["value"] for r in counters if r["node"] == "primary" and r["name"] == "Rpl_semi_sync_master_clients"} \
-        == {"1.0"}
+    # the replica killed on c3 at 2 s and started again there at 4 s, each by its job step at its time on the
+    # client's clock: the event log says where
+    events = table_rows(next(cell.rglob("rep~1/events.csv")))
+    assert [(r["action"], r["target"], r["error"]) for r in events] == [("kill", "replica1", ""),
+                                                                       ("start", "replica1", ""),
+                                                                       ("sql", "replica1", "")]
+    assert events[0]["outcome"] == "SIGKILL to replica1's 1 processes on c3"
+    assert events[1]["outcome"].startswith("replica1 started, ready after ") and events[1]["outcome"].endswith(" on c3")
+    assert all(float(r["late_ms"]) < 500 for r in events), events
+    # its outage in the primary's per-second rows: its semi-sync client gone, then back (the statement reached
+    # the replica's new server through the relay); commits meanwhile that no replica acknowledged (the primary
+    # gave up waiting after 500 ms)
+    clients = {int(r["second"]): float(r["value"]) for r in counters
+               if r["node"] == "primary" and r["name"] == "Rpl_semi_sync_master_clients"}
+    assert {v for s, v in clients.items() if s <= 2} == {1.0}, clients
+    assert 0.0 in {v for s, v in clients.items() if 3 <= s <= 4}, clients
+    # (back within the window: the server the events started stops with them, before the samplers' last second)
+    assert 1.0 in {v for s, v in clients.items() if 5 <= s <= 8}, clients
+    sync = {int(r["second"]): float(r["value"]) for r in counters if r["node"] == "primary" and r["name"] == "sync_on"}
+    assert sync[2] == 1.0 and sync[3] == 0.0, sync
+    # no row of the replica while it was down (its sampler skips it), rows again once it was back
+    down = {int(r["second"]) for r in counters if r["node"] == "replica1"}
+    assert 3 not in down and max(down) > 4, sorted(down)
+    recovery = table_rows(next(cell.rglob("rep~1/recovery.csv")))
+    assert float(recovery[0]["sync_off_s"]) >= 1 and float(recovery[0]["unacked_tx"]) > 0, recovery[0]
     assert {r["node_host"] for r in counters if r["node"] == "primary"} == {"c2"}
     assert {r["node_host"] for r in counters if r["node"] == "replica1"} == {"c3"}
     summary = json.loads(next(cell.rglob("rep~1/summary.json")).read_text())
@@ -198,6 +234,8 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
         came = nodes[name]["results"]
         assert came["path"] == "copy-back", came
         assert {"vmstat.txt", "iostat.json"} <= set(came["files"]) and any(f.endswith(".log") for f in came["files"])
+        if name == "replica1":  # its second server's logs too: the one its start event started on c3
+            assert any(f.startswith("server2-") for f in came["files"]), sorted(came["files"])
         for file, sha256 in came["files"].items():
             assert run["checksums"][f"{name}/{file}"] == sha256
             assert hashlib.sha256((raw / name / file).read_bytes()).hexdigest() == sha256
@@ -236,7 +274,15 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv"))) if r["kind"] == "host"]
     assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
         == [("node1", "c2", "equal"), ("node2", "c3", "equal"), ("node3", "c4", "equal"), ("proxy", "c1", "equal")]
-    assert {name: node["results"]["path"] for name, node in members.items()} == dict.fromkeys(members, "copy-back")
+    # node1 and node2 on hosts without the results tree: theirs came back through their job steps; node3's host
+    # shares it: its step wrote them straight into it, and the run's record has them, byte for byte
+    assert {name: node["results"]["path"] for name, node in members.items()} \
+        == {"node1": "copy-back", "node2": "copy-back", "node3": "shared"}
+    raw = next(cell.rglob("rep~1/attempt~*/raw"))
+    shared = {str(p.relative_to(raw)) for p in (raw / "node3").rglob("*") if p.is_file()}
+    assert {"node3/vmstat.txt", "node3/iostat.json"} <= shared and any(f.endswith(".log") for f in shared), shared
+    for file in shared:
+        assert run["checksums"][file] == hashlib.sha256((raw / file).read_bytes()).hexdigest(), file
     counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
     assert {(r["node"], r["node_host"]) for r in counters if r["name"] == "wsrep_flow_control_paused_ns"} \
         == {("node1", "c2"), ("node2", "c3"), ("node3", "c4")}

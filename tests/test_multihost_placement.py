@@ -384,5 +384,5 @@ def test_a_placed_cells_events_are_its_nodes_actions_on_their_hosts_and_the_othe
     with pytest.raises(ConfigError) as error:
         load(config)
     assert str(error.value) == ("events.outage[0].action: 'cut': topology semisync is placed on hosts, where only "
-                                "stop, kill, pause, resume, start, restart run (on the node's host, by its job step); "
-                                "exclude the combination")
+                                "stop, kill, pause, resume, start, restart (by its job step on its host) and sql "
+                                "(through its relayed admin socket) run; exclude the combination")

@@ -87,10 +87,14 @@ def check_cell(events: list[dict] | None, window_s: int | None, nodes: list[str]
     names = nodes or ["primary"]
     for i, event in enumerate(events or []):
         at = f"{where}[{i}]"
-        if placed is not None and not ACTIONS[event["action"]].on_host:
-            there = ", ".join(name for name, action in ACTIONS.items() if action.on_host)
+        if placed is not None and ACTIONS[event["action"]].placed is None:
+            ways = {}
+            for name, action in ACTIONS.items():
+                if action.placed is not None:
+                    ways.setdefault(action.placed, []).append(name)
+            there = " and ".join(f"{', '.join(names)} ({how})" for how, names in ways.items())
             raise ConfigError(f"{at}.action: {event['action']!r}: topology {placed} is placed on hosts, where only "
-                              f"{there} run (on the node's host, by its job step); exclude the combination")
+                              f"{there} run; exclude the combination")
         end = event["at"] + event.get("for", 0)
         if window_s is not None and end > window_s:
             raise ConfigError(f"{at}: {shown(event)} ends at {end:g} s, after the {window_s} s measured window")

@@ -10,8 +10,9 @@ schedules at its end). The mechanisms are events.targets'; each action is one me
     server  sql (a statement, run as the server's administrator through its socket, in the benchmark's
             database), command (argv: a program and its arguments, never a shell string)
 
-On a topology placed on hosts (topology/placement.py) the node actions marked on_host (stop, kill, pause,
-resume, start, restart) run on the node's own host, by its job step; the others are refused at load.
+On a topology placed on hosts (topology/placement.py) the node actions (stop, kill, pause, resume, start,
+restart) run on the node's own host, by its job step, and sql here through the node's relayed admin socket
+(`placed`); the others are refused at load.
 """
 from __future__ import annotations
 
@@ -77,6 +78,9 @@ def _argv(event: dict, where: str) -> None:
         raise ConfigError(f"{where}.argv: {shown(argv[0])}: give the program's absolute path")
 
 
+STEP, RELAY = "by its job step on its host", "through its relayed admin socket"  # Action.placed
+
+
 @dataclass(frozen=True)
 class Action:
     target: str  # node, link, host or server (a node's server, the first node by default)
@@ -84,18 +88,20 @@ class Action:
     needs: tuple[str, ...] = ()
     takes: tuple[str, ...] = ()  # beyond at, for, action, target
     check: Callable = _nothing  # (event, where): ConfigError naming key and value
-    # done on a placed node's own host by its job step (events.targets.Node.on_host), where the node's server
-    # is that host's process; the others are refused for a topology placed on hosts (check_placed)
-    on_host: bool = False
+    # how it runs on a node of a topology placed on hosts: STEP, by the node's job step on its host, where its
+    # server is that host's process (events.targets.Node.on_host); RELAY, here, through the node's admin socket
+    # relayed from its host (topology/relay.py); None: not there (refused at load)
+    placed: str | None = None
+
 
 
 ACTIONS: dict[str, Action] = {
-    "stop": Action("node", on_host=True),
-    "kill": Action("node", on_host=True),
-    "pause": Action("node", undo="resume", on_host=True),
-    "resume": Action("node", on_host=True),
-    "start": Action("node", on_host=True),
-    "restart": Action("node", on_host=True),
+    "stop": Action("node", placed=STEP),
+    "kill": Action("node", placed=STEP),
+    "pause": Action("node", undo="resume", placed=STEP),
+    "resume": Action("node", placed=STEP),
+    "start": Action("node", placed=STEP),
+    "restart": Action("node", placed=STEP),
     "cut": Action("link", undo="heal"),
     "heal": Action("link"),
     "delay": Action("link", undo="undelay", needs=("latency_ms",), takes=("latency_ms", "jitter_ms"),
@@ -109,6 +115,6 @@ ACTIONS: dict[str, Action] = {
     "drop_caches": Action("host"),
     "io_throttle": Action("node", undo="io_unthrottle", takes=blkio.LIMITS, check=_io_limits),
     "io_unthrottle": Action("node"),
-    "sql": Action("server", needs=("statement",), takes=("statement",), check=_statement),
+    "sql": Action("server", needs=("statement",), takes=("statement",), check=_statement, placed=RELAY),
     "command": Action("server", needs=("argv",), takes=("argv",), check=_argv),
 }

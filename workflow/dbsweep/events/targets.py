@@ -7,9 +7,10 @@ event is the events' own: stopped when the schedule ends, with the repetition's 
 after it. A paused node is resumed, a cut link healed, a hog stopped, whatever ended the window.
 
 A node of a topology placed on hosts (topology/placed.py) has `on_host`: its server is a process of its
-own host, so its actions (events.actions' on_host ones) are asked of its job step there, which does them
-with a Targets of its own over that one node (topology/host_step.HostEvents); here it is marked down,
-paused or started again as on one host, so that its sampler skips it as on one host.
+own host, so its node actions (events.actions' placed=STEP ones) are asked of its job step there, which
+does them with a Targets of its own over that one node (topology/host_step.HostEvents); here it is marked
+down, paused or started again as on one host, so that its sampler skips it as on one host. An sql event
+reaches it through its relayed admin socket, as its family's code does.
 """
 from __future__ import annotations
 

@@ -53,7 +53,7 @@ import time
 from pathlib import Path
 
 from dbsweep import accounting, database, engines, runtime, storage
-from dbsweep.events.actions import ACTIONS
+from dbsweep.events.actions import ACTIONS, STEP
 from dbsweep.events.targets import Node, Targets
 from dbsweep.monitors import Monitors
 from dbsweep.server_death import server_death
@@ -176,12 +176,12 @@ class HostEvents:
         self.targets.close()
 
     def answer(self, question: list[str]) -> dict | None:
-        """`event ACTION` (an on_host action of events.actions, or close): {outcome: what was done, naming this
+        """`event ACTION` (a placed=STEP action of events.actions, or close): {outcome: what was done, naming this
         host; paused: the pids it holds paused} or {error}; None for another question."""
         if len(question) != 2 or question[0] != "event":
             return None
         action = question[1]
-        if action != "close" and not (action in ACTIONS and ACTIONS[action].on_host):
+        if action != "close" and not (action in ACTIONS and ACTIONS[action].placed == STEP):
             return {"error": f"event {action!r}: not an action a node's host does"}
         try:
             if action == "close":

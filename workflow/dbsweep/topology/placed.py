@@ -20,12 +20,13 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   namespace), in front of the nodes on their hosts (proxied.front); the record's proxy carries `host` beside
   `declared_host` (the client's).
 
-- its timed events' node actions (stop, kill, pause, resume, start, restart: events.actions' on_host) are
+- its timed events' node actions (stop, kill, pause, resume, start, restart: events.actions' placed=STEP) are
   asked of the node's job step (hosts.on_host), which does them on its host at the schedule's time, with the
-  same mechanisms as on one host (host_step.HostEvents); the event log's outcome names the host.
+  same mechanisms as on one host (host_step.HostEvents); the event log's outcome names the host. An sql event
+  runs here, as on one host, through the node's relayed admin socket (which leads to the server running now).
 
 Not built for a placed cell (refused at load): an added link delay (placement.check_cell); the events that act
-on a link, on a host or through a server's socket (the events concern).
+on a link or on a host, io_throttle, command (the events concern).
 """
 from __future__ import annotations
 
