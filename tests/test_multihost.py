@@ -127,8 +127,31 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert "Traceback" not in done.stderr
     assert not Path(study.path("results/logs/slurm")).exists()
     assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    # a node placed by a constraint no node has: the dry run shows what Slurm is asked; the run is refused in
+    # Slurm's words before any job
+    hosts = {"client": "c1", "primary": "c2", "replica1": {"constraint": "nvme"}}
+    study = Study(tmp_path / "unknown-constraint", placed(hosts))
+    dry = on_ctl(cluster, study.argv("-n", *SLURM_PROFILE))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on a host (constraint "
+            "nvme) (one Slurm job: --nodes=3 --nodelist=c1,c2 --constraint=nvme)") in dry.stderr
+    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    assert done.returncode != 0
+    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
+    assert refusal == [f"dbsweep: topologies.semisync.hosts: {hosts!r}: Slurm cannot place it: allocation failure: "
+                       "Invalid feature specification"]
+    assert "Traceback" not in done.stderr
+    assert not Path(study.path("results/logs/slurm")).exists()
+    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    # one Slurm knows (cluster.sh: c1 and c3 have ssd): Slurm chooses c3 beside the other parts' hosts
+    dry = on_ctl(cluster, Study(tmp_path / "ssd", placed(BY_CONSTRAINT)).argv("-n", *SLURM_PROFILE))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on c3 (constraint ssd) "
+            "(one Slurm job: --nodes=3 --nodelist=c1,c2,c3)") in dry.stderr
 
 
+# the replica on a host Slurm chooses by its feature: c3 (c1, the other with ssd, is the client's)
+BY_CONSTRAINT = {"client": "c1", "primary": "c2", "replica1": {"constraint": "ssd"}}
 # what a replica outage does, on its own host: killed at 2 s, started again at 4 s (its replication resumed at
 # 5 s: a MariaDB replica here starts with skip_slave_start), in an 8 s window
 OUTAGE = [{"at": 2, "action": "kill", "target": "replica1"}, {"at": 4, "action": "start", "target": "replica1"},
@@ -141,7 +164,7 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     on c1 against the primary on c2, whose semi-sync replica on c3 is killed and started again on its host at
     its events' times; and through haproxy beside it on c1 against a three-member Galera cluster on c2, c3
     and c4."""
-    config = placed({"client": "c1", "primary": "c2", "replica1": "c3"})
+    config = placed(BY_CONSTRAINT)
     config["topologies"]["semisync"]["semisync_timeout_ms"] = 500  # the primary gives up on its replica soon
     config["axes"]["topology"].append("galera")
     config["topologies"]["galera"] = galera_behind_haproxy()["topologies"]["galera"]
@@ -181,14 +204,18 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     assert run["topology"]["network"]["cpus"] == {"client": CPUS["c1"], "primary": CPUS["c2"],
                                                   "replica1": CPUS["c3"]}
     nodes = {node["name"]: node for node in run["topology"]["nodes"]}
-    assert {name: (node["host"], node["declared_host"]) for name, node in nodes.items()} \
-        == {"primary": ("c2", "c2"), "replica1": ("c3", "c3")}
+    assert (nodes["primary"]["host"], nodes["primary"]["declared_host"]) == ("c2", "c2")
+    # the replica, placed by constraint, landed on c3, which has the feature; read back from Slurm in the job
+    assert (nodes["replica1"]["host"], nodes["replica1"]["declared_constraint"], nodes["replica1"]["features"]) \
+        == ("c3", "ssd", ["ssd"])
+    assert "declared_host" not in nodes["replica1"]
+    assert run["topology"]["network"]["hosts"] == {"client": "c1", "primary": "c2", "replica1": "c3"}
     assert nodes["replica1"]["source"] == "primary" and nodes["primary"]["replication"] == "semisync"
     assert set(run["topology"]["network"]["rtt_ms"]) == {"client-primary", "client-replica1", "primary-replica1"}
     delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv")))
                  if r["kind"] == "host"]
-    assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
-        == [("primary", "c2", "equal"), ("replica1", "c3", "equal")]
+    assert sorted((r["key"], r["declared"], r["delivered"], r["verdict"]) for r in delivered) \
+        == [("primary", "c2", "c2", "equal"), ("replica1", "constraint ssd", "c3 (ssd)", "equal")]
     # every node's counters, sampled each second from the client's host over the bridge; the primary
     # counts its replica as a semi-sync client
     counters = table_rows(next(cell.rglob("rep~1/counters.csv")))

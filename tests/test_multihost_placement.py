@@ -62,6 +62,17 @@ def test_two_parts_on_one_host_are_refused():
                                 "host's measuring lock while the cell runs)")
 
 
+def test_a_node_placed_by_a_slurm_constraint_is_recorded_as_its_constraint():
+    config = copy.deepcopy(STUDY)
+    config["topologies"]["semisync"]["hosts"] = HOSTS | {"primary": {"constraint": "ssd"},
+                                                         "replica1": {"constraint": "ssd"}}
+    study = load(config)
+    placed = placement.of(study.recipe(study.cells[0]).topology)
+    assert placed.named == {"client": "c1"} and placed.constraints == {"primary": "ssd", "replica1": "ssd"}
+    assert placement.declared(placed, "primary") == {"declared_constraint": "ssd"}
+    assert placement.declared(placed, "client") == {"declared_host": "c1"}
+
+
 def test_an_unplaced_topology_has_no_placement():
     config = copy.deepcopy(STUDY)
     del config["topologies"]["semisync"]["hosts"]
@@ -73,6 +84,12 @@ def test_an_unplaced_topology_has_no_placement():
     ({"client": "c1", "primary": "c2"}, "topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2'}: "
                                         "replica1 not placed"),
     (HOSTS | {"proxy": "c4"}, "topologies.semisync.hosts.proxy: 'c4': no such node (client, primary, replica1)"),
+    # a node's host by Slurm constraint: one feature, and never the client's (the job's first host, named)
+    (HOSTS | {"client": {"constraint": "ssd"}}, "topologies.semisync.hosts.client: {'constraint': 'ssd'}: the "
+                                                "client's host is named (the job's first host"),
+    (HOSTS | {"replica1": {"constraint": "ssd&fast"}}, "topologies.semisync.hosts.replica1.constraint: 'ssd&fast'"),
+    (HOSTS | {"replica1": {"constraint": "ssd", "zone": "a"}}, "topologies.semisync.hosts.replica1.zone: unknown key"),
+    (HOSTS | {"replica1": {}}, "topologies.semisync.hosts.replica1.constraint: missing"),
 ])
 def test_a_placement_that_leaves_a_part_out_or_names_no_part_is_refused(hosts, message):
     config = copy.deepcopy(STUDY)

@@ -39,6 +39,9 @@
 # refuses it in one line before anything starts. DIR/hosts/cI/cpus holds the list given (the run records
 # each host's affinity as its processes see it: run.json topology.network.cpus).
 #
+# Features (slurm.conf's, for a placement by constraint, `hosts: {replica1: {constraint: ssd}}`): c1, c3 …
+# have `ssd`, c2, c4 … `hdd`.
+#
 # `down` kills every process in the dbsw-* namespaces (daemons, jobs, anything `exec` started), which
 # also ends their mount and UTS namespaces, then deletes the network namespaces (which removes the
 # bridge and the veths), DIR and the running cluster's folder if another (the cwd of ctl's holder). It
@@ -178,6 +181,11 @@ wire() {
   ip -n "$PREFIX$host" link set eth0 up
 }
 
+# The Slurm feature of node cI ($1 = I), for placements by constraint: odd nodes have ssd, even ones hdd.
+feature() {
+  if (($1 % 2)); then echo ssd; else echo hdd; fi
+}
+
 write_config() {
   local dir=$1 nodes=$2 cpus memory names i
   cpus=$(nproc)
@@ -233,7 +241,7 @@ Epilog=$dir/etc/epilog.sh
 NodeName=DEFAULT CPUs=$cpus RealMemory=$memory State=UNKNOWN
 EOF
   for ((i = 1; i <= nodes; i++)); do
-    echo "NodeName=c$i NodeAddr=$SUBNET.$i" >> "$dir/etc/slurm.conf"
+    echo "NodeName=c$i NodeAddr=$SUBNET.$i Features=$(feature "$i")" >> "$dir/etc/slurm.conf"
   done
   echo "PartitionName=bench Nodes=$names Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO" \
     >> "$dir/etc/slurm.conf"

@@ -433,6 +433,10 @@ def topology(recipe: Recipe, facts: dict | None, host: dict) -> list[Check]:
             got = node.get("host") or ran
             out.append(_check("host", node["name"], node["declared_host"], got,
                               EQUAL if got == node["declared_host"] else DEVIATED))
+        if "declared_constraint" in node:  # placed by a Slurm constraint: its host has that feature
+            got = f"{node.get('host')} ({','.join(node.get('features') or []) or 'no features'})"
+            out.append(_check("host", node["name"], f"constraint {node['declared_constraint']}", got,
+                              EQUAL if node["declared_constraint"] in (node.get("features") or []) else DEVIATED))
     proxy = facts.get("proxy") or {}
     if "declared_host" in proxy:  # a placed cell's proxy, beside the client
         out.append(_check("host", "proxy", proxy["declared_host"], proxy.get("host"),

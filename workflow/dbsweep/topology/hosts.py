@@ -59,6 +59,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
     if placed is None or placed.hosts[placement.CLIENT] != here:
         raise RuntimeError(f"placed nodes start from the client's host ({placed and placed.hosts['client']}); "
                            f"this is {here}")
+    on = placement.landed(placed)  # where each node runs in this job (a node placed by constraint: here)
     family = engines.family(recipe.engine)
     kind = recipe.topology["replication"]
     with ExitStack() as stack:
@@ -70,7 +71,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
         # joiner's grastate.dat) goes to the node's filesystem on its host before its server starts.
         names = recipe.topology["nodes"]
         specs = [NodeSpec(name=name, role=role(kind, index), index=index,
-                          address=socket.gethostbyname(placed.hosts[name]), port=port, root=local / "stage" / name)
+                          address=socket.gethostbyname(on[name]), port=port, root=local / "stage" / name)
                  for index, (name, port) in enumerate(zip(names, ports(len(names)), strict=True))]
         for node in specs:
             (node.root / database.DATADIR).mkdir(parents=True)
@@ -80,7 +81,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
                     "node": {"name": node.name, "role": node.role, "index": node.index}, "port": node.port,
                     "files": staged(node.root)}
-            facts = stack.enter_context(node_on_host(placed.hosts[node.name], spec, log))
+            facts = stack.enter_context(node_on_host(on[node.name], spec, log))
             if facts["address"] != node.address:
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
                                    f"{facts['address']}, not on {node.address}, its host's address here")

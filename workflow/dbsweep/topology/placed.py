@@ -55,7 +55,7 @@ class Links:
     def enter(self, host: str) -> list[str]:
         """The argv prefix that runs a program on host: the client's is this one (nothing to enter)."""
         if host != CLIENT:
-            raise RuntimeError(f"{host} runs on {self.placed.hosts[host]}: only the client's programs run here")
+            raise RuntimeError(f"{host} runs on {self.nodes[host]['host']}: only the client's programs run here")
         return []
 
     def measure_rtt(self) -> dict[str, float]:
@@ -63,7 +63,8 @@ class Links:
 
     @property
     def facts(self) -> dict:
-        return {"hosts": dict(self.placed.hosts), "addresses": dict(self.addresses),
+        landed = {CLIENT: self.placed.hosts[CLIENT]} | {name: facts["host"] for name, facts in self.nodes.items()}
+        return {"hosts": landed, "addresses": dict(self.addresses),
                 "method": "Slurm nodes of one job; round trips: ping from the client's host and from each node's "
                           "host step; clocks: each host step's time.time() between two of the client host's",
                 "clocks": {name: facts["clock"] for name, facts in self.nodes.items()},
@@ -88,7 +89,10 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     facts = {
         "name": recipe.topology["name"], "replication": recipe.topology["replication"],
         "nodes": [{"name": spec.name, "role": spec.role, "address": spec.address, "port": spec.port,
-                   "host": nodes[spec.name]["host"], "declared_host": placed.hosts[spec.name],
+                   "host": nodes[spec.name]["host"], **placement.declared(placed, spec.name),
+                   # the Slurm features of the host a node placed by constraint landed on, as Slurm lists them
+                   **({"features": placement.features(nodes[spec.name]["host"])}
+                      if spec.name in placed.constraints else {}),
                    "pid": nodes[spec.name]["pid"], "datadir": nodes[spec.name]["datadir"],
                    "filesystem": nodes[spec.name]["filesystem"], "devices": [],
                    "results": nodes[spec.name]["results"],
