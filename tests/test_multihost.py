@@ -164,17 +164,16 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     on c1 against the primary on c2, whose semi-sync replica on c3 is killed and started again on its host at
     its events' times; and through haproxy beside it on c1 against a three-member Galera cluster on c2, c3
     and c4."""
-    config = placed(BY_CONSTRAINT)
+    config = placed(BY_CONSTRAINT | {"proxy": "c4"})  # haproxy in front of the primary, on a host of its own
     config["topologies"]["semisync"]["semisync_timeout_ms"] = 500  # the primary gives up on its replica soon
     config["axes"]["topology"].append("galera")
     config["topologies"]["galera"] = galera_behind_haproxy()["topologies"]["galera"]
-    config["axes"]["proxy"] = ["none", "haproxy"]  # haproxy in front of the Galera members only
+    config["axes"]["proxy"] = ["haproxy"]
     config["axes"]["threads"] = [2, 3]  # 3 for the Galera cell: one connection to each member
     config["axes"]["events"] = ["none", "outage"]
     config["events"] = {"outage": OUTAGE}
     config["workloads"]["write"]["options"]["time"] = 8
-    config["exclude"] = [{"topology": "semisync", "proxy": "haproxy"}, {"topology": "galera", "proxy": "none"},
-                         {"topology": "semisync", "threads": 3}, {"topology": "galera", "threads": 2},
+    config["exclude"] = [{"topology": "semisync", "threads": 3}, {"topology": "galera", "threads": 2},
                          {"topology": "semisync", "events": "none"}, {"topology": "galera", "events": "outage"}]
     study = Study(server_workdir / "placed", config)
     # the results tree is not shared with c2's and c3's: on each an empty filesystem of its own hides it (the
@@ -215,11 +214,19 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv")))
                  if r["kind"] == "host"]
     assert sorted((r["key"], r["declared"], r["delivered"], r["verdict"]) for r in delivered) \
-        == [("primary", "c2", "c2", "equal"), ("replica1", "constraint ssd", "c3 (ssd)", "equal")]
+        == [("primary", "c2", "c2", "equal"), ("proxy", "c4", "c4", "equal"),
+            ("replica1", "constraint ssd", "c3 (ssd)", "equal")]
     # every node's counters, sampled each second from the client's host over the bridge; the primary
     # counts its replica as a semi-sync client
     counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
-    assert {r["node"] for r in counters} == {"primary", "replica1"}
+    assert {r["node"] for r in counters} == {"primary", "replica1", "proxy"}
+    # haproxy on c4, a host of its own, in front of the primary on c2: the client's two connections through it;
+    # its numbers asked of its job step each second
+    proxy = run["topology"]["proxy"]
+    assert (proxy["kind"], proxy["host"], proxy["declared_host"]) == ("haproxy", "c4", "c4")
+    assert proxy["backends"] == [f"primary={nodes['primary']['address']}:{nodes['primary']['port']}"]
+    assert {r["node_host"] for r in counters if r["node"] == "proxy"} == {"c4"}
+    assert max(float(r["value"]) for r in counters if r["name"] == "server.primary.sessions_current") == 2.0
     # the replica killed on c3 at 2 s and started again there at 4 s, each by its job step at its time on the
     # client's clock: the event log says where
     events = table_rows(next(cell.rglob("rep~1/events.csv")))
@@ -394,16 +401,27 @@ def kill_node_and_guardian(server: psutil.Process) -> None:
         proc.kill()
 
 
-@pytest.mark.parametrize("kill, galera", [(["scancel"], False), (["scancel", "--signal=KILL", "--full"], True),
-                                         (["guardian"], False)], ids=["scancel", "sigkill-galera-haproxy",
-                                                                      "guardian-too"])
+def proxy_on_c4() -> dict:
+    """The semi-sync pair on c2 and c3, haproxy in front of the primary on c4, a host of its own."""
+    config = placed({"client": "c1", "primary": "c2", "replica1": "c3", "proxy": "c4"})
+    config["axes"]["proxy"] = ["haproxy"]
+    return config
+
+
+@pytest.mark.parametrize("kill, cell", [(["scancel"], proxy_on_c4), (["scancel", "--signal=KILL", "--full"],
+                                                                     galera_behind_haproxy),
+                                        (["guardian"], lambda: placed({"client": "c1", "primary": "c2",
+                                                                       "replica1": "c3"}))],
+                         ids=["scancel-proxy-host", "sigkill-galera-haproxy", "guardian-too"])
 def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves_nothing(cluster, image, kill,
-                                                                                         galera):
+                                                                                         cell):
     """Each node's server in its host's namespaces, on its own copy of the image, and nothing left on any host
-    once the job is killed: a semi-sync pair (c2, c3), or a Galera cluster on c2, c3, c4 with haproxy beside
-    the client on c1, in front of the members on their hosts."""
+    once the job is killed: a semi-sync pair (c2, c3), with haproxy on c4, a host of its own, in front of the
+    primary, or a Galera cluster on c2, c3, c4 with haproxy beside the client on c1, in front of the members on
+    their hosts."""
     folder, img = image
-    study = load(galera_behind_haproxy() if galera else placed({"client": "c1", "primary": "c2", "replica1": "c3"}))
+    study = load(cell())
+    galera = cell is galera_behind_haproxy
     declared = study.recipe(study.cells[0]).topology["hosts"]
     used = tuple(sorted(set(declared.values())))
     raw, job_log = folder / kill[-1] / "raw", folder / f"job-{kill[-1]}.log"
@@ -420,7 +438,7 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
         wait_for(raw / "hosts.json", job_log)
         shown = json.loads((raw / "hosts.json").read_text())
         assert shown["client"] == "c1"  # the job's batch step, where the client runs
-        names = [name for name in declared if name != "client"]
+        names = [name for name in declared if name not in ("client", "proxy")]
         if galera:  # one cluster of three, each member joined from its image, not by a full copy
             assert {node["topology"]["replication"] for node in shown["nodes"].values()} == {"galera"}
             assert len({node["topology"]["cluster_uuid"] for node in shown["nodes"].values()}) == 1
@@ -468,18 +486,24 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
             said = subprocess.run([CLUSTER, "exec", host, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]],
                                   capture_output=True, text=True, env=cluster).stdout
             assert said.startswith("pid ") and f" on {host} " in said and f"node {name}" in said, said
-        if galera:
-            # haproxy beside the client: in c1's namespaces, in the repetition's cgroup there, its backends the
-            # members at their hosts' addresses; its health checks see every member up
-            proxy = shown["proxy"]
-            assert proxy["kind"] == "haproxy" and proxy["netns"] is None
+        if shown["proxy"] is not None:
+            # haproxy beside the client (in c1's namespaces, in the repetition's cgroup there), or on c4 (in c4's,
+            # in its step's cgroup there, under c4's measuring lock), its backends the nodes that take writes (the
+            # members, or the primary) at their hosts' addresses; its health checks see every one up
+            proxy, where, writers = shown["proxy"], declared.get("proxy", "c1"), names if galera else names[:1]
+            assert proxy["kind"] == "haproxy" and proxy["netns"] is None and proxy["host"] == where
             assert proxy["backends"] == [f"{name}={shown['nodes'][name]['address']}:{shown['nodes'][name]['port']}"
-                                         for name in names]
-            assert {name: proxy["stats"][f"server.{name}.up"] for name in names} == dict.fromkeys(names, 1.0)
+                                         for name in writers]
+            assert {name: proxy["stats"][f"server.{name}.up"] for name in writers} == dict.fromkeys(writers, 1.0)
             haproxy = psutil.Process(proxy["pid"])
             assert haproxy.name() == "haproxy"
-            in_namespaces_of(cluster, "c1", haproxy)
+            in_namespaces_of(cluster, where, haproxy)
             cgroups += repetition_cgroups(haproxy)
+            if where != "c1":
+                assert "slurmstepd" in [p.name() for p in haproxy.parents()]
+                said = subprocess.run([CLUSTER, "exec", where, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]],
+                                      capture_output=True, text=True, env=cluster).stdout
+                assert f" on {where} " in said and "proxy of" in said, said
         assert in_hosts(cluster, used)
 
     except BaseException:  # a check failed while the job held its nodes: end it, so that each node's

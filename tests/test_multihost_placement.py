@@ -73,6 +73,23 @@ def test_a_node_placed_by_a_slurm_constraint_is_recorded_as_its_constraint():
     assert placement.declared(placed, "client") == {"declared_host": "c1"}
 
 
+def test_a_proxy_on_a_host_of_its_own_is_placed_in_the_cells_that_have_one():
+    config = copy.deepcopy(STUDY)
+    config["topologies"]["semisync"]["hosts"] = HOSTS | {"proxy": "c4"}
+    config["axes"]["proxy"] = ["none", "haproxy"]
+    config["proxies"] = {"haproxy": {"type": "haproxy"}}
+    study = load(config)
+    placed = {cell["proxy"]: placement.of(study.recipe(cell).topology) for cell in study.cells}
+    assert placed["haproxy"].hosts == {"client": "c1", "proxy": "c4", "primary": "c2", "replica1": "c3"}
+    assert placed["haproxy"].sbatch() == ["--nodes=4", "--nodelist=c1,c4,c2,c3"]
+    assert placed["none"].hosts == HOSTS  # no proxy: its host is not the cell's
+    config["topologies"]["semisync"]["hosts"] = HOSTS | {"proxy": {"constraint": "ssd"}}
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value) == ("topologies.semisync.hosts.proxy: {'constraint': 'ssd'}: the proxy's host is named "
+                                "(a constraint places a node)")
+
+
 def test_an_unplaced_topology_has_no_placement():
     config = copy.deepcopy(STUDY)
     del config["topologies"]["semisync"]["hosts"]
@@ -83,7 +100,7 @@ def test_an_unplaced_topology_has_no_placement():
 @pytest.mark.parametrize("hosts, message", [
     ({"client": "c1", "primary": "c2"}, "topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2'}: "
                                         "replica1 not placed"),
-    (HOSTS | {"proxy": "c4"}, "topologies.semisync.hosts.proxy: 'c4': no such node (client, primary, replica1)"),
+    (HOSTS | {"router": "c4"}, "topologies.semisync.hosts.router: 'c4': no such node (client, primary, replica1)"),
     # a node's host by Slurm constraint: one feature, and never the client's (the job's first host, named)
     (HOSTS | {"client": {"constraint": "ssd"}}, "topologies.semisync.hosts.client: {'constraint': 'ssd'}: the "
                                                 "client's host is named (the job's first host"),

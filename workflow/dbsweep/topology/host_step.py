@@ -2,6 +2,7 @@
 
     srun --overlap --nodes=1 --ntasks=1 --nodelist=HOST python -m dbsweep.topology.host_step
     stdin: one JSON line {recipe, image, node: {name, role, index}, options: {server options}, raw}
+        or {proxy: {kind, settings, backends, login}, node: {name: proxy}, raw}: the cell's proxy (serve_proxy)
     python -m dbsweep.topology.host_step --sweep      (the Slurm Epilog: release what a killed step left)
 
 On that host, as a repetition does on one host (runtime.owned): it holds the host's own measuring lock,
@@ -49,6 +50,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -61,7 +63,7 @@ from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import relay
+from dbsweep.topology import proxies, relay
 from dbsweep.topology.nodes import NodeSpec
 
 # Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user;
@@ -137,6 +139,29 @@ def serve(spec: dict, log, stdin) -> None:
                 log.write(f"node {node['name']} on {host}: stopping\n")
             # the server stopped, its logs kept: the whole of raw goes back when it is not the shared tree's
             print(json.dumps({"returned": returned(raw) if path == COPY_BACK else {}}), flush=True)
+
+
+def serve_proxy(spec: dict, log, stdin) -> None:
+    """The cell's proxy on this host, a host of its own (spec["proxy"]: kind, settings, backends, the benchmark
+    user's login for a proxy that authenticates clients), as a node's step holds its server: under this host's
+    measuring lock, in a cgroup of its own, listening on the host's address; prints its facts (host, address,
+    port, pid, the proxy's own facts), answers `stats` (its per-second numbers, for the coordinator's sampler)
+    and `clock` until stdin closes, then stops it."""
+    proxy, host = spec["proxy"], socket.gethostname()
+    with signals_raise(), runtime.owned(f"proxy of {spec['raw']}", ACTIVE, log):
+        folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
+        with storage.scratch_files(folder, runtime.active), \
+                proxies.proxy(proxy["kind"], proxy["settings"], (host_address(), database.free_port()),
+                              [proxies.Backend(**backend) for backend in proxy["backends"]], folder, log,
+                              login=tuple(proxy["login"])) as handle:
+            print(json.dumps({"host": host, "address": handle.address, "port": handle.port, "pid": handle.pid,
+                              "facts": handle.facts, "results": "none"}), flush=True)
+            for line in stdin:
+                question = line.split()
+                print(json.dumps({"stats": handle.stats()} if question == ["stats"] else answer(question)),
+                      flush=True)
+            log.write(f"proxy on {host}: stopping\n")
+    print(json.dumps({"returned": {}}), flush=True)
 
 
 def place(root: Path, files: dict[str, dict]) -> None:
@@ -315,7 +340,7 @@ def main() -> int:
         sweep(log)
         return 0
     spec = json.loads(sys.stdin.readline())
-    serve(spec, log, sys.stdin)
+    (serve_proxy if "proxy" in spec else serve)(spec, log, sys.stdin)
     return 0
 
 

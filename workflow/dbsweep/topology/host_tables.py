@@ -29,13 +29,17 @@ def run_host(record: dict) -> str:
 
 
 def node_hosts(record: dict) -> dict[str, str]:
-    """node name -> the host it ran on: its own for a placed topology, else the repetition's."""
-    nodes = (record.get("topology") or {}).get("nodes") or []
-    return {node["name"]: node.get("host") or run_host(record) for node in nodes}
+    """node name -> the host it ran on: its own for a placed topology, else the repetition's; `proxy` -> the
+    proxy's, where it ran on a host of its own."""
+    topology = record.get("topology") or {}
+    proxy = topology.get("proxy") or {}
+    return {node["name"]: node.get("host") or run_host(record) for node in topology.get("nodes") or []} \
+        | ({"proxy": proxy["host"]} if proxy.get("host") else {})
 
 
 def with_hosts(rows: list[dict], record: dict) -> list[dict]:
-    """rows (each with `node`) with node_host: the node's host ('' and a proxy: the repetition's)."""
+    """rows (each with `node`) with node_host: the node's host ('': the repetition's; a proxy's: its own,
+    the client's beside it)."""
     hosts = node_hosts(record)
     here = run_host(record)
     return [row | {"node_host": hosts.get(row.get("node") or "", here)} for row in rows]

@@ -12,6 +12,7 @@ monitors around the measured window.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import hashlib
 import json
 import os
@@ -32,7 +33,7 @@ from dbsweep import database, engines, manifest, runtime
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import host_step, placement, proxied, relay
+from dbsweep.topology import host_step, placement, proxied, proxies, relay
 from dbsweep.topology.nodes import role
 from dbsweep.topology.host_step import host_address, rtt_ms
 from dbsweep.topology.nodes import NodeSpec
@@ -90,8 +91,9 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             return stack.enter_context(_reached(recipe, family, node, facts, local))
 
         cluster = engines.cluster(recipe.engine)
-        dbs = cluster.start_cluster(recipe.engine, kind, recipe.topology["settings"], specs, start,
-                                    [host_address()], log)
+        # the benchmark user logs in from the client's host, and from the proxy's where it has one of its own
+        clients = [host_address()] + ([socket.gethostbyname(on[placement.PROXY])] if placement.PROXY in on else [])
+        dbs = cluster.start_cluster(recipe.engine, kind, recipe.topology["settings"], specs, start, clients, log)
         for node in specs:
             facts = nodes[node.name]
             facts |= {"db": dbs[node.name], "spec": node, "topology": dict(node.facts)}
@@ -226,7 +228,8 @@ def link_rtts(nodes: dict[str, dict]) -> dict[str, float]:
 def main(args: list[str]) -> int:
     """`python -m dbsweep.topology.hosts SPEC.json`, on the client's host inside the cell's job, as a repetition
     there holds them (runtime.owned: this host's measuring lock, a repetition cgroup): start the placed nodes
-    and the cell's proxy, if it has one, beside the client (proxied.front), start each host's monitors, write
+    and the cell's proxy, if it has one (proxy_front: beside the client, or on its own host), start each host's
+    monitors, write
     RAW/hosts.json (each node's facts, no login; the proxy's), hold them SPEC's hold_s seconds (or until a
     signal), stop them. SPEC: {recipe, image, raw, hold_s}."""
     spec = json.loads(Path(args[0]).read_text())
@@ -237,8 +240,8 @@ def main(args: list[str]) -> int:
     with signals_raise(), runtime.owned(f"placed cell of {raw}", raw / ".active", log), Stack(log) as stack:
         nodes = stack.enter("server", "placed nodes", placed_nodes(recipe, Path(spec["image"]), raw, log))
         first = next(iter(nodes.values()))
-        _, proxy = proxied.front(recipe, [facts["spec"] for facts in nodes.values()], first["db"], host_address(),
-                              None, log, stack)
+        _, proxy, proxy_facts = proxy_front(recipe, placement.of(recipe.topology),
+                                            [facts["spec"] for facts in nodes.values()], first["db"], raw, log, stack)
         shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
                  for name, facts in nodes.items()}
         counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
@@ -247,7 +250,7 @@ def main(args: list[str]) -> int:
                 watching.enter_context(HostMonitors(name, facts))
             manifest.write_json(raw / "hosts.json", {
                 "client": socket.gethostname(), "nodes": shown, "rtt_ms": link_rtts(nodes), "counters": counters,
-                "proxy": None if proxy is None else proxy.facts | {"pid": proxy.pid, "stats": proxy.stats()}})
+                "proxy": None if proxy is None else proxy_facts | {"pid": proxy.pid, "stats": proxy.stats()}})
             hold(nodes, spec.get("hold_s", 0))
     return 0
 
@@ -298,6 +301,38 @@ def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
         last = _stop(step)
     if results.get("path") == host_step.COPY_BACK:
         results["files"] = copy_back(last, folder, f"node {spec['node']['name']} on {host}")
+
+
+def proxy_front(recipe: Recipe, placed: placement.Placement, specs: list[NodeSpec], first: database.Database,
+                raw: Path, log, stack: Stack) -> tuple[database.Database, object, dict | None]:
+    """The cell's proxy, if it has one: on its own host where the placement names one (proxy_on_host), else
+    beside the client, here (proxied.front). Returns (what the client's tool reaches, the proxy's handle or
+    None, its facts for the record: its host beside the one declared)."""
+    if placement.PROXY not in placed.hosts:
+        target, proxy = proxied.front(recipe, specs, first, host_address(), None, log, stack)
+        return target, proxy, None if proxy is None else proxy.facts | {"host": socket.gethostname(),
+                                                                        "declared_host": placed.hosts[placement.CLIENT]}
+    host = placed.hosts[placement.PROXY]
+    proxy = stack.enter("service", f"{recipe.proxy['name']} on {host}",
+                        proxy_on_host(host, recipe, specs, (first.conn.user, first.conn.password), raw, log))
+    return proxied.through(first, proxy.address, proxy.port), proxy, proxy.facts | {"declared_host": host}
+
+
+@contextmanager
+def proxy_on_host(host: str, recipe: Recipe, specs: list[NodeSpec], login: tuple[str, str], raw: Path,
+                  log) -> Iterator[proxies.ProxyHandle]:
+    """The cell's proxy on a host of its own (its placement's `proxy`), started there by a job step
+    (host_step.serve_proxy) in front of the nodes that take writes at their hosts' addresses; yields its
+    handle as on one host, its numbers asked of the step each second; its facts have `host`."""
+    spec = {"raw": str(raw), "node": {"name": placement.PROXY},
+            "proxy": {"kind": proxied.kind(recipe), "settings": proxied.settings(recipe),
+                      "backends": [dataclasses.asdict(b) for b in proxied.backends(recipe, specs)],
+                      "login": list(login)}}
+    with node_on_host(host, spec, log) as facts:
+        step = facts["step"]
+        yield proxies.ProxyHandle(proxied.kind(recipe), facts["address"], facts["port"],
+                                  facts["facts"] | {"host": facts["host"]},
+                                  sample=lambda: ask(step, "stats")["stats"], pid=facts["pid"])
 
 
 def copy_back(last: str, folder: Path, who: str) -> dict[str, str]:

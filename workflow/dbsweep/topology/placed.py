@@ -17,8 +17,9 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   second its server's CPU time is read there (readers: hosts.counters_reader).
 
 - its proxy, if it has one, runs here, beside the client (as on one host, where it runs in the client's
-  namespace), in front of the nodes on their hosts (proxied.front); the record's proxy carries `host` beside
-  `declared_host` (the client's).
+  namespace), in front of the nodes on their hosts (proxied.front); or, where the placement names its own
+  host (`proxy`), there, started by a job step (hosts.proxy_on_host), its numbers asked of it each second;
+  the record's proxy carries `host` beside `declared_host` (the client's, or its own).
 
 - its timed events' node actions (stop, kill, pause, resume, start, restart: events.actions' placed=STEP) are
   asked of the node's job step (hosts.on_host), which does them on its host at the schedule's time, with the
@@ -32,12 +33,11 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import socket
 from pathlib import Path
 
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
-from dbsweep.topology import hosts, placement, proxied
+from dbsweep.topology import hosts, placement
 from dbsweep.topology.host_step import host_address
 from dbsweep.topology.started import Topology
 
@@ -80,12 +80,12 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     if image is None:
         raise RuntimeError(f"topology {recipe.topology['name']}: a placed topology starts from a prepared image")
     placed = placement.of(recipe.topology)
-    nodes = stack.enter("server", f"{recipe.engine} on {', '.join(placed.nodelist)}",
+    nodes = stack.enter("server", f"{recipe.engine} nodes of {placed.topology}",
                         hosts.placed_nodes(recipe, image, raw, log))
     links = Links(placed, nodes)
     specs = [facts["spec"] for facts in nodes.values()]
     dbs = {name: _here(facts["db"]) for name, facts in nodes.items()}
-    target, proxy = proxied.front(recipe, specs, dbs[specs[0].name], links.addresses[CLIENT], None, log, stack)
+    target, proxy, proxy_facts = hosts.proxy_front(recipe, placed, specs, dbs[specs[0].name], raw, log, stack)
     facts = {
         "name": recipe.topology["name"], "replication": recipe.topology["replication"],
         "nodes": [{"name": spec.name, "role": spec.role, "address": spec.address, "port": spec.port,
@@ -99,8 +99,7 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
                    **nodes[spec.name]["topology"]} for spec in specs],
         "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
         "network": links.facts | {"rtt_ms": links.measure_rtt()},
-        "proxy": None if proxy is None else proxy.facts | {"host": socket.gethostname(),
-                                                           "declared_host": placed.hosts[CLIENT]},
+        "proxy": proxy_facts,
     }
     watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
     readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}

@@ -23,6 +23,10 @@ features (run.json topology.nodes[].host, features; declared_constraint).
 
 The client is always named: it runs where Slurm runs the job's batch script, the job's first host.
 
+The proxy (a cell of the `proxy` axis) runs beside the client, or on a host of its own named as `proxy`
+(hosts.proxy_on_host; named, not by constraint); a cell without a proxy leaves that host out of its job
+(settings.recipe).
+
 The cell's run then starts each node on its host (placed.py, hosts.py, host_step.py).
 """
 from __future__ import annotations
@@ -36,7 +40,7 @@ from dataclasses import dataclass
 from dbsweep import slurm
 from dbsweep.errors import ConfigError
 
-CLIENT = "client"
+CLIENT, PROXY = "client", "proxy"
 # A Slurm node's name as slurm.conf's NodeName takes one (no host list syntax: one host each).
 HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
@@ -148,9 +152,10 @@ def declared(placed: Placement, role: str) -> dict:
 
 def check(where: str, hosts: dict, nodes: list[str]) -> None:
     """Refuse, naming key and value, a placement that does not place exactly the client and every node
-    on a host of one name each (a part left out would run nowhere anyone declared), or that puts two parts
-    on one host (the second would wait for ever for the measuring lock the first holds there)."""
-    roles = [CLIENT, *nodes]
+    (and the proxy, or not) on a host of one name each (a part left out would run nowhere anyone declared),
+    or that puts two parts on one host (the second would wait for ever for the measuring lock the first
+    holds there)."""
+    roles = [CLIENT, *([PROXY] if PROXY in hosts else []), *nodes]
     for role, host in hosts.items():
         if role not in roles:
             raise ConfigError(f"{where}.hosts.{role}: {host!r}: no such node ({', '.join(roles)})")
@@ -176,6 +181,8 @@ def _check_constraint(where: str, role: str, host: dict) -> None:
     if role == CLIENT:
         raise ConfigError(f"{where}: {host!r}: the client's host is named (the job's first host, where Slurm runs "
                           f"its batch script and so the client)")
+    if role == PROXY:
+        raise ConfigError(f"{where}: {host!r}: the proxy's host is named (a constraint places a node)")
     if set(host) != {CONSTRAINT}:
         raise ConfigError(f"{where}: {host!r}: a host by constraint is {{{CONSTRAINT}: <a Slurm feature>}}")
     feature = host[CONSTRAINT]
@@ -188,7 +195,7 @@ def of(topology: dict | None) -> Placement | None:
     """The placement of a cell's recipe topology (None: every node on the job's host, in namespaces)."""
     if not topology or not topology.get("hosts"):
         return None
-    order = [CLIENT, *topology["nodes"]]
+    order = [CLIENT, *([PROXY] if PROXY in topology["hosts"] else []), *topology["nodes"]]
     return Placement(topology["name"], {role: topology["hosts"][role] for role in order})
 
 

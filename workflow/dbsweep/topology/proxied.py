@@ -1,5 +1,6 @@
 """The proxy in front of a topology's nodes, started on the client's host: in its namespace on one host
-(cell.py), on that host itself when the nodes are placed on hosts of their own (placed.py, hosts.py)."""
+(cell.py), on that host itself when the nodes are placed on hosts of their own (placed.py, hosts.py), or on a
+host of its own when the placement names one (hosts.proxy_on_host, from kind, settings and backends here)."""
 from __future__ import annotations
 
 import dataclasses
@@ -20,15 +21,28 @@ def front(recipe: Recipe, specs: list[NodeSpec], first: database.Database, addre
     stack. Returns (what the client's tool reaches: the proxy, else first; the proxy's handle or None)."""
     if recipe.proxy is None:
         return first, None
-    settings = {k: v for k, v in recipe.proxy.items() if k not in ("name", "type")}
-    writers = specs if recipe.topology["replication"] == "galera" else specs[:1]
-    backends = [proxies.Backend(node.name, node.address, node.port) for node in writers]
     folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
     stack.enter("service", "proxy folder", storage.scratch_files(folder, runtime.active))
     handle = stack.enter("service", recipe.proxy["name"],
-                         proxies.proxy(recipe.proxy["type"], settings, (address, database.free_port()), backends,
-                                       folder, log, netns=netns, login=(first.conn.user, first.conn.password)))
+                         proxies.proxy(kind(recipe), settings(recipe), (address, database.free_port()),
+                                       backends(recipe, specs), folder, log, netns=netns,
+                                       login=(first.conn.user, first.conn.password)))
     return through(first, handle.address, handle.port), handle
+
+
+def kind(recipe: Recipe) -> str:
+    return recipe.proxy["type"]
+
+
+def settings(recipe: Recipe) -> dict:
+    """The cell's proxy's settings, as its adapter takes them."""
+    return {k: v for k, v in recipe.proxy.items() if k not in ("name", "type")}
+
+
+def backends(recipe: Recipe, specs: list[NodeSpec]) -> list[proxies.Backend]:
+    """The nodes that take writes, where the proxy sends clients: the primary, or every Galera member."""
+    writers = specs if recipe.topology["replication"] == "galera" else specs[:1]
+    return [proxies.Backend(node.name, node.address, node.port) for node in writers]
 
 
 def through(db: database.Database, host: str, port: int) -> database.Database:
