@@ -388,8 +388,9 @@ def test_a_placed_nodes_timed_events_run_on_its_host_at_their_time_and_a_killed_
         assert all(abs(e["actual_s"] - e["planned_s"]) < 0.5 for e in events)
         assert not psutil.pid_exists(first) or psutil.Process(first).status() == psutil.STATUS_ZOMBIE
         # down from the kill to the start: no reading asked of its host then; its CPU time read there otherwise
-        assert all(down and got == {} for t, down, got in seen if 0.6 <= t <= 1.4)
-        assert all(not down and "cpu_s" in got for t, down, got in seen if t <= 0.4 or t >= 1.7)
+        # (margins for a busy machine: an event a little late, a start a little slow)
+        assert all(down and got == {} for t, down, got in seen if 0.9 <= t <= 1.4)
+        assert all(not down and "cpu_s" in got for t, down, got in seen if t <= 0.4 or t >= 2.2)
         # the schedule's end stopped the server it started, on its host
         deadline = time.monotonic() + 10
         while psutil.pid_exists(second) and psutil.Process(second).status() != psutil.STATUS_ZOMBIE:
