@@ -153,6 +153,18 @@ def test_a_placed_proxys_host_is_read_back_against_the_clients(ran, verdict):
         == [("primary", "c2", "c2", "equal"), ("proxy", "c1", ran or "", verdict)]
 
 
+@pytest.mark.parametrize("features, verdict", [(["ssd"], "equal"), (["hdd", "ssd"], "equal"), (["hdd"], "deviated"),
+                                               ([], "deviated")])
+def test_a_node_placed_by_constraint_is_read_back_against_its_hosts_features(features, verdict):
+    """A node placed by a Slurm constraint: where it landed, and whether that host has the feature."""
+    study = load(copy.deepcopy(STUDY))
+    facts = {"nodes": [{"name": "replica1", "host": "c3", "declared_constraint": "ssd", "features": features}],
+             "network": {}}
+    checks = [c for c in delivered.topology(study.recipe(study.cells[0]), facts, {"node": "c1"}) if c.kind == "host"]
+    assert [(c.key, c.declared, c.delivered, c.verdict) for c in checks] \
+        == [("replica1", "constraint ssd", f"c3 ({','.join(features) or 'no features'})", verdict)]
+
+
 # --- each host's monitors in the system table, on the client's clock (topology/host_tables.py) --------------
 
 VMSTAT = ROOT / "tests/fixtures/sysbench_rndrd/vmstat.txt"  # captured: 01:59:27 (since boot, dropped) .. :30
