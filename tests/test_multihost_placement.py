@@ -23,6 +23,7 @@ from conftest import ROOT, Study
 from dbsweep import collect, delivered, manifest, monitors
 from dbsweep.config import load
 from dbsweep.errors import ConfigError
+from dbsweep.server_death import server_death
 from dbsweep.events.schedule import Schedule
 from dbsweep.events.targets import Node, Targets, sampler_reader
 from dbsweep.engines import mariadb_cluster
@@ -304,6 +305,14 @@ def test_a_placed_nodes_server_that_died_in_the_window_fails_the_repetition(tmp_
     finally:
         step.stdin.close()
         step.wait(timeout=30)
+
+
+def test_the_clients_view_of_a_placed_server_never_reports_its_death(tmp_path):
+    """A placed node's db on the client's host has no pid (placed._here): a failed client must not be
+    blamed on "the server (pid 0)"; the node's host step reports a real death (the test above)."""
+    (tmp_path / "server-error.log").write_text("[Note] ready for connections\n")
+    here = types.SimpleNamespace(handle=types.SimpleNamespace(pid=0, rundir=tmp_path))
+    assert server_death(here) is None
 
 
 # --- a file of a placed node's run folder, fetched from its host (a Galera joiner's error log) -------------

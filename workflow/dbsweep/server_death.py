@@ -12,8 +12,12 @@ import psutil
 def server_death(db, window_start: float | None = None, died_at: float | None = None) -> tuple[str, str] | None:
     """(how the server ended, what it said last) when its process is gone or a zombie; None while it runs.
     How: "postgres (pid 812) was killed by signal 9 (SIGKILL) at 2.1 s into the window" (its exit read
-    without reaping it, as its supervisor will; the time from measure._death_watch), else "died while serving"."""
+    without reaping it, as its supervisor will; the time from measure._death_watch), else "died while serving".
+    A placed node's db here has no pid (its server runs on another host, whose step reports its death):
+    None, not "the server (pid 0) died"."""
     pid = db.handle.pid
+    if not pid:
+        return None
     try:
         proc = psutil.Process(pid)
         if proc.status() != psutil.STATUS_ZOMBIE:
