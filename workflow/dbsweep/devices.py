@@ -84,11 +84,11 @@ def _first(named: dict, value: str) -> str:
     return next(fs for fs, name in named.items() if str(name) == value)
 
 
-def cannot_delay(which=shutil.which, fuse: Path = FUSE) -> str | None:
+def cannot_delay(fuse: Path = FUSE) -> str | None:
     """Why this host cannot add a per-IO latency, or None: nbdkit (Debian's nbdkit) serves the image with its
     delay filter, nbdfuse (libnbd-bin) shows it as a file, on FUSE."""
     for tool, package in (("nbdkit", "nbdkit"), ("nbdfuse", "libnbd-bin")):
-        if which(tool) is None:
+        if shutil.which(tool) is None:
             return f"a latency needs {tool}, not installed (apt-get install {package}; workflow/envs/install.sh)"
     if not fuse.exists():
         return f"a latency needs FUSE, and {fuse} does not exist (modprobe fuse)"
