@@ -13,7 +13,7 @@ import psutil
 import pytest
 
 from conftest import ROOT, leftovers, tiny_study
-from dbsweep import devices, storage
+from dbsweep import delivered, devices, storage
 from dbsweep.config import load
 from dbsweep.filesystems import FS_DEFAULTS
 from dbsweep.errors import ConfigError
@@ -340,3 +340,36 @@ def test_a_fio_cell_on_a_class_delivers_its_cap_and_leaves_no_rule(study_factory
     assert got["randread"] == pytest.approx(500, rel=0.05)
     assert got["write"] == pytest.approx(8 << 20, rel=0.05)
     assert blkio.rules(BLKIO, device) == {}
+
+
+def test_the_delivered_check_reads_the_latency_back():
+    declared = {"name": "gp3", "write_latency_ms": 1}
+    facts = {"declared": {}, "delivered": {}, "delivered_at_end": {},
+             "latency": {"declared": {"write_latency_ms": 1}, "delivered": {"write_latency_ms": 1},
+                         "delivered_at_end": {}}}
+    got = {(c.kind, c.key): c.verdict for c in delivered.device_class(declared, facts)}
+    assert got == {("device latency", "gp3 write_latency_ms (set)"): delivered.EQUAL,
+                   ("device latency", "gp3 write_latency_ms (end)"): delivered.DEVIATED}  # nbdkit gone by the end
+
+
+@pytest.mark.workflow
+def test_a_fio_cell_on_a_latency_class_delivers_its_latency(study_factory):
+    """One IO at a time, fio's median write is the class's 2 ms plus the path's own (docs/devices.md)."""
+    config = {
+        "study": "latency",
+        "axes": {"filesystem": ["ext4"], "workload": ["randwrite"], "device_class": ["slow"]},
+        "filesystems": {"ext4": {"type": "ext4", "size": "256M"}},
+        "device_classes": {"slow": {"read_latency_ms": 2, "write_latency_ms": 2}},
+        "workloads": {"randwrite": fio("randwrite", "4k", iodepth=1, ioengine="psync", size="16M")},
+    }
+    s = study_factory(copy.deepcopy(config))
+    s.run("--until", "collect")
+    rep = s.path("results/runs/filesystem~ext4/threads~1/workload~randwrite/device_class~slow/rep~1")
+    run = json.loads((rep / "run.json").read_text())
+    latency = run["filesystem"]["device_class"]["latency"]
+    assert latency["declared"] == latency["delivered"] == latency["delivered_at_end"] == \
+        {"read_latency_ms": 2, "write_latency_ms": 2}
+    write = json.loads((rep / run["attempt"] / "raw" / "fio.json").read_text())["jobs"][0]["write"]
+    assert 2 <= write["clat_ns"]["percentile"]["50.000000"] / 1e6 <= 2 * 1.1 + 0.5
+    assert 2 <= latency["await_ms"]["write"] <= 2 * 1.1 + 1  # the loop device's: the journal's writes too
+    assert leftovers(s.root) == [] and nbd_processes(s.root) == []
