@@ -28,6 +28,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
@@ -149,13 +150,14 @@ def delayed(image: Path, latency: dict, folder: Path, active: Path):
     in its cgroup, and nbdkit exits with it. Stopped by unmounting the FUSE mount (nbdfuse's documented
     way), after the loop device over it is detached, then nbdkit; after a kill, the record in active
     unmounts it (release)."""
-    point, socket_path = folder / "nbd", folder / "nbdkit.sock"
+    point = folder / "nbd"
     point.mkdir(parents=True, exist_ok=True)
-    socket_path.unlink(missing_ok=True)
     delays = [f"{DELAYS[key]}={int(ms)}ms" for key, ms in latency.items()]
-    entry = register(active, {"fuse": str(point.resolve())})
     record = {"declared": dict(latency)}
     with ExitStack() as stack:
+        # a socket's path has at most 107 bytes, and a repetition's folder is longer: a private folder in /tmp
+        socket_path = stack.enter_context(scratch_files(Path(tempfile.mkdtemp(prefix="dbsweep-nbd-")), active)) / "sock"
+        entry = register(active, {"fuse": str(point.resolve())})
         log = stack.enter_context(open(folder / "nbd.log", "w"))
         kit = stack.enter_context(_child(["nbdkit", "--foreground", "--exit-with-parent", "--unix", str(socket_path),
                                           "--filter=delay", "file", str(image), *delays], log))
