@@ -146,10 +146,10 @@ def delayed(image: Path, latency: dict, folder: Path, active: Path):
 
     nbdkit listens on a Unix socket and nbdfuse opens NBD_CONNECTIONS to it: with the one connection of
     nbdfuse's `[ nbdkit … ]` form, about 2.7 IOs were in the delay at once (2,700 IOPS at 1 ms, at any
-    depth), with 16, 7,500 at depth 16. Both stay in the foreground as this process's children, so they are
-    in its cgroup, and nbdkit exits with it. Stopped by unmounting the FUSE mount (nbdfuse's documented
-    way), after the loop device over it is detached, then nbdkit; after a kill, the record in active
-    unmounts it (release)."""
+    depth), with 16, 8-15 (7,250 IOPS at 1 ms and depth 16; docs/devices.md). Both stay in the foreground
+    as this process's children, so they are in its cgroup, and nbdkit exits with it. Stopped by unmounting
+    the FUSE mount (nbdfuse's documented way), after the loop device over it is detached, then nbdkit;
+    after a kill, the record in active unmounts it (release)."""
     point = folder / "nbd"
     point.mkdir(parents=True, exist_ok=True)
     delays = [f"{DELAYS[key]}={int(ms)}ms" for key, ms in latency.items()]
