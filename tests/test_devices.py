@@ -241,6 +241,13 @@ def nbd_processes(folder: Path) -> list[str]:
     return found
 
 
+def delivers(declared_ms: float, measured_ms: float) -> bool:
+    """A latency delivered: never below the declared, and above it by at most the path's own time and the
+    wake-up of nbdkit's sleeping thread on a loaded host (0.2-0.4 ms at load 6-10, docs/devices.md; up to
+    1 ms beside the fast tier's parallel tests) and 10%."""
+    return declared_ms <= measured_ms <= declared_ms * 1.1 + 1
+
+
 def fio_latency_ms(path: Path, rw: str) -> float:
     """fio's median completion latency (ms) of 4k direct IOs one at a time for 3 s on a file under path (written
     first: a read of a part fio only allocated never reaches the device)."""
@@ -254,8 +261,8 @@ def fio_latency_ms(path: Path, rw: str) -> float:
 
 
 def test_a_latency_is_added_to_each_io_read_back_and_removed(tmp_path):
-    """The class's latency, as fio sees it one IO at a time: the declared ms, plus the path's own (up to half
-    a millisecond and a tenth on this loaded 2-core host; docs/devices.md). A blkio cap still holds on top."""
+    """The class's latency, as fio sees it one IO at a time: the declared ms, plus the path's own (delivers).
+    A blkio cap is set on top."""
     latency = {"read_latency_ms": 1, "write_latency_ms": 3}
     with storage.filesystem(spec(write_iops=100, **latency), tmp_path / "scratch", tmp_path / "active") as fs:
         record = fs.facts["device_class"]
@@ -263,7 +270,7 @@ def test_a_latency_is_added_to_each_io_read_back_and_removed(tmp_path):
         assert record["declared"] == record["delivered"] == {"write_iops": 100}
         assert len(nbd_processes(tmp_path)) == 2 and str(tmp_path / "scratch" / "nbd") in leftovers(tmp_path)
         write, read = fio_latency_ms(fs.path, "randwrite"), fio_latency_ms(fs.path, "randread")
-    assert 3 <= write <= 3 * 1.1 + 0.5 and 1 <= read <= 1 * 1.1 + 0.5, (write, read)
+    assert delivers(3, write) and delivers(1, read), (write, read)
     assert record["latency"]["delivered_at_end"] == latency
     assert record["latency"]["await_ms"]["write"] >= 3 and record["latency"]["await_ms"]["read"] >= 1
     assert leftovers(tmp_path) == [] and nbd_processes(tmp_path) == [] and list((tmp_path / "active").iterdir()) == []
@@ -371,6 +378,6 @@ def test_a_fio_cell_on_a_latency_class_delivers_its_latency(study_factory):
     assert latency["declared"] == latency["delivered"] == latency["delivered_at_end"] == \
         {"read_latency_ms": 2, "write_latency_ms": 2}
     write = json.loads((rep / run["attempt"] / "raw" / "fio.json").read_text())["jobs"][0]["write"]
-    assert 2 <= write["clat_ns"]["percentile"]["50.000000"] / 1e6 <= 2 * 1.1 + 0.5
-    assert 2 <= latency["await_ms"]["write"] <= 2 * 1.1 + 1  # the loop device's: the journal's writes too
+    assert delivers(2, write["clat_ns"]["percentile"]["50.000000"] / 1e6)
+    assert delivers(2, latency["await_ms"]["write"])  # the loop device's own: the journal's writes too
     assert leftovers(s.root) == [] and nbd_processes(s.root) == []
