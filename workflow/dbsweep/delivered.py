@@ -52,6 +52,9 @@ KINDS = {
     "filesystem": ("/proc/self/mounts: the filesystem type", "exact"),
     "device class": ("the blkio throttle rules on the filesystem's loop device as the kernel reports them, once "
                      "set and again at the repetition's end (run.json filesystem.device_class)", "exact"),
+    "device latency": ("the delays the nbdkit under the filesystem's loop device runs with (its command line), "
+                       "once set and again at the repetition's end; the loop device's measured time per IO is "
+                       "run.json filesystem.device_class.latency.await_ms", "exact"),
     "mount option": ("/proc/self/mounts: the options of the mount", "exact; an option the kernel does not "
                      "print (a default) is not read"),
     "mkfs option": ("the superblock: tune2fs -l (ext4), xfs_info (xfs)", "exact; options without a "
@@ -328,6 +331,13 @@ def device_class(declared: dict | None, facts: dict | None) -> list[Check]:
         for limit, want in sorted((facts or {}).get("declared", {}).items()) if facts else []:
             value = None if got is None else got.get(limit)
             out.append(_check("device class", f"{name} {limit} ({moment})", want, value,
+                              NOT_READ if got is None else EQUAL if value == want else DEVIATED))
+    latency = (facts or {}).get("latency") or {}
+    for moment, key in (("set", "delivered"), ("end", "delivered_at_end")):
+        got = latency.get(key)
+        for delay, want in sorted(latency.get("declared", {}).items()):
+            value = None if got is None else got.get(delay)
+            out.append(_check("device latency", f"{name} {delay} ({moment})", want, value,
                               NOT_READ if got is None else EQUAL if value == want else DEVIATED))
     if facts is None:
         out.append(_check("device class", name, "capped", None, NOT_READ, "no reading in run.json"))

@@ -15,18 +15,25 @@ the server, the client, the kernel's writeback and journal on their behalf. Each
 them as declared and as the kernel reports them (run.json filesystem.device_class). docs/devices.md
 has example classes and the measured delivery.
 
-What blkio cannot do is refused when the study loads: a burst (there is no credit bucket, only a rate),
-an added latency, a class on a filesystem with no loop device of its own (tmpfs, a dir: on the host's
-disk, a real device), and any class on a host without cgroup v1's blkio throttling.
+A class may also add a per-IO latency (read_latency_ms, write_latency_ms: a cloud volume's or a disk's
+time per IO, which blkio cannot add): nbdkit's delay filter holds each read and write of the loop
+device's image for that long (storage.delayed).
+
+What cannot be delivered is refused when the study loads: a burst (there is no credit bucket, only a
+rate), a class on a filesystem with no loop device of its own (tmpfs, a dir: on the host's disk, a real
+device), caps on a host without cgroup v1's blkio throttling, a latency on a host without nbdkit, nbdfuse
+or /dev/fuse.
 """
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 from dbsweep.concern import Concern
 from dbsweep.errors import ConfigError, shown
 from dbsweep.names import check_name
 from dbsweep.runtime import blkio, cgroup
+from dbsweep.storage import DELAYS
 from dbsweep.units import parse_size
 
 AXIS = "device_class"
@@ -36,8 +43,10 @@ MAX_IOPS = 2**32 - 1  # blk-throttle keeps an IOPS limit in an unsigned int
 UNDELIVERABLE = {
     "burst": "blkio throttling holds a steady rate and keeps no credit bucket, so a burst cannot be delivered; "
              "declare the baseline rates (docs/devices.md)",
-    "latency": "blkio throttling delays IO only to hold a rate; it cannot add a per-IO latency",
+    "latency": "give the time per IO as read_latency_ms and write_latency_ms (whole milliseconds)",
 }
+MAX_LATENCY_MS = 10_000  # a device slower than 10 s an IO is a fault, not a class
+FUSE = Path("/dev/fuse")
 
 
 def check(config: dict, axes: dict) -> dict[str, dict]:
@@ -61,12 +70,29 @@ def check(config: dict, axes: dict) -> dict[str, dict]:
     if AXIS in axes and both:
         raise ConfigError(f"filesystems.{both[0]}.device_class: {shown(named[both[0]])}, and axes.{AXIS} "
                           f"picks a class too: let one of them choose")
-    if named or any(value != NONE for value in axes.get(AXIS, [])):
-        why = undeliverable(cgroup.mounts())
+    used = {str(value) for value in axes.get(AXIS, []) if value != NONE} | {str(value) for value in named.values()}
+    for name in sorted(used):
+        key = f"filesystems.{_first(named, name)}.device_class" if name in named.values() else f"axes.{AXIS}"
+        why = (undeliverable(cgroup.mounts()) if any(cap in found[name] for cap in blkio.LIMITS) else None) or \
+            (cannot_delay() if any(cap in found[name] for cap in DELAYS) else None)
         if why:
-            key = f"filesystems.{next(iter(named))}.device_class" if named else f"axes.{AXIS}"
-            raise ConfigError(f"{key}: this host cannot deliver a device class: {why}")
+            raise ConfigError(f"{key}: {shown(name)}: this host cannot deliver the class: {why}")
     return found
+
+
+def _first(named: dict, value: str) -> str:
+    return next(fs for fs, name in named.items() if str(name) == value)
+
+
+def cannot_delay(fuse: Path = FUSE) -> str | None:
+    """Why this host cannot add a per-IO latency, or None: nbdkit (Debian's nbdkit) serves the image with its
+    delay filter, nbdfuse (libnbd-bin) shows it as a file, on FUSE."""
+    for tool, package in (("nbdkit", "nbdkit"), ("nbdfuse", "libnbd-bin")):
+        if shutil.which(tool) is None:
+            return f"a latency needs {tool}, not installed (apt-get install {package}; workflow/envs/install.sh)"
+    if not fuse.exists():
+        return f"a latency needs FUSE, and {fuse} does not exist (modprobe fuse)"
+    return None
 
 
 def _caps(name: str, spec: dict) -> dict:
@@ -77,9 +103,16 @@ def _caps(name: str, spec: dict) -> dict:
         if key in spec:
             raise ConfigError(f"{where}.{key}: {shown(spec[key])}: {why}")
     given = [key for key in blkio.LIMITS if key in spec]
-    if not given:
-        raise ConfigError(f"{where}: {shown(spec)} caps nothing; give one of {', '.join(blkio.LIMITS)}")
+    if not given and not any(key in spec for key in DELAYS):
+        raise ConfigError(f"{where}: {shown(spec)} caps nothing; give one of {', '.join((*blkio.LIMITS, *DELAYS))}")
     caps = {}
+    for key in DELAYS:
+        if key in spec:
+            value = spec[key]
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LATENCY_MS:
+                raise ConfigError(f"{where}.{key}: {shown(value)} is not a whole number of milliseconds from 1 to "
+                                  f"{MAX_LATENCY_MS} (nbdkit's delay filter holds an IO for whole ms)")
+            caps[key] = value
     for key in given:
         value = spec[key]
         try:

@@ -10,9 +10,17 @@ A filesystem on a device class (devices.py) has its loop device capped for as lo
 (throttled): a blkio rule in the root cgroup, which outlives the loop device's detach and would cap the
 next user of the same loop device, so it is recorded like a mount, removed first when released, and
 a loop device just attached starts without one.
+
+A class with a per-IO latency puts nbdkit's delay filter between the loop device and its image (delayed):
+nbdkit serves the image file with each read and write held for the class's milliseconds, nbdfuse shows it
+as a file on a FUSE mount, and the loop device is attached to that file. This kernel has neither
+device-mapper's dm-delay nor an NBD client, and FUSE is what it has. Both processes are the repetition's
+(its cgroup kills them with the rest); the FUSE mount is recorded like the others, unmounted after the loop
+device over it is detached.
 """
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -20,6 +28,7 @@ import re
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 import uuid
 from contextlib import ExitStack, contextmanager
@@ -32,6 +41,9 @@ from dbsweep.runtime import blkio, cgroup
 LOOP_TYPES = ("ext4", "xfs", "btrfs")
 _FORCE = {"ext4": "-F", "xfs": "-f", "btrfs": "-f"}
 NETNS_DIR = Path("/run/netns")  # where `ip netns` keeps a namespace by name
+DELAYS = {"read_latency_ms": "delay-read", "write_latency_ms": "delay-write"}  # class key -> nbdkit's delay filter
+FUSE_WAIT_S = 20  # for nbdkit to listen and nbdfuse to mount its file (a second here), or to exit
+NBD_CONNECTIONS = 16  # nbdfuse's connections to nbdkit: how many IOs can be in the delay at once (storage.delayed)
 
 
 @dataclass
@@ -127,6 +139,88 @@ def major_minor(dev: str) -> str:
 
 
 @contextmanager
+def delayed(image: Path, latency: dict, folder: Path, active: Path):
+    """Serve image with each read and write held for the class's latency (DELAYS keys, whole milliseconds):
+    yields the file to attach a loop device to and the record of it, the delays nbdkit runs with as read
+    back from its command line (delivered).
+
+    nbdkit listens on a Unix socket and nbdfuse opens NBD_CONNECTIONS to it: with the one connection of
+    nbdfuse's `[ nbdkit … ]` form, about 2.7 IOs were in the delay at once (2,700 IOPS at 1 ms, at any
+    depth), with 16, 8-15 (7,250 IOPS at 1 ms and depth 16; docs/devices.md). Both stay in the foreground
+    as this process's children, so they are in its cgroup, and nbdkit exits with it. Stopped by unmounting
+    the FUSE mount (nbdfuse's documented way), after the loop device over it is detached, then nbdkit;
+    after a kill, the record in active unmounts it (release)."""
+    point = folder / "nbd"
+    point.mkdir(parents=True, exist_ok=True)
+    delays = [f"{DELAYS[key]}={int(ms)}ms" for key, ms in latency.items()]
+    record = {"declared": dict(latency)}
+    with ExitStack() as stack:
+        # a socket's path has at most 107 bytes, and a repetition's folder is longer: a private folder in /tmp
+        socket_path = stack.enter_context(scratch_files(Path(tempfile.mkdtemp(prefix="dbsweep-nbd-")), active)) / "sock"
+        entry = register(active, {"fuse": str(point.resolve())})
+        log = stack.enter_context(open(folder / "nbd.log", "w"))
+        kit = stack.enter_context(_child(["nbdkit", "--foreground", "--exit-with-parent", "--unix", str(socket_path),
+                                          "--filter=delay", "file", str(image), *delays], log))
+        _wait_for(lambda: socket_path.is_socket(), kit, f"nbdkit did not listen on {socket_path}", folder / "nbd.log")
+        fuse = stack.enter_context(_child(["nbdfuse", "--connections", str(NBD_CONNECTIONS), str(point / "disk"),
+                                           "--unix", str(socket_path)], log))
+        stack.callback(_unmount_fuse, point, fuse, entry)
+        _wait_for(lambda: mount_facts(point).get("fstype", "").startswith("fuse"), fuse,
+                  f"nbdfuse did not mount {point}", folder / "nbd.log")
+        record["delivered"] = served_delays(kit.pid)
+        try:
+            yield point / "disk", record
+        finally:
+            record["delivered_at_end"] = served_delays(kit.pid)
+
+
+@contextmanager
+def _child(argv: list[str], log):
+    """A process of ours for the body, stopped (SIGTERM, then SIGKILL) and waited for after it."""
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            proc.terminate()
+        try:
+            proc.wait(timeout=FUSE_WAIT_S)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def _unmount_fuse(point: Path, fuse: subprocess.Popen, entry: Path) -> None:
+    """Unmount nbdfuse's file and let nbdfuse exit by itself (it must not be killed while mounted); then its
+    record in active goes."""
+    if mount_facts(point):
+        unmount(point)
+    entry.unlink(missing_ok=True)
+    with contextlib.suppress(subprocess.TimeoutExpired):  # else _child stops it
+        fuse.wait(timeout=FUSE_WAIT_S)
+
+
+def _wait_for(ready, proc: subprocess.Popen, what: str, log: Path) -> None:
+    """Return once ready() holds; raise with the log when proc exits first or FUSE_WAIT_S pass."""
+    deadline = time.monotonic() + FUSE_WAIT_S
+    while not ready():
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"device class latency: {what}: {log.read_text().strip() or f'exit {proc.returncode}'}")
+        time.sleep(0.05)
+
+
+def served_delays(nbdkit_pid: int) -> dict:
+    """The delays (DELAYS keys -> ms) nbdkit runs with, from its command line; {} when it is not running."""
+    try:
+        args = Path(f"/proc/{nbdkit_pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return {}
+    names = {flag: key for key, flag in DELAYS.items()}
+    return {names[flag]: int(value.removesuffix("ms")) for flag, _, value in (arg.partition("=") for arg in args)
+            if flag in names}
+
+
+@contextmanager
 def throttled(dev: str, device_class: dict, active: Path):
     """Cap every IO to the loop device dev at the device class's limits while the body runs; yields the
     record of it: declared (the class), delivered (the rules as the kernel reports them once set) and
@@ -162,6 +256,30 @@ def throttled(dev: str, device_class: dict, active: Path):
         if left:
             raise RuntimeError(f"device class: the blkio rules on {dev} ({number}) stayed after removal: {left}")
         entry.unlink(missing_ok=True)
+
+
+def _uncapped(dev: str, device_class: dict) -> dict:
+    """The record of a class without IOPS or bandwidth caps (a latency only): no throttle rule to set."""
+    return {"name": device_class["name"], "device": major_minor(dev), "block": Path(dev).name, "declared": {}}
+
+
+@contextmanager
+def awaited(dev: str, record: dict):
+    """Record in record["await_ms"] the loop device's mean time per read and per write while the body ran
+    (/sys/block/<dev>/stat: the ms its IOs spent, over how many completed): what the class's latency
+    came to, with the path's own time and any queueing behind other IOs added."""
+    before = _io_stat(dev)
+    try:
+        yield
+    finally:
+        after = _io_stat(dev)
+        record["await_ms"] = {
+            key: round((after[ticks] - before[ticks]) / done, 3) if (done := after[ios] - before[ios]) else None
+            for key, ios, ticks in (("read", 0, 3), ("write", 4, 7))}
+
+
+def _io_stat(dev: str) -> list[int]:
+    return [int(value) for value in Path(f"/sys/block/{Path(dev).name}/stat").read_text().split()]
 
 
 def _unthrottle(record: dict) -> list[str]:
@@ -307,7 +425,7 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
                                                active))
             yield Mounted(mnt, [], {"type": "tmpfs"} | mount_facts(mnt), [argv])
             return
-        commands = []
+        commands, delay = [], None
         if spec.get("device"):
             dev = spec["device"]
             commands.append(mkfs(kind, dev, spec["mkfs_options"]))
@@ -319,7 +437,11 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
             else:
                 sparse_file(img, spec["size"])
             stack.callback(img.unlink, missing_ok=True)
-            dev = stack.enter_context(loop_device(img, active))
+            latency = {key: value for key, value in (spec.get("device_class") or {}).items() if key in DELAYS}
+            backing, delay = stack.enter_context(delayed(img, latency, scratch, active)) if latency else (img, None)
+            dev = stack.enter_context(loop_device(backing, active))
+            if delay is not None:
+                stack.enter_context(awaited(dev, delay))
             if image is None:
                 commands.append(mkfs(kind, dev, spec["mkfs_options"]))
             facts = {"loop": dev, "loop_direct_io": _loop_dio(dev), "image_size": spec["size"],
@@ -328,7 +450,10 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
         facts |= {"type": kind, "mkfs_options": spec["mkfs_options"], "queue": block_queue(dev),
                   "superblock": superblock(kind, dev, mnt)} | mount_facts(mnt)
         if spec.get("device_class"):
-            facts["device_class"] = stack.enter_context(throttled(dev, spec["device_class"], active))
+            facts["device_class"] = stack.enter_context(throttled(dev, spec["device_class"], active)) \
+                if any(key in spec["device_class"] for key in blkio.LIMITS) else _uncapped(dev, spec["device_class"])
+            if delay is not None:
+                facts["device_class"]["latency"] = delay
         yield Mounted(mnt, [Path(dev).name], facts, commands)
 
 
@@ -456,9 +581,11 @@ def _release(active: Path, chosen) -> list[str]:
         if record.get("host") == host and chosen(record.get("pid", 0)):
             stale.append((entry, record))
     # A device class's cap first (while its loop device still holds the image), mounts, then loop devices
-    # (detached only once nothing is mounted from them), then files.
-    for entry, record in sorted(stale, key=lambda e: -1 if "throttle" in e[1] else 0 if "mount" in e[1]
-                                else 1 if "loop" in e[1] else 2):
+    # (detached only once nothing is mounted from them), then a class's FUSE file they were attached to, then
+    # files.
+    order = ("throttle", "mount", "loop", "fuse")
+    for entry, record in sorted(stale, key=lambda e: next((i for i, kind in enumerate(order) if kind in e[1]),
+                                                          len(order))):
         if "throttle" in record:
             released += _unthrottle(record)
         if "mount" in record and mount_facts(Path(record["mount"])):
@@ -467,6 +594,9 @@ def _release(active: Path, chosen) -> list[str]:
         if "loop" in record and _backing(record["loop"]) == record["image"]:
             detach(record["loop"])
             released.append(record["loop"])
+        if "fuse" in record and mount_facts(Path(record["fuse"])):
+            unmount(Path(record["fuse"]))  # nbdfuse, if the kill left it, exits, and its nbdkit with it
+            released.append(f"nbdfuse {record['fuse']}")
         if "netns" in record:
             released += [f"netns {name}" for name in delete_netns(record["netns"])]
         if "sysfs" in record:  # a host setting noise.host_settings changed (THP, a CPU's governor)
