@@ -73,8 +73,7 @@ class Study:
 
     def planned(self, rule: str) -> set[str]:
         """Cell paths of the `rule` jobs a dry run would execute."""
-        out = self.run("-n").stdout
-        return {line.split("=", 1)[1].split(", rep=")[0] for line in _job_lines(out, rule)}
+        return cells_of(self.run("-n").stdout, rule)
 
     def job_counts(self) -> dict[str, int]:
         """Rule -> number of jobs a dry run would execute."""
@@ -96,6 +95,12 @@ def job_stats(output: str) -> dict[str, int]:
             break
         counts[parts[0]] = int(parts[1])
     return counts
+
+
+def cells_of(output: str, rule: str) -> set[str]:
+    """Cell paths of the `rule` jobs in Snakemake's output: those a dry run plans, or those a run started
+    (it names each job as it starts it, as a dry run does)."""
+    return {line.split("=", 1)[1].split(", rep=")[0] for line in _job_lines(output, rule)}
 
 
 def _job_lines(output: str, rule: str):
