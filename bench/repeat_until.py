@@ -128,7 +128,8 @@ def main() -> None:
     ap.add_argument("--sim-cells", type=int, default=8)
     ap.add_argument("--noise", default="0.03,0.05,0.1", help="the simulated run-to-run noise(s), comma-separated")
     ap.add_argument("--keep", action="store_true")
-    ap.add_argument("--smoke", action="store_true", help="2 cells of 2 s, at most 3 rounds, no analysis after them; 10 trials")
+    ap.add_argument("--smoke", action="store_true",
+                    help="2 cells of 2 s, at most 3 rounds, no analysis after them; 10 trials")
     args = ap.parse_args()
     if args.smoke:
         args.cells, args.seconds, args.most, args.trials, args.target = 2, 2, 3, 10, 0.01
