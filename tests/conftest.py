@@ -73,25 +73,34 @@ class Study:
 
     def planned(self, rule: str) -> set[str]:
         """Cell paths of the `rule` jobs a dry run would execute."""
-        out = self.run("-n").stdout
-        return {line.split("=", 1)[1].split(", rep=")[0] for line in _job_lines(out, rule)}
+        return cells_of(self.run("-n").stdout, rule)
 
     def job_counts(self) -> dict[str, int]:
-        """Rule -> number of jobs a dry run would execute, from Snakemake's job stats table."""
-        out = self.run("-n").stdout
-        if "Job stats:" not in out:
-            return {}
-        table = out.split("Job stats:", 1)[1].splitlines()[3:]
-        counts = {}
-        for line in table:
-            parts = line.split()
-            if len(parts) != 2 or parts[0] == "total":
-                break
-            counts[parts[0]] = int(parts[1])
-        return counts
+        """Rule -> number of jobs a dry run would execute."""
+        return job_stats(self.run("-n").stdout)
 
     def path(self, *parts: str) -> Path:
         return self.root.joinpath(*parts)
+
+
+def job_stats(output: str) -> dict[str, int]:
+    """Rule -> number of jobs, from the job stats table Snakemake prints before it runs them (a real run
+    prints the same table as a dry run: a test that runs anyway reads it there, without a dry run more)."""
+    if "Job stats:" not in output:
+        return {}
+    counts = {}
+    for line in output.split("Job stats:", 1)[1].splitlines()[3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        counts[parts[0]] = int(parts[1])
+    return counts
+
+
+def cells_of(output: str, rule: str) -> set[str]:
+    """Cell paths of the `rule` jobs in Snakemake's output: those a dry run plans, or those a run started
+    (it names each job as it starts it, as a dry run does)."""
+    return {line.split("=", 1)[1].split(", rep=")[0] for line in _job_lines(output, rule)}
 
 
 def _job_lines(output: str, rule: str):

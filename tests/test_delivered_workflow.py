@@ -35,7 +35,7 @@ def study_config(include: bool = False) -> dict:
                                      "loose": {"mariadb": {"sync_binlog": 0, "loose-no_such_option_planted": 1}},
                                      "cap": {"mariadb": {"sync_binlog": 0}}}},
         "workloads": {"ro": {"tool": "sysbench", "warmup": 1,
-                             "options": {"script": "oltp_read_only", "tables": 1, "table_size": 2000, "time": 3}}},
+                             "options": {"script": "oltp_read_only", "tables": 1, "table_size": 2000, "time": 2}}},
         "analysis": {"include_deviated": include},
     }
 

@@ -36,6 +36,7 @@ def readable_by_nobody(folder, secrets: list[str]) -> list[str]:
 
 def test_nobody_reads_a_password_from_images_datadirs_or_results(study_factory):
     config = db_study(engines=("innodb", "postgresql"))
+    config["workloads"]["oltp"]["options"]["time"] = 2  # what is written, not how long: a short window
     study = study_factory(config)
     study.run()
     secrets = passwords(study, config)

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from conftest import leftovers, tiny_study
+from conftest import cells_of, leftovers, tiny_study
 from page_check import check_page
 
 pytestmark = pytest.mark.workflow  # every test here runs snakemake or a server
@@ -27,8 +27,7 @@ def rows(path):
 
 def test_full_run_then_nothing_then_only_new_cells(study_factory):
     study = study_factory(tiny_study())
-    assert study.planned("run") == CELLS
-    study.run()
+    assert cells_of(study.run().stderr, "run") == CELLS
 
     # Outputs exist and their values are sane.
     summary = {r["workload"]: r for r in rows(study.path("results/tables/summary.csv.gz"))}
@@ -86,8 +85,7 @@ def test_full_run_then_nothing_then_only_new_cells(study_factory):
     config = copy.deepcopy(study.config)
     config["axes"]["threads"] = [1, 2]
     study.write(config)
-    assert study.planned("run") == {c.replace("threads~1", "threads~2") for c in CELLS}
-    study.run()
+    assert cells_of(study.run().stderr, "run") == {c.replace("threads~1", "threads~2") for c in CELLS}
     assert (rep / "run.json").stat().st_mtime_ns == before
     assert len(rows(study.path("results/tables/summary.csv.gz"))) == 4
     skipped = {r["plot"] for r in rows(study.path("results/tables/skipped_plots.csv"))}
@@ -101,8 +99,7 @@ def test_changed_options_rerun_only_that_workload_and_edited_r_only_analysis(stu
     config = copy.deepcopy(study.config)
     config["workloads"]["fio-rr"]["options"]["bs"] = "4k"
     study.write(config)
-    assert study.planned("run") == {"filesystem~ext4/threads~1/workload~fio-rr"}
-    study.run()
+    assert cells_of(study.run().stderr, "run") == {"filesystem~ext4/threads~1/workload~fio-rr"}
     fio_rep = study.path("results/runs/filesystem~ext4/threads~1/workload~fio-rr/rep~1")
     assert len(list(fio_rep.glob("attempt~*"))) == 2, "the earlier attempt's raw output is kept"
 
