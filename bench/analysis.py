@@ -77,6 +77,7 @@ ANALYSE = r"""
 args <- commandArgs(TRUE)
 library_dir <- args[1]; dir <- args[2]; input <- args[3]; out_dir <- file.path(args[5], input)
 cache <- if (length(args) > 5 && nzchar(args[6])) args[6]  # rule statistics' cache folder (params cache)
+options(dbsweep.plots = FALSE)  # as workflow/scripts/analysis.R for rule statistics: no ggplot2 (0.9 s of R's start)
 source(file.path(library_dir, "library.R"), chdir = TRUE)
 invisible(compiler::enableJIT(3L))  # as workflow/scripts/analysis.R for data over 2 MB
 options(dbsweep.cores = as.integer(args[4]))  # as workflow/scripts/analysis.R: the rule's threads

@@ -241,3 +241,29 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
     moved = [a != b for a, b in zip(rows(tmp_path / "added" / "full" / "cell_stats.csv"),
                                     rows(tmp_path / "changed" / "full" / "cell_stats.csv"), strict=True)]
     assert sum(moved) >= 1  # the change shows in the tables: a stale figure would differ from the full run
+
+
+def test_cells_are_numbered_in_order_of_first_appearance_whatever_the_batches_and_empty_values(tmp_path):
+    """Cells interleaved (a cell's rows in several runs), an empty axis value, and batches that cut runs: each
+    row gets its cell's id (1, 2, ... in order of first appearance), the runs of ids are joined across
+    batches, and cells.csv names each id's values (empty: empty)."""
+    sys.path.insert(0, str(ROOT / "workflow"))
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from dbsweep.statistics_series import write_series
+
+    engine = ["a", "a", "b", "a", None, None, "b", "b", "a"]
+    threads = [1, 1, 1, 1, 2, 2, 1, 2, 1]
+    ids = [1, 1, 2, 1, 3, 3, 2, 4, 1]
+    n = len(engine)
+    pq.write_table(pa.table({"engine": engine, "threads": threads, "rep": [1] * n, "second": list(range(n)),
+                             "iops": [1.0] * n, "lat_ms": [None] * n, "lat_pct_ms": [2.0] * n}),
+                   tmp_path / "samples.parquet", row_group_size=4)
+    for batch_rows in (1, 2, 3, 100):
+        out = tmp_path / f"series-{batch_rows}"
+        assert write_series(tmp_path / "samples.parquet", ["engine", "threads"], out, batch_rows=batch_rows) == n
+        assert np.fromfile(out / ".cell.i32", "<i4").tolist() == ids
+        assert np.fromfile(out / "cell_runs.i32", "<i4").tolist() == [1, 2, 2, 1, 1, 1, 3, 2, 2, 1, 4, 1, 1, 1]
+        assert (out / "cells.csv").read_text().splitlines() == [
+            '".cell","engine","threads"', '1,"a","1"', '2,"b","1"', '3,,"2"', '4,"b","2"']
