@@ -167,7 +167,8 @@ nothing_compared <- function(cells, axes) {
         "page's answer gives each cell's own figures with their confidence intervals.")
 }
 
-comparisons_md_lines <- function(cells, comparisons, axes, settings) {
+# memo (statistics_md_memo(), or NULL): the table lines of rows as they were in the last run are reused.
+comparisons_md_lines <- function(cells, comparisons, axes, settings, memo = NULL) {
   out <- c("# Comparisons with a baseline", "", stats_method(settings), "")
   if (nrow(comparisons) == 0) return(c(out, nothing_compared(cells, axes), ""))
   out <- c(out,
@@ -180,9 +181,11 @@ comparisons_md_lines <- function(cells, comparisons, axes, settings) {
     metric_name <- comparisons$metric[keep][1]
     if (is.na(metric_name)) next
     wide <- comparison_wide(cells, comparisons, axes, axis, metric_name)
+    group_by <- attr(wide, "group_by")
+    body <- memo_body_lines(wide[, setdiff(names(wide), group_by), with = FALSE], memo, paste("comparisons", axis))
     out <- c(out, sprintf("## %s (baseline %s), %s", axis, attr(wide, "baseline"),
                           metric_name), "",
-             md_table_lines(wide, attr(wide, "group_by")))
+             md_table_lines(wide, group_by, body))
   }
   out
 }
@@ -208,17 +211,18 @@ chosen_statistics <- function(cells, axes, statistics = STATS_DEFAULTS$statistic
   wide[]
 }
 
-cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
+cell_stats_md_lines <- function(cells, windows, settings, axes = NULL, memo = NULL) {
   chosen <- if (length(axes)) {
+    wide <- chosen_statistics(cells, axes, settings$statistics)
     c("## The study's statistics", "",
       sprintf(paste("Per cell: %s of the per-second values of every metric in the",
                     "steady-state windows (analysis.statistics; units: tps transactions/s,",
                     "iops I/O per s, lat_* ms)."),
               paste(intersect(unlist(settings$statistics), CELL_STATISTICS), collapse = ", ")), "",
-      md_lines(chosen_statistics(cells, axes, settings$statistics)), "",
+      md_lines(wide, memo_body_lines(wide, memo, "chosen")), "",
       "## Every statistic", "")
   }
-  shown <- copy(cells)
+  shown <- setDT(lapply(cells, identity))  # its columns: copy() would copy attr parts (every cell's draws)
   shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
   cols <- setdiff(names(shown), c("ci_low", "ci_high", "ci"))
   at <- which(cols == "median")
@@ -231,7 +235,7 @@ cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
     } else {
       "Every repetition that could be judged reached steady state."
     }, "", chosen,
-    md_lines(shown), "")
+    md_lines(shown, memo_body_lines(shown, memo, "cells")), "")
 }
 
 # The statistics of a study from its long tables: list(windows (per
@@ -615,10 +619,12 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
 
   write_csv(s$windows, output[["steady_state"]])
   write_csv(s$cells, output[["cell_stats_csv"]])
-  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings, axes), output[["cell_stats_md"]],
+  memo <- statistics_md_memo(store)
+  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings, axes, memo), output[["cell_stats_md"]],
                  caption)
   write_csv(s$comparisons, output[["comparisons_csv"]])
-  write_md_lines(comparisons_md_lines(s$cells, s$comparisons, axes, settings),
+  write_md_lines(comparisons_md_lines(s$cells, s$comparisons, axes, settings, memo),
                  output[["comparisons_md"]], caption)
+  save_statistics_md_memo(memo)
   invisible(s)
 }

@@ -124,9 +124,11 @@ def row_hashes(columns: list):
         raise ValueError(f"row_hashes: {len(columns)} columns, constants for {len(HASH_MULTIPLIERS)}")
     with np.errstate(over="ignore"):
         h = np.zeros(len(columns[0]) if columns else 0, dtype=np.uint64)
+        term = np.empty_like(h)
         for column, k in zip(columns, HASH_MULTIPLIERS, strict=False):
-            bits = column.view(np.uint32 if column.dtype.itemsize == 4 else np.uint64).astype(np.uint64)
-            h += bits * np.uint64(k)
+            bits = column.view(np.uint32 if column.dtype.itemsize == 4 else np.uint64)
+            np.multiply(bits, np.uint64(k), out=term, dtype=np.uint64)  # no copy of the column, no temporary
+            h += term
         h ^= h >> np.uint64(30)
         h *= np.uint64(0xBF58476D1CE4E5B9)
         h ^= h >> np.uint64(27)
