@@ -198,7 +198,8 @@ def cache_line(folder: Path) -> str:
 def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_changed(name, tmp_path):
     """A study without one cell, then with it (added in the middle: every later cell's id moves, and it is the
     baseline of another), then with one cell's throughput 1% higher in one repetition (same summary, new
-    data), then with another trim (settings), then without the added cell again: each run with the cache
+    data), then that cell's summary row changed (its transactions: computed again, not read back), then with
+    another trim (settings), then without the added cell again: each run with the cache
     gives byte for byte the tables of a run without it, reading back every cell but the added or changed
     one. With repetitions the noise pooled over the study moves with the changed cell, so every t interval moves too."""
     sys.path.insert(0, str(ROOT / "workflow"))
@@ -214,6 +215,12 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
     def without(table, cell):
         return table[0], [r for r in table[1] if tuple(r[:5]) != cell]
 
+    def recounted(table):  # one more transaction in the changed cell's first repetition
+        at = table[0].index("transactions")
+        rows = [[*r[:at], repr(float(r[at]) + 1), *r[at + 1:]] if tuple(r[:5]) == CHANGED and r[5] == "1" else r
+                for r in table[1]]
+        return table[0], rows
+
     def changed(table):
         rows = [[*r[:tps], repr(float(r[tps]) * 1.01), *r[tps + 1:]] if tuple(r[:5]) == CHANGED and r[5] == "1"
                 else r for r in table[1]]
@@ -221,6 +228,7 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
 
     stages = {"before": (without(summary, ADDED), without(samples, ADDED), 0),
               "added": (summary, samples, 0), "changed": (summary, changed(samples), 0),
+              "summary": (recounted(summary), changed(samples), 0),
               "trimmed": (summary, changed(samples), 5),
               "removed": (without(summary, ADDED), without(changed(samples), ADDED), 5)}
     for stage, (summary_rows, sample_rows, _) in stages.items():
@@ -236,6 +244,7 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
     assert f"0 cells read back, {cells - 1} computed" in cache_line(tmp_path / "before")
     assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "added")
     assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "changed")
+    assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "summary")
     assert f"0 cells read back, {cells} computed" in cache_line(tmp_path / "trimmed")
     assert f"{cells - 1} cells read back, 0 computed" in cache_line(tmp_path / "removed")
     moved = [a != b for a, b in zip(rows(tmp_path / "added" / "full" / "cell_stats.csv"),

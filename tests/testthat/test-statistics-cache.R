@@ -50,3 +50,21 @@ test_that("sections of a table get the lines of one split per section, with or w
   expect_identical(md_table_lines(dt, "engine", md_body_lines(dt[, -"engine"])), by_section(dt))
   expect_identical(names(dt), c("engine", "threads", "tps"))  # the caller's table is left as it was
 })
+
+test_that("a cell's summary rows are as before only when every row is there, once, every value equal", {
+  cells <- data.table(.cell = 1:4, engine = c("a", "a", "b", "c"), threads = c(1L, 2L, 1L, 1L))
+  old <- data.table(engine = c("a", "a", "a", "b", "c"), threads = c(1L, 1L, 2L, 1L, 1L), rep = c(1L, 2L, 1L, 1L, 1L),
+                    tps = c(10, 11, 20, NA, 5))
+  axes <- c("engine", "threads")
+  expect_identical(summary_as_before(old, copy(old)[c(5, 1, 3, 2, 4)], cells, axes), rep(TRUE, 4))  # any order
+  changed <- copy(old)[3, tps := 20 + 1e-12]
+  expect_identical(summary_as_before(old, changed, cells, axes), c(TRUE, FALSE, TRUE, TRUE))
+  twice <- copy(old)[c(1, 1, 3, 4, 5)]  # cell 1: rep 1 twice, rep 2 gone (as many rows as before)
+  expect_identical(summary_as_before(old, twice, cells, axes), c(FALSE, TRUE, TRUE, TRUE))
+  fewer <- old[-2]
+  expect_identical(summary_as_before(old, fewer, cells, axes), c(FALSE, TRUE, TRUE, TRUE))
+  expect_identical(summary_as_before(fewer, old, cells, axes), c(FALSE, TRUE, TRUE, TRUE))
+  retyped <- copy(old)[, tps := as.integer(round(tps))]
+  expect_identical(summary_as_before(old, retyped, cells, axes), rep(FALSE, 4))
+  expect_identical(summary_as_before(NULL, old, cells, axes), rep(FALSE, 4))
+})

@@ -596,12 +596,15 @@ rule_round_noise <- function(input, output, params, log = snakemake_log()) {
 
 # R compiles each function to bytecode at its first call (workflow/scripts/analysis.R turns that on for data
 # over 2 MB): 2.7 s of CPU that pays back over many samples, not when the cache leaves fewer than these to
-# compute (one cell added to 10,000: the rule took 4.7 s of CPU without compiling, 7.0 s with).
+# compute (one cell added to 10,000: the rule took 4.7 s of CPU without compiling, 7.0 s with). Until the
+# rule knows, nothing is compiled (the reading and the cache's keys: 0.3 s of compiling for one cell).
 STATISTICS_JIT_SAMPLES <- 1e6
 
 rule_statistics <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
+  jit <- compiler::enableJIT(0L)
+  on.exit(compiler::enableJIT(jit), add = TRUE)
 
   axes <- axes_param(params)
   settings <- stats_settings(params[["analysis"]])
@@ -610,10 +613,7 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   caption <- if (length(provenance)) caption_text(provenance) else NULL
   source <- read_rule_series(input, axes, nrow(summary))
   store <- statistics_store(params[["cache"]], source, summary, axes, settings)
-  if (!is.null(store) && sum(source$per_cell[store$fresh]) < STATISTICS_JIT_SAMPLES) {
-    jit <- compiler::enableJIT(0L)
-    on.exit(compiler::enableJIT(jit), add = TRUE)
-  }
+  if (is.null(store) || sum(source$per_cell[store$fresh]) >= STATISTICS_JIT_SAMPLES) compiler::enableJIT(jit)
   s <- statistics_of_series(summary, source, axes, params[["baseline"]], settings, store)
   s <- with_deviations(s, summary, axes, isTRUE(params[["analysis"]][["include_deviated"]]))
 
