@@ -2,20 +2,22 @@
 # changed a few cells recomputes those cells, not all of them: adding one cell to a study of 10,000 cells
 # read the whole 10 million samples again and redid every cell and comparison.
 #
-# What is kept (one file, statistics.rds, the last run's): per cell, its steady-state windows, per metric
-# its cell_stats row, its per-repetition medians and the values its bootstrap draws from; per bootstrap
-# comparison (one repetition: the CI depends on its two cells only), the CI of the ratio.
+# What is kept (the last run's): in statistics.rds, per cell, its steady-state windows, per metric its
+# cell_stats row, its per-repetition medians and the values its bootstrap draws from; per bootstrap
+# comparison (one repetition: the CI depends on its two cells only), the CI of the ratio; the summary. In
+# markdown.rds, the rows of each markdown table and their lines (statistics_md_memo()).
 #
 # When a cell's figure is read back rather than computed: only when everything it is computed from is as
-# it was (a trust tool never serves a stale figure). A cell's key is its identity (the axes' values), the
+# it was (a trust tool never serves a stale figure). A cell's key is its identity (the axes' values) and the
 # fingerprint of its per-second rows (statistics_series.py: a hash of every value of every row, so a cell
-# rerun with new data has a new key), and its summary rows must be those of the last run (every column, an
-# exact join: summary_as_before()); the whole cache's
-# header is the settings, the axes, the series' and summary's columns, the analysis library's code (md5 of
-# its files), R's and data.table's versions: a different header discards the cache. What depends on every
-# cell is computed again each time from the per-cell parts: the run-to-run noise pooled over the study
-# (so every t interval), the order of rows and metrics, the markdown. The tables are the same bytes as
-# without the cache (tests/test_statistics_series.py compares them).
+# rerun with new data has a new key); its summary rows must be those of the last run (every column, an
+# exact join: summary_as_before()). The whole cache's header is the settings, the axes, the series' and
+# summary's columns, the analysis library's code (md5 of its files), R's and data.table's versions: a
+# different header discards the cache. What depends on every cell is computed again each time from the
+# per-cell parts: the run-to-run noise pooled over the study (so every t interval), the order of rows and
+# metrics, the markdown tables (a line is read back only for a row equal, in every column, to one of the
+# last run's). The tables are the same bytes as without the cache (tests/test_statistics_series.py
+# compares them).
 
 STATISTICS_CACHE_FORMAT <- 2L
 STATISTICS_CACHE_FILE <- "statistics.rds"
