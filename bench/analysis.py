@@ -129,7 +129,7 @@ def generate_parquet(cells: int, seconds: int, reps: int, folder: Path, cells_pe
         tps = np.repeat(levels[start:start + len(piece)], seconds) * np.tile(ramp, len(piece)) * rng.normal(1, 0.03, n)
         sec = np.tile(second, len(piece))
         tps[sec % 97 == 0] = 0
-        nan = np.full(n, np.nan)
+        nan = pa.nulls(n, pa.float64())  # no value: null, as aggregate's to_parquet reads an empty CSV field
         zero = np.zeros(n)
         axis = [pa.array(np.repeat([p[i] for p in piece], seconds), kind)
                 for i, kind in enumerate((pa.string(), pa.string(), pa.int64(), pa.int64()))]

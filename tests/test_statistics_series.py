@@ -276,3 +276,27 @@ def test_cells_are_numbered_in_order_of_first_appearance_whatever_the_batches_an
         assert np.fromfile(out / "cell_runs.i32", "<i4").tolist() == [1, 2, 2, 1, 1, 1, 3, 2, 2, 1, 4, 1, 1, 1]
         assert (out / "cells.csv").read_text().splitlines() == [
             '".cell","engine","threads"', '1,"a","1"', '2,"b","1"', '3,,"2"', '4,"b","2"']
+
+
+def test_a_column_without_any_value_has_no_file_and_the_fingerprints_of_nan_values(tmp_path):
+    """iops and lat_ms of a sysbench study are null in every row: series.json lists them as empty, no file
+    is written (R reads NA), and each cell's fingerprint is that of the same rows with NaN written out."""
+    sys.path.insert(0, str(ROOT / "workflow"))
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from dbsweep.statistics_series import write_series
+
+    n = 6
+    table = {"threads": [1, 1, 2, 2, 4, 4], "rep": [1] * n, "second": [1, 2] * 3, "iops": pa.nulls(n, pa.float64()),
+             "lat_ms": [None, None, None, None, None, 3.0], "lat_pct_ms": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]}
+    pq.write_table(pa.table(table), tmp_path / "null.parquet", row_group_size=4)
+    pq.write_table(pa.table(table | {"iops": [float("nan")] * n}), tmp_path / "nan.parquet", row_group_size=4)
+    write_series(tmp_path / "null.parquet", ["threads"], tmp_path / "null")
+    write_series(tmp_path / "nan.parquet", ["threads"], tmp_path / "nan")
+    assert json.loads((tmp_path / "null" / "series.json").read_text())["empty"] == ["iops"]  # lat_ms has a value
+    assert not (tmp_path / "null" / "iops.f64").exists() and (tmp_path / "nan" / "iops.f64").exists()
+    assert json.loads((tmp_path / "nan" / "series.json").read_text())["empty"] == []
+    fingerprints = (tmp_path / "null" / "fingerprints.txt").read_text()
+    assert fingerprints == (tmp_path / "nan" / "fingerprints.txt").read_text() and len(fingerprints.split()) == 3

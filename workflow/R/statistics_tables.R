@@ -476,7 +476,8 @@ cell_chunks <- function(by_cell, chunk_rows = statistics_chunk_rows()) {
 # The folder rule statistics_series writes (workflow/dbsweep/statistics_series.py: series.json, cells.csv,
 # one little-endian binary file per column, fingerprints.txt) as a source of chunks (cell_chunks()): only
 # the cell ids are read whole (4 bytes a sample); read(ids) reads the other columns' rows of those cells,
-# each stretch of the file that holds them at once.
+# each stretch of the file that holds them at once; a column series.json lists as empty (no value in the
+# whole table, no file) is NA.
 series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   manifest <- jsonlite::fromJSON(file.path(dir, "series.json"))
   n <- as.integer(manifest$rows)
@@ -484,8 +485,9 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   cells[, .cell := as.integer(.cell)]
   setcolorder(cells, c(".cell", axes))
   kinds <- unlist(manifest$columns)
+  empty <- names(kinds) %in% unlist(manifest$empty)
   paths <- file.path(dir, paste0(names(kinds), ".", kinds))
-  for (i in seq_along(paths)) {
+  for (i in which(!empty)) {
     if (file.size(paths[i]) != n * if (kinds[[i]] == "i32") 4 else 8) stop(paths[i], ": not ", n, " values")
   }
   runs <- series_runs(dir, paths[names(kinds) == ".cell"], n)
@@ -498,7 +500,9 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
     stretch <- cumsum(c(TRUE, run_start[take][-1L] != run_end[take][-length(take)]))
     from <- run_start[take][!duplicated(stretch)]
     len <- as.vector(tapply(runs$lengths[take], stretch, sum))
-    columns <- lapply(seq_along(paths), function(i) read_stretches(paths[i], kinds[[i]], from, len))
+    columns <- lapply(seq_along(paths), function(i) {
+      if (empty[i]) rep(NA_real_, sum(len)) else read_stretches(paths[i], kinds[[i]], from, len)
+    })
     setDT(setNames(columns, names(kinds)))
   }
   list(cells = cells, rows = n, per_cell = per_cell, chunks = cell_chunk_ids(per_cell, chunk_rows), read = read,
