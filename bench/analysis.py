@@ -11,8 +11,8 @@ steady-state windows and stalls, per-cell statistics with the bootstrap CIs of b
 tables of every axis. Goals (issue 37): under 20 s and 2 GB for 10 million; under 4 minutes and 8 GB for
 100 million.
 
---pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the same
-series folder, interleaved with this tree's, and prints the medians of both.
+--pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the folder
+of main's series step (its format), interleaved with this tree's, and prints the medians of both.
 
 --add-one: the one-cell addition. The study gains one cell (a copy of the first cell's samples under a memory
 value of its own, appended as the last row group; one more summary row). Rule statistics runs on the study
@@ -255,8 +255,8 @@ def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
     codes = {"this tree": (workflow, workflow / "R")}
     if args.pairs:
         codes = {"main": main_code(tmp), **codes}
-    timed([sys.executable, "-c", SERIES, str(workflow), str(data)])  # the study's series (same bytes either code)
-    for name, (_python, library) in codes.items():  # each code's cache of the study
+    for name, (python, library) in codes.items():  # each code's cache of the study, on its own series step
+        timed([sys.executable, "-c", SERIES, str(python), str(data)])
         rule(tmp, library, data, tmp / f"out-study-{slug(name)}", args.cores, tmp / f"cache-{slug(name)}")
     load = os.getloadavg()
     runs: dict[str, list] = {name: [] for name in codes}
@@ -366,11 +366,12 @@ def main() -> None:
         return
     load = os.getloadavg()
     before, after = [], []
-    old = main_tree(tmp) if args.pairs else None
+    old = main_code(tmp) if args.pairs else None
     for _ in range(max(args.pairs, 1)):
         after.append(this_tree(workflow, data, tmp, args.cores))
-        if old:  # on the series folder this tree's step just wrote, as main's rule reads it
-            before.append(rule(tmp, old, data, tmp, 1))
+        if old:  # main's rule on main's series step (its folder's format)
+            timed([sys.executable, "-c", SERIES, str(old[0]), str(data)])
+            before.append(rule(tmp, old[1], data, tmp, 1))
     goal = "< 20 s, < 2 GB" if rows <= 10_500_000 else "< 4 min, < 8 GB" if rows <= 105_000_000 else "-"
     print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak PSS "
           "| load avg | goal |")
