@@ -36,14 +36,3 @@ test_that("the runs of cell ids read in pieces are those of the whole column", {
     expect_identical(cell_runs(path, length(ids), piece), list(values = whole$values, lengths = whole$lengths))
   }
 })
-
-test_that("the ratios' CIs in blocks shared by two processes are those of one process", {
-  draws <- matrix(c(stats::rnorm(600, 100, 5), NA, 0, rep(1, 98)), 100, 7)
-  rows <- c(1L, 2L, 3L, 4L, 5L, 6L, 7L, 1L)
-  base <- c(2L, 3L, 4L, 5L, 6L, 7L, 1L, 1L)
-  one <- ratio_quantiles(draws, rows, base, 0.95, block = 3L)
-  two <- in_chunks(ratio_quantiles(draws, rows, base, 0.95, block = 3L))
-  expect_identical(two, one)
-  expect_identical(one, ratio_quantiles(draws, rows, base, 0.95))  # in one block
-  expect_length(one$low, length(rows))
-})

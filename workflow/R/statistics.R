@@ -377,11 +377,10 @@ column_quantiles <- function(m, level = STATS_DEFAULTS$level) {
 at_ranks <- function(x, at) .Internal(psort(x, at))[at]
 
 # column_quantiles() of the ratios draws[, rows] / draws[, base_rows] (not finite: NA), a block of columns
-# at a time (the ratio draws of 48,000 comparisons would be 380 MB at once), the blocks shared by
-# getOption("dbsweep.cores") processes as the cells' chunks are (map_chunks(): 10,000 cells, 2.6 s in one).
+# at a time: the ratio draws of 48,000 comparisons would be 380 MB at once.
 ratio_quantiles <- function(draws, rows, base_rows, level = STATS_DEFAULTS$level, block = 4096L) {
   if (!length(rows)) return(list(low = numeric(), high = numeric()))
-  parts <- map_chunks(split(seq_along(rows), (seq_along(rows) - 1L) %/% block), function(b) {
+  parts <- lapply(split(seq_along(rows), (seq_along(rows) - 1L) %/% block), function(b) {
     x <- draws[, rows[b], drop = FALSE] / draws[, base_rows[b], drop = FALSE]
     x[!is.finite(x)] <- NA_real_
     column_quantiles(x, level)
