@@ -249,7 +249,7 @@ def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
     import filecmp
     import shutil
 
-    plus = Path(f"{data}-plus-one")
+    plus = Path(f"{data}-plus-one") if args.keep else tmp / "plus-one"  # without --keep: removed with tmp
     if not (plus / "samples.parquet").exists():
         with_one_more_cell(data, plus)
     codes = {"this tree": (workflow, workflow / "R")}
