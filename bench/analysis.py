@@ -11,15 +11,15 @@ steady-state windows and stalls, per-cell statistics with the bootstrap CIs of b
 tables of every axis. Goals (issue 37): under 20 s and 2 GB for 10 million; under 4 minutes and 8 GB for
 100 million.
 
---pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the same
-series folder, interleaved with this tree's, and prints the medians of both.
+--pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the folder
+of main's series step (its format), interleaved with this tree's, and prints the medians of both.
 
 --add-one: the one-cell addition. The study gains one cell (a copy of the first cell's samples under a memory
 value of its own, appended as the last row group; one more summary row). Rule statistics runs on the study
-and writes its cache; then, on the study with the added cell, --pairs times (at least once) interleaved:
-rule statistics with that cache ("after": the added cell computed, the others read back) and without a cache
-("before": a full recompute). The outputs of both must be the same bytes. The series step of the larger
-study (it reads every sample) is timed apart.
+and writes its cache (main's code and this tree's, each its own); then, on the study with the added cell,
+--pairs times interleaved (at least once, this tree alone without --pairs): each code's series step and rule
+statistics with its cache (the added cell computed, the others read back). Every output must be the bytes
+of a full recompute (this tree without a cache, run once at the end).
 
     .venv/bin/python bench/analysis.py [--cells 10000] [--seconds 1000] [--reps 1] [--pairs 0] [--cores 2]
     .venv/bin/python bench/analysis.py --samples 100000000 --no-csv --keep /tmp/analysis-100m   # 10,000 x 10,000 s
@@ -77,6 +77,7 @@ ANALYSE = r"""
 args <- commandArgs(TRUE)
 library_dir <- args[1]; dir <- args[2]; input <- args[3]; out_dir <- file.path(args[5], input)
 cache <- if (length(args) > 5 && nzchar(args[6])) args[6]  # rule statistics' cache folder (params cache)
+options(dbsweep.plots = FALSE)  # as workflow/scripts/analysis.R for rule statistics: no ggplot2 (0.9 s of R's start)
 source(file.path(library_dir, "library.R"), chdir = TRUE)
 invisible(compiler::enableJIT(3L))  # as workflow/scripts/analysis.R for data over 2 MB
 options(dbsweep.cores = as.integer(args[4]))  # as workflow/scripts/analysis.R: the rule's threads
@@ -128,7 +129,7 @@ def generate_parquet(cells: int, seconds: int, reps: int, folder: Path, cells_pe
         tps = np.repeat(levels[start:start + len(piece)], seconds) * np.tile(ramp, len(piece)) * rng.normal(1, 0.03, n)
         sec = np.tile(second, len(piece))
         tps[sec % 97 == 0] = 0
-        nan = np.full(n, np.nan)
+        nan = pa.nulls(n, pa.float64())  # no value: null, as aggregate's to_parquet reads an empty CSV field
         zero = np.zeros(n)
         axis = [pa.array(np.repeat([p[i] for p in piece], seconds), kind)
                 for i, kind in enumerate((pa.string(), pa.string(), pa.int64(), pa.int64()))]
@@ -241,44 +242,72 @@ def rule(tmp: Path, library: Path, data: Path, out: Path, cores: int, cache: Pat
 
 
 def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
-    """--add-one: rule statistics on the study with one more cell, with the study's cache and without."""
+    """--add-one: the analysis of the study with one more cell, each code with its cache of the study's run.
+    With --pairs N: N interleaved pairs of main's code (its series step and rule statistics, its cache) and
+    this tree's; without, this tree's alone, once. Then one full recompute (this tree, no cache): every run
+    with a cache must give its bytes."""
     import filecmp
     import shutil
 
-    plus = Path(f"{data}-plus-one")
+    plus = Path(f"{data}-plus-one") if args.keep else tmp / "plus-one"  # without --keep: removed with tmp
     if not (plus / "samples.parquet").exists():
         with_one_more_cell(data, plus)
-    cache = tmp / "cache-of-study"
-    first = timed([sys.executable, "-c", SERIES, str(workflow), str(data)])
-    full = rule(tmp, workflow / "R", data, tmp / "out-study", args.cores, cache)
-    series = timed([sys.executable, "-c", SERIES, str(workflow), str(plus)])
+    codes = {"this tree": (workflow, workflow / "R")}
+    if args.pairs:
+        codes = {"main": main_code(tmp), **codes}
+    for name, (python, library) in codes.items():  # each code's cache of the study, on its own series step
+        timed([sys.executable, "-c", SERIES, str(python), str(data)])
+        rule(tmp, library, data, tmp / f"out-study-{slug(name)}", args.cores, tmp / f"cache-{slug(name)}")
     load = os.getloadavg()
-    before, after = [], []
+    runs: dict[str, list] = {name: [] for name in codes}
     for i in range(max(args.pairs, 1)):
-        shutil.rmtree(tmp / "cache", ignore_errors=True)
-        shutil.copytree(cache, tmp / "cache")  # each "after" starts from the study's cache
-        after.append(rule(tmp, workflow / "R", plus, tmp / f"out-after-{i}", args.cores, tmp / "cache"))
-        before.append(rule(tmp, workflow / "R", plus, tmp / f"out-before-{i}", args.cores))
-        for name in ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md"):
-            if not filecmp.cmp(tmp / f"out-after-{i}" / "series" / name, tmp / f"out-before-{i}" / "series" / name,
-                               shallow=False):
-                raise SystemExit(f"{name}: the run with the cache differs from the full recompute")
-    print("| one cell added to | code | runs | wall time (median) | CPU (user + sys) | peak PSS | load avg |")
-    print("|---|---|---|---|---|---|---|")
+        for name, (python, library) in codes.items():
+            cache = tmp / f"cache-{slug(name)}"
+            shutil.rmtree(tmp / "cache", ignore_errors=True)
+            shutil.copytree(cache, tmp / "cache")  # each run starts from the study's cache
+            series = timed([sys.executable, "-c", SERIES, str(python), str(plus)])
+            out = tmp / f"out-{slug(name)}-{i}"
+            stats = rule(tmp, library, plus, out, args.cores, tmp / "cache")
+            runs[name].append({"series": series, "rule": stats, "out": out,
+                               "wall": series["wall"] + stats["wall"], "cpu": series["cpu"] + stats["cpu"],
+                               "peak": max(series["peak"], stats["peak"])})
+    full = rule(tmp, workflow / "R", plus, tmp / "out-full", args.cores)
+    for name, done in runs.items():
+        for r in done:
+            for table in ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md"):
+                if not filecmp.cmp(r["out"] / "series" / table, tmp / "out-full" / "series" / table, shallow=False):
+                    raise SystemExit(f"{table}: {name} with its cache differs from the full recompute")
     cells = sum(1 for _ in open(data / "series" / "cells.csv")) - 1
-    for name, runs in (("rule statistics, full recompute (before)", before),
-                       ("rule statistics with the cache (after)", after),
-                       ("statistics_series of the larger study (both)", [series])):
-        wall, cpu, peak = (statistics.median(r[k] for r in runs) for k in ("wall", "cpu", "peak"))
-        print(f"| {cells:,} cells | {name} | {len(runs)} | {wall:.1f} s | {cpu:.1f} s | {peak:.2f} GiB "
-              f"| {load[0]:.1f} -> {os.getloadavg()[0]:.1f} |")
-    print(f"\nthe outputs with and without the cache: the same bytes ({len(after)} pairs)")
-    print(f"the study's own run (series {first['wall']:.1f} s, rule {full['wall']:.1f} s wall / {full['cpu']:.1f} s CPU"
-          f" writing the cache, {sum(f.stat().st_size for f in cache.iterdir()) / 2**20:.0f} MiB)")
-    for label, r in (("with the cache, last run", after[-1]), ("full recompute, last run", before[-1])):
-        print(f"R's own log ({label}):")
-        for line in r["out"].splitlines():
+    print("| one cell added to | code | runs | part | wall time (median) | CPU (user + sys) | peak PSS | load avg |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, done in runs.items():
+        for part, pick in (("series step + rule statistics", lambda r: r),
+                           ("series step", lambda r: r["series"]), ("rule statistics", lambda r: r["rule"])):
+            wall, cpu, peak = (statistics.median(pick(r)[k] for r in done) for k in ("wall", "cpu", "peak"))
+            print(f"| {cells:,} cells | {name} | {len(done)} | {part} | {wall:.1f} s | {cpu:.1f} s | {peak:.2f} GiB "
+                  f"| {load[0]:.1f} -> {os.getloadavg()[0]:.1f} |")
+    print(f"| {cells:,} cells | this tree, no cache (full recompute) | 1 | rule statistics | {full['wall']:.1f} s "
+          f"| {full['cpu']:.1f} s | {full['peak']:.2f} GiB | |")
+    print(f"\nevery run with a cache: the same bytes as the full recompute ({sum(map(len, runs.values()))} runs)")
+    for name, done in runs.items():
+        print(f"R's own log ({name} with its cache, last run):")
+        for line in done[-1]["rule"]["out"].splitlines():
             print("   ", line)
+
+
+def slug(name: str) -> str:
+    return name.replace(" ", "-")
+
+
+def main_code(tmp: Path) -> tuple[Path, Path]:
+    """(folder with main's dbsweep/statistics_series.py, main's workflow/R): the code of branch main."""
+    folder = tmp / "main-py"
+    (folder / "dbsweep").mkdir(parents=True)
+    (folder / "dbsweep" / "__init__.py").write_text("")
+    text = subprocess.run(["git", "show", "main:workflow/dbsweep/statistics_series.py"], cwd=ROOT, check=True,
+                          capture_output=True).stdout
+    (folder / "dbsweep" / "statistics_series.py").write_bytes(text)
+    return folder, main_tree(tmp)
 
 
 def main_tree(tmp: Path) -> Path:
@@ -337,11 +366,12 @@ def main() -> None:
         return
     load = os.getloadavg()
     before, after = [], []
-    old = main_tree(tmp) if args.pairs else None
+    old = main_code(tmp) if args.pairs else None
     for _ in range(max(args.pairs, 1)):
         after.append(this_tree(workflow, data, tmp, args.cores))
-        if old:  # on the series folder this tree's step just wrote, as main's rule reads it
-            before.append(rule(tmp, old, data, tmp, 1))
+        if old:  # main's rule on main's series step (its folder's format)
+            timed([sys.executable, "-c", SERIES, str(old[0]), str(data)])
+            before.append(rule(tmp, old[1], data, tmp, 1))
     goal = "< 20 s, < 2 GB" if rows <= 10_500_000 else "< 4 min, < 8 GB" if rows <= 105_000_000 else "-"
     print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak PSS "
           "| load avg | goal |")

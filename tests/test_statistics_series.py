@@ -198,7 +198,8 @@ def cache_line(folder: Path) -> str:
 def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_changed(name, tmp_path):
     """A study without one cell, then with it (added in the middle: every later cell's id moves, and it is the
     baseline of another), then with one cell's throughput 1% higher in one repetition (same summary, new
-    data), then with another trim (settings), then without the added cell again: each run with the cache
+    data), then that cell's summary row changed (its transactions: computed again, not read back), then with
+    another trim (settings), then without the added cell again: each run with the cache
     gives byte for byte the tables of a run without it, reading back every cell but the added or changed
     one. With repetitions the noise pooled over the study moves with the changed cell, so every t interval moves too."""
     sys.path.insert(0, str(ROOT / "workflow"))
@@ -214,6 +215,12 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
     def without(table, cell):
         return table[0], [r for r in table[1] if tuple(r[:5]) != cell]
 
+    def recounted(table):  # one more transaction in the changed cell's first repetition
+        at = table[0].index("transactions")
+        rows = [[*r[:at], repr(float(r[at]) + 1), *r[at + 1:]] if tuple(r[:5]) == CHANGED and r[5] == "1" else r
+                for r in table[1]]
+        return table[0], rows
+
     def changed(table):
         rows = [[*r[:tps], repr(float(r[tps]) * 1.01), *r[tps + 1:]] if tuple(r[:5]) == CHANGED and r[5] == "1"
                 else r for r in table[1]]
@@ -221,6 +228,7 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
 
     stages = {"before": (without(summary, ADDED), without(samples, ADDED), 0),
               "added": (summary, samples, 0), "changed": (summary, changed(samples), 0),
+              "summary": (recounted(summary), changed(samples), 0),
               "trimmed": (summary, changed(samples), 5),
               "removed": (without(summary, ADDED), without(changed(samples), ADDED), 5)}
     for stage, (summary_rows, sample_rows, _) in stages.items():
@@ -236,8 +244,59 @@ def test_the_cache_gives_the_bytes_of_a_full_recompute_when_a_cell_is_added_or_c
     assert f"0 cells read back, {cells - 1} computed" in cache_line(tmp_path / "before")
     assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "added")
     assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "changed")
+    assert f"{cells - 1} cells read back, 1 computed" in cache_line(tmp_path / "summary")
     assert f"0 cells read back, {cells} computed" in cache_line(tmp_path / "trimmed")
     assert f"{cells - 1} cells read back, 0 computed" in cache_line(tmp_path / "removed")
     moved = [a != b for a, b in zip(rows(tmp_path / "added" / "full" / "cell_stats.csv"),
                                     rows(tmp_path / "changed" / "full" / "cell_stats.csv"), strict=True)]
     assert sum(moved) >= 1  # the change shows in the tables: a stale figure would differ from the full run
+
+
+def test_cells_are_numbered_in_order_of_first_appearance_whatever_the_batches_and_empty_values(tmp_path):
+    """Cells interleaved (a cell's rows in several runs), an empty axis value, and batches that cut runs: each
+    row gets its cell's id (1, 2, ... in order of first appearance), the runs of ids are joined across
+    batches, and cells.csv names each id's values (empty: empty)."""
+    sys.path.insert(0, str(ROOT / "workflow"))
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from dbsweep.statistics_series import write_series
+
+    engine = ["a", "a", "b", "a", None, None, "b", "b", "a"]
+    threads = [1, 1, 1, 1, 2, 2, 1, 2, 1]
+    ids = [1, 1, 2, 1, 3, 3, 2, 4, 1]
+    n = len(engine)
+    pq.write_table(pa.table({"engine": engine, "threads": threads, "rep": [1] * n, "second": list(range(n)),
+                             "iops": [1.0] * n, "lat_ms": [None] * n, "lat_pct_ms": [2.0] * n}),
+                   tmp_path / "samples.parquet", row_group_size=4)
+    for batch_rows in (1, 2, 3, 100):
+        out = tmp_path / f"series-{batch_rows}"
+        assert write_series(tmp_path / "samples.parquet", ["engine", "threads"], out, batch_rows=batch_rows) == n
+        assert np.fromfile(out / ".cell.i32", "<i4").tolist() == ids
+        assert np.fromfile(out / "cell_runs.i32", "<i4").tolist() == [1, 2, 2, 1, 1, 1, 3, 2, 2, 1, 4, 1, 1, 1]
+        assert (out / "cells.csv").read_text().splitlines() == [
+            '".cell","engine","threads"', '1,"a","1"', '2,"b","1"', '3,,"2"', '4,"b","2"']
+
+
+def test_a_column_without_any_value_has_no_file_and_the_fingerprints_of_nan_values(tmp_path):
+    """iops and lat_ms of a sysbench study are null in every row: series.json lists them as empty, no file
+    is written (R reads NA), and each cell's fingerprint is that of the same rows with NaN written out."""
+    sys.path.insert(0, str(ROOT / "workflow"))
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from dbsweep.statistics_series import write_series
+
+    n = 6
+    table = {"threads": [1, 1, 2, 2, 4, 4], "rep": [1] * n, "second": [1, 2] * 3, "iops": pa.nulls(n, pa.float64()),
+             "lat_ms": [None, None, None, None, None, 3.0], "lat_pct_ms": [2.0, 3.0, 4.0, 5.0, 6.0, 7.0]}
+    pq.write_table(pa.table(table), tmp_path / "null.parquet", row_group_size=4)
+    pq.write_table(pa.table(table | {"iops": [float("nan")] * n}), tmp_path / "nan.parquet", row_group_size=4)
+    write_series(tmp_path / "null.parquet", ["threads"], tmp_path / "null")
+    write_series(tmp_path / "nan.parquet", ["threads"], tmp_path / "nan")
+    assert json.loads((tmp_path / "null" / "series.json").read_text())["empty"] == ["iops"]  # lat_ms has a value
+    assert not (tmp_path / "null" / "iops.f64").exists() and (tmp_path / "nan" / "iops.f64").exists()
+    assert json.loads((tmp_path / "nan" / "series.json").read_text())["empty"] == []
+    fingerprints = (tmp_path / "null" / "fingerprints.txt").read_text()
+    assert fingerprints == (tmp_path / "nan" / "fingerprints.txt").read_text() and len(fingerprints.split()) == 3

@@ -55,13 +55,19 @@ md_cells <- function(x) {
   gsub("|", "\\|", out, fixed = TRUE)
 }
 
-md_lines <- function(dt) {
+# A pipe table's lines: header, alignment, then `body` (one line per row of dt: md_body_lines(), or lines
+# made before of the same rows, e.g. rule statistics' cache).
+md_lines <- function(dt, body = md_body_lines(dt)) {
   cols <- names(dt)
-  cells <- lapply(dt, md_cells)
   align <- vapply(dt, function(x) if (is.numeric(x)) "---:" else ":---", "")
   row <- function(v) paste0("| ", paste(v, collapse = " | "), " |")
-  body <- if (nrow(dt) == 0) character() else paste0("| ", do.call(paste, c(unname(cells), sep = " | ")), " |")
   c(row(cols), row(align), body)
+}
+
+# One table line per row of dt.
+md_body_lines <- function(dt) {
+  if (nrow(dt) == 0) return(character())
+  paste0("| ", do.call(paste, c(unname(lapply(dt, md_cells)), sep = " | ")), " |")
 }
 
 # Writes dt as a GitHub pipe table. With group_by, one table per group under a
@@ -76,15 +82,19 @@ write_md_table <- function(dt, path, group_by = NULL, preamble = NULL,
 }
 
 # The lines of write_md_table() without preamble and caption, so that one file
-# can hold several tables.
-md_table_lines <- function(dt, group_by = NULL) {
+# can hold several tables. body: md_body_lines() of dt without the group_by columns, when made before.
+md_table_lines <- function(dt, group_by = NULL, body = NULL) {
   dt <- as.data.table(dt)
-  if (!length(group_by)) return(c(md_lines(dt), ""))
-  # one split, not a join per group (a comparison of 10,000 cells has a thousand sections)
-  groups <- unique(dt[, ..group_by])
-  parts <- split(dt, by = group_by, keep.by = FALSE, sorted = FALSE)
+  shown <- dt[, setdiff(names(dt), group_by), with = FALSE]
+  if (is.null(body)) body <- md_body_lines(shown)  # every row at once (a thousand sections: one call)
+  if (!length(group_by)) return(c(md_lines(shown, body), ""))
+  groups <- dt[, ..group_by]
+  group <- groups[, .g := .GRP, by = group_by]$.g  # groups in order of first appearance, as split(sorted = FALSE)
+  groups <- unique(groups[, .g := NULL])
+  top <- md_lines(shown[0L])
   headings <- paste("###", configuration_label(groups, group_by))
-  as.character(unlist(lapply(seq_along(parts), function(i) c(headings[i], "", md_lines(parts[[i]]), "")),
+  rows <- split(body, group)
+  as.character(unlist(lapply(seq_along(rows), function(i) c(headings[i], "", top, rows[[i]], "")),
                       use.names = FALSE))
 }
 

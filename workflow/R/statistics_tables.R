@@ -167,7 +167,8 @@ nothing_compared <- function(cells, axes) {
         "page's answer gives each cell's own figures with their confidence intervals.")
 }
 
-comparisons_md_lines <- function(cells, comparisons, axes, settings) {
+# memo (statistics_md_memo(), or NULL): the table lines of rows as they were in the last run are reused.
+comparisons_md_lines <- function(cells, comparisons, axes, settings, memo = NULL) {
   out <- c("# Comparisons with a baseline", "", stats_method(settings), "")
   if (nrow(comparisons) == 0) return(c(out, nothing_compared(cells, axes), ""))
   out <- c(out,
@@ -180,9 +181,11 @@ comparisons_md_lines <- function(cells, comparisons, axes, settings) {
     metric_name <- comparisons$metric[keep][1]
     if (is.na(metric_name)) next
     wide <- comparison_wide(cells, comparisons, axes, axis, metric_name)
+    group_by <- attr(wide, "group_by")
+    body <- memo_body_lines(wide[, setdiff(names(wide), group_by), with = FALSE], memo, paste("comparisons", axis))
     out <- c(out, sprintf("## %s (baseline %s), %s", axis, attr(wide, "baseline"),
                           metric_name), "",
-             md_table_lines(wide, attr(wide, "group_by")))
+             md_table_lines(wide, group_by, body))
   }
   out
 }
@@ -208,17 +211,18 @@ chosen_statistics <- function(cells, axes, statistics = STATS_DEFAULTS$statistic
   wide[]
 }
 
-cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
+cell_stats_md_lines <- function(cells, windows, settings, axes = NULL, memo = NULL) {
   chosen <- if (length(axes)) {
+    wide <- chosen_statistics(cells, axes, settings$statistics)
     c("## The study's statistics", "",
       sprintf(paste("Per cell: %s of the per-second values of every metric in the",
                     "steady-state windows (analysis.statistics; units: tps transactions/s,",
                     "iops I/O per s, lat_* ms)."),
               paste(intersect(unlist(settings$statistics), CELL_STATISTICS), collapse = ", ")), "",
-      md_lines(chosen_statistics(cells, axes, settings$statistics)), "",
+      md_lines(wide, memo_body_lines(wide, memo, "chosen")), "",
       "## Every statistic", "")
   }
-  shown <- copy(cells)
+  shown <- setDT(lapply(cells, identity))  # its columns: copy() would copy attr parts (every cell's draws)
   shown[, ci := sprintf("[%s, %s]", format_number(ci_low), format_number(ci_high))]
   cols <- setdiff(names(shown), c("ci_low", "ci_high", "ci"))
   at <- which(cols == "median")
@@ -231,7 +235,7 @@ cell_stats_md_lines <- function(cells, windows, settings, axes = NULL) {
     } else {
       "Every repetition that could be judged reached steady state."
     }, "", chosen,
-    md_lines(shown), "")
+    md_lines(shown, memo_body_lines(shown, memo, "cells")), "")
 }
 
 # The statistics of a study from its long tables: list(windows (per
@@ -472,7 +476,8 @@ cell_chunks <- function(by_cell, chunk_rows = statistics_chunk_rows()) {
 # The folder rule statistics_series writes (workflow/dbsweep/statistics_series.py: series.json, cells.csv,
 # one little-endian binary file per column, fingerprints.txt) as a source of chunks (cell_chunks()): only
 # the cell ids are read whole (4 bytes a sample); read(ids) reads the other columns' rows of those cells,
-# each stretch of the file that holds them at once.
+# each stretch of the file that holds them at once; a column series.json lists as empty (no value in the
+# whole table, no file) is NA.
 series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   manifest <- jsonlite::fromJSON(file.path(dir, "series.json"))
   n <- as.integer(manifest$rows)
@@ -480,8 +485,9 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
   cells[, .cell := as.integer(.cell)]
   setcolorder(cells, c(".cell", axes))
   kinds <- unlist(manifest$columns)
+  empty <- names(kinds) %in% unlist(manifest$empty)
   paths <- file.path(dir, paste0(names(kinds), ".", kinds))
-  for (i in seq_along(paths)) {
+  for (i in which(!empty)) {
     if (file.size(paths[i]) != n * if (kinds[[i]] == "i32") 4 else 8) stop(paths[i], ": not ", n, " values")
   }
   runs <- series_runs(dir, paths[names(kinds) == ".cell"], n)
@@ -494,7 +500,9 @@ series_source <- function(dir, axes, chunk_rows = statistics_chunk_rows()) {
     stretch <- cumsum(c(TRUE, run_start[take][-1L] != run_end[take][-length(take)]))
     from <- run_start[take][!duplicated(stretch)]
     len <- as.vector(tapply(runs$lengths[take], stretch, sum))
-    columns <- lapply(seq_along(paths), function(i) read_stretches(paths[i], kinds[[i]], from, len))
+    columns <- lapply(seq_along(paths), function(i) {
+      if (empty[i]) rep(NA_real_, sum(len)) else read_stretches(paths[i], kinds[[i]], from, len)
+    })
     setDT(setNames(columns, names(kinds)))
   }
   list(cells = cells, rows = n, per_cell = per_cell, chunks = cell_chunk_ids(per_cell, chunk_rows), read = read,
@@ -592,12 +600,15 @@ rule_round_noise <- function(input, output, params, log = snakemake_log()) {
 
 # R compiles each function to bytecode at its first call (workflow/scripts/analysis.R turns that on for data
 # over 2 MB): 2.7 s of CPU that pays back over many samples, not when the cache leaves fewer than these to
-# compute (one cell added to 10,000: the rule took 4.7 s of CPU without compiling, 7.0 s with).
+# compute (one cell added to 10,000: the rule took 4.7 s of CPU without compiling, 7.0 s with). Until the
+# rule knows, nothing is compiled (the reading and the cache's keys: 0.3 s of compiling for one cell).
 STATISTICS_JIT_SAMPLES <- 1e6
 
 rule_statistics <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
+  jit <- compiler::enableJIT(0L)
+  on.exit(compiler::enableJIT(jit), add = TRUE)
 
   axes <- axes_param(params)
   settings <- stats_settings(params[["analysis"]])
@@ -606,19 +617,18 @@ rule_statistics <- function(input, output, params, log = snakemake_log()) {
   caption <- if (length(provenance)) caption_text(provenance) else NULL
   source <- read_rule_series(input, axes, nrow(summary))
   store <- statistics_store(params[["cache"]], source, summary, axes, settings)
-  if (!is.null(store) && sum(source$per_cell[store$fresh]) < STATISTICS_JIT_SAMPLES) {
-    jit <- compiler::enableJIT(0L)
-    on.exit(compiler::enableJIT(jit), add = TRUE)
-  }
+  if (is.null(store) || sum(source$per_cell[store$fresh]) >= STATISTICS_JIT_SAMPLES) compiler::enableJIT(jit)
   s <- statistics_of_series(summary, source, axes, params[["baseline"]], settings, store)
   s <- with_deviations(s, summary, axes, isTRUE(params[["analysis"]][["include_deviated"]]))
 
   write_csv(s$windows, output[["steady_state"]])
   write_csv(s$cells, output[["cell_stats_csv"]])
-  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings, axes), output[["cell_stats_md"]],
+  memo <- statistics_md_memo(store)
+  write_md_lines(cell_stats_md_lines(s$cells, s$windows, settings, axes, memo), output[["cell_stats_md"]],
                  caption)
   write_csv(s$comparisons, output[["comparisons_csv"]])
-  write_md_lines(comparisons_md_lines(s$cells, s$comparisons, axes, settings),
+  write_md_lines(comparisons_md_lines(s$cells, s$comparisons, axes, settings, memo),
                  output[["comparisons_md"]], caption)
+  save_statistics_md_memo(memo)
   invisible(s)
 }
