@@ -159,6 +159,7 @@ def r_ratios(groups: dict[str, tuple[list[float], list[float]]]) -> dict[str, tu
         for side, values in (("A", a), ("B", b)):
             lines.append(f'list(cell = "{cell}", side = "{side}", v = c({", ".join(map(repr, values))}))')
     script = f"""
+        options(dbsweep.plots = FALSE)  # draws nothing: R starts without ggplot2
         source("workflow/R/library.R", chdir = TRUE)
         groups <- list({", ".join(lines)})
         cells <- rbindlist(lapply(groups, function(g) data.table(cell = g$cell, side = g$side,
@@ -350,6 +351,7 @@ def test_compare_with_one_repetition_follows_stats_r_block_bootstrap(db, tmp_pat
     with open(samples, "w", newline="") as f:
         csv.writer(f).writerows([("cell", "side", "second", "value")] + rows)
     script = f"""
+        options(dbsweep.plots = FALSE)  # draws nothing: R starts without ggplot2
         source("workflow/R/library.R", chdir = TRUE)
         win <- fread("{samples}")[, rep := 1L]
         cells <- cell_stats(win, c("cell", "side"))

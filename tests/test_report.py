@@ -453,6 +453,7 @@ def test_every_shape_s_page_answers_with_numbers_in_its_first_screen_and_links_i
 # The analysis' tables of a storage sweep and a database study, written by the real R rules from the
 # testthat helpers' hand-built studies, with each study's axes and values (axes.json).
 R_TABLES = r"""
+options(dbsweep.plots = FALSE)  # tables only: R starts without ggplot2
 source("tests/testthat/helper-data.R"); source("tests/testthat/helper-db-data.R")
 out <- commandArgs(TRUE)[1]
 stats_out <- function(dir) list(steady_state = file.path(dir, "steady_state.csv"),
@@ -523,6 +524,7 @@ def test_a_query_study_s_answer_reads_the_table_rule_query_timing_writes(tmp_pat
     baseline, hot the same; the answer's lines say so with numbers."""
     import subprocess
     script = r"""
+    options(dbsweep.plots = FALSE)  # a table only: R starts without ggplot2
     source("workflow/R/library.R", chdir = TRUE)
     ex <- rbind(data.table(cache = "warm", rep = 1L, execution = 1:6, name = "ms", value = c(10, 12, 11, 13, 9, 11)),
                 data.table(cache = "cold", rep = 1L, execution = 1:6, name = "ms", value = c(50, 55, 60, 52, 58, 54)),
@@ -545,6 +547,7 @@ def test_an_insert_benchmark_study_answers_with_each_phase_s_rates(tmp_path):
     twice InnoDB's, its inserts fell short of the 100/s target; the load phase's 0 queries/s are left out."""
     import subprocess
     script = r"""
+    options(dbsweep.plots = FALSE)  # a table only: R starts without ggplot2
     source("workflow/R/library.R", chdir = TRUE)
     rows <- function(engine, rep, phase, inserts_s, queries_s, target = NA) {
       data.table(engine = engine, rep = rep, phase = phase, target_inserts_s = target, inserts_s = inserts_s,

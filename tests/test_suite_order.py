@@ -9,7 +9,7 @@ import sys
 from collections import defaultdict
 
 from conftest import ROOT
-from work_units import SLURM_GROUP, SLURM_USERS, work_unit
+from work_units import MEASURED, SLURM_GROUP, SLURM_USERS, work_unit
 
 # A module fixture that counts its set-ups in a file, and tests that name their worker.
 SHARED = '''
@@ -39,6 +39,17 @@ def test_every_file_that_takes_the_test_slurm_is_in_the_slurm_group():
               if re.search(r"with slurm_turn\(\):", path.read_text())}
     assert "test_slurm.py" in takers  # the pattern still finds the users
     assert takers - SLURM_USERS == set()
+
+
+def test_every_measured_cost_still_finds_its_test():
+    """A renamed test would silently fall back to the rough estimate and be dealt out among the quick ones."""
+    assert len(MEASURED) >= 10
+    for nodeid in MEASURED:
+        path, _, test = nodeid.partition("::")
+        function, _, param = test.partition("[")
+        assert f"def {function}(" in (ROOT / "tests" / path).read_text(), nodeid
+        if path == "test_r_analysis.py":
+            assert (ROOT / "tests" / "testthat" / param.removesuffix("]")).is_file(), nodeid
 
 
 def test_a_test_s_unit_is_the_slurm_group_its_file_or_itself(tmp_path):
