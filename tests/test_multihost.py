@@ -280,13 +280,16 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     for r in system:
         if r["us"] != "":
             seconds.setdefault((r["node"], r["node_host"]), set()).add(int(r["second"]))
-    assert set(seconds) == {("", "c1"), ("primary", "c2"), ("replica1", "c3")}
+    # haproxy's host, c4, a host of its own, has its vmstat rows too
+    assert set(seconds) == {("", "c1"), ("primary", "c2"), ("replica1", "c3"), ("proxy", "c4")}
     client = seconds[("", "c1")]
     assert all(len(s) >= 2 and min(client) - 1 <= min(s) and max(s) <= max(client) + 1 for s in seconds.values()), \
         seconds
     assert {r["device"] for r in system if r["node"] == "primary" and r["device"]} \
         == {Path(nodes["primary"]["filesystem"]["loop"]).name}  # iostat on c2 watched the primary's own device
-    assert set(run["topology"]["network"]["clocks"]) == {"primary", "replica1"}
+    assert set(run["topology"]["network"]["clocks"]) == {"primary", "replica1", "proxy"}
+    assert "clock" not in proxy
+    assert {"vmstat.txt"} <= {p.name for p in (raw / "proxy").iterdir()}  # c4 shares the results tree
     # a three-member Galera cluster, one member on each of c2, c3, c4: its family's own start (a joiner's
     # grastate.dat staged on the client's host and written into the member's filesystem on its host); the
     # client through haproxy beside it on c1

@@ -204,6 +204,24 @@ def test_a_hosts_monitor_rows_land_in_the_clients_seconds_with_its_clock_offset_
     assert [r["second"] for r in unshifted] == [3, 4, 5]
 
 
+def test_a_proxys_own_host_has_its_monitor_rows_on_the_clients_clock(tmp_path):
+    """haproxy on c4, a host of its own, 1 s ahead: its host's vmstat rows (RAW/proxy, host_step.serve_proxy)
+    join the system table as the nodes' hosts' do, node `proxy`, node_host c4, its offset taken off. A proxy
+    beside the client (its host the client's, no RAW/proxy monitors) adds none."""
+    (tmp_path / "proxy").mkdir()
+    (tmp_path / "proxy" / "vmstat.txt").write_text(shifted(VMSTAT.read_text(), 1))
+    start = datetime(2026, 11, 22, 1, 59, 27, 400000, tzinfo=UTC).timestamp()
+    record = placed_record({"proxy": {"offset_ms": 1000.0, "within_ms": 0.1}})
+    record["topology"]["proxy"] = {"kind": "haproxy", "host": "c4", "declared_host": "c4"}
+    mine = collect.system_rows(VMSTAT.parent, start)
+    theirs = host_tables.other_hosts_system(tmp_path, record, start, collect.system_rows)
+    assert [(r["second"], r["time"], r["node"], r["node_host"]) for r in theirs] \
+        == [(r["second"], r["time"], "proxy", "c4") for r in mine]
+    beside = placed_record({})
+    beside["topology"]["proxy"] = {"kind": "haproxy", "host": "c1", "declared_host": "c1"}
+    assert host_tables.other_hosts_system(tmp_path / "nothing", beside, start, collect.system_rows) == []
+
+
 def test_rows_name_their_nodes_host_and_one_host_is_the_repetitions():
     rows = [{"node": "primary"}, {"node": "replica1"}, {"node": ""}, {"node": "proxy"}]
     assert [r["node_host"] for r in host_tables.with_hosts(rows, placed_record({}))] == ["c2", "c3", "c1", "c1"]

@@ -145,23 +145,30 @@ def serve_proxy(spec: dict, log, stdin) -> None:
     """The cell's proxy on this host, a host of its own (spec["proxy"]: kind, settings, backends, the benchmark
     user's login for a proxy that authenticates clients), as a node's step holds its server: under this host's
     measuring lock, in a cgroup of its own, listening on the host's address; prints its facts (host, address,
-    port, pid, the proxy's own facts), answers `stats` (its per-second numbers, for the coordinator's sampler)
-    and `clock` until stdin closes, then stops it."""
+    port, pid, the proxy's own facts, how its results come back), answers `stats` (its per-second numbers, for
+    the coordinator's sampler), `monitors start` / `monitors stop` (this host's vmstat, into RAW/proxy as a
+    node's) and `clock` until stdin closes, then stops it; then, when its results were kept here, prints them
+    (returned)."""
     proxy, host = spec["proxy"], socket.gethostname()
+    path = results_path(spec)
     with signals_raise(), runtime.owned(f"proxy of {spec['raw']}", ACTIVE, log):
         folder = Path(tempfile.mkdtemp(prefix="dbsweep-proxy-"))
-        with storage.scratch_files(folder, runtime.active), \
-                proxies.proxy(proxy["kind"], proxy["settings"], (host_address(), database.free_port()),
-                              [proxies.Backend(**backend) for backend in proxy["backends"]], folder, log,
-                              login=tuple(proxy["login"])) as handle:
-            print(json.dumps({"host": host, "address": handle.address, "port": handle.port, "pid": handle.pid,
-                              "facts": handle.facts, "results": "none"}), flush=True)
-            for line in stdin:
-                question = line.split()
-                print(json.dumps({"stats": handle.stats()} if question == ["stats"] else answer(question)),
-                      flush=True)
-            log.write(f"proxy on {host}: stopping\n")
-    print(json.dumps({"returned": {}}), flush=True)
+        with storage.scratch_files(folder, runtime.active):
+            raw = Path(spec["raw"]) / spec["node"]["name"] if path == SHARED else folder / "results"
+            raw.mkdir(parents=True, exist_ok=True)
+            raw.chmod(0o755)
+            with proxies.proxy(proxy["kind"], proxy["settings"], (host_address(), database.free_port()),
+                               [proxies.Backend(**backend) for backend in proxy["backends"]], folder, log,
+                               login=tuple(proxy["login"])) as handle, HostMonitors(raw, [], None) as watch:
+                print(json.dumps({"host": host, "address": handle.address, "port": handle.port, "pid": handle.pid,
+                                  "facts": handle.facts, "results": path}), flush=True)
+                for line in stdin:
+                    question = line.split()
+                    said = ({"stats": handle.stats()} if question == ["stats"] else None) \
+                        or watch.answer(question) or answer(question)
+                    print(json.dumps(said), flush=True)
+                log.write(f"proxy on {host}: stopping\n")
+            print(json.dumps({"returned": returned(raw) if path == COPY_BACK else {}}), flush=True)
 
 
 def place(root: Path, files: dict[str, dict]) -> None:
@@ -224,9 +231,10 @@ class HostMonitors:
     window, started and stopped by the coordinator's questions; stopped when the step ends. At the stop it
     also says whether the node's server outlived the window: a server that died there fails the
     repetition (a crash, retried), where the client's tool alone would call its lost connections a
-    refusal; one a timed event took down did not die (node: events.targets.Node, its server now)."""
+    refusal; one a timed event took down did not die (node: events.targets.Node, its server now; None on a
+    proxy's host, which has no server)."""
 
-    def __init__(self, raw: Path, devices: list[str], node: Node):
+    def __init__(self, raw: Path, devices: list[str], node: Node | None):
         self.raw, self.devices, self.node, self.running = raw, devices, node, None
 
     def __enter__(self) -> HostMonitors:
@@ -241,7 +249,8 @@ class HostMonitors:
         """`monitors start` / `monitors stop` (the latter with each monitor's CPU seconds, an error when one
         died inside the window, and server_died and said when the node's server is gone); `cpu`: the
         server's CPU seconds so far; None for another question."""
-        if question == ["cpu"]:  # the server's process tree's CPU seconds, a running total (accounting.reading)
+        # the server's process tree's CPU seconds, a running total (accounting.reading); a proxy's host has none
+        if question == ["cpu"] and self.node is not None:
             return {"cpu_s": accounting.reading([self.node.db.handle.pid])["cpu_s"]}
         if question == ["monitors", "start"] and self.running is None:
             self.running = Monitors(self.raw, self.devices).__enter__()
@@ -253,7 +262,7 @@ class HostMonitors:
                 running.__exit__(None, None, None)
             except RuntimeError as e:
                 out["error"] = str(e)
-            gone = None if self.node.down else server_death(self.node.db)
+            gone = None if self.node is None or self.node.down else server_death(self.node.db)
             if gone:
                 out["server_died"], out["said"] = gone
             return out | {"cpu_s": running.cpu_s}

@@ -46,17 +46,21 @@ def with_hosts(rows: list[dict], record: dict) -> list[dict]:
 
 
 def other_hosts_system(raw: Path, record: dict, window_start: float, system_rows) -> list[dict]:
-    """The system rows of a placed topology's nodes' hosts, on the client's clock: system_rows(folder,
-    window_start) read each RAW/<node>'s monitors (collect.system_rows)."""
+    """The system rows of a placed topology's nodes' hosts (and its proxy's, on a host of its own), on the
+    client's clock: system_rows(folder, window_start) read each RAW/<node>'s monitors (collect.system_rows)."""
     topology = record.get("topology") or {}
     clocks = (topology.get("network") or {}).get("clocks") or {}
+    proxy = topology.get("proxy") or {}
+    # a proxy on a host of its own has monitors there too (host_step.serve_proxy); beside the client, none
+    parts = [(node["name"], node.get("host")) for node in topology.get("nodes") or []] \
+        + [("proxy", proxy.get("host"))]
     out = []
-    for node in topology.get("nodes") or []:
-        folder = raw / node["name"]
-        if node.get("host") is None or not (folder / "vmstat.txt").exists():
+    for name, host in parts:
+        folder = raw / name
+        if host is None or not (folder / "vmstat.txt").exists():
             continue
-        offset_s = clocks.get(node["name"], {}).get("offset_ms", 0.0) / 1000
+        offset_s = clocks.get(name, {}).get("offset_ms", 0.0) / 1000
         # a row at their time t is at our t - offset: numbered against our window start moved by offset
         for row in system_rows(folder, window_start + offset_s):
-            out.append(row | {"time": row["time"] - offset_s, "node": node["name"], "node_host": node["host"]})
+            out.append(row | {"time": row["time"] - offset_s, "node": name, "node_host": host})
     return out

@@ -240,14 +240,17 @@ def main(args: list[str]) -> int:
     with signals_raise(), runtime.owned(f"placed cell of {raw}", raw / ".active", log), Stack(log) as stack:
         nodes = stack.enter("server", "placed nodes", placed_nodes(recipe, Path(spec["image"]), raw, log))
         first = next(iter(nodes.values()))
-        _, proxy, proxy_facts = proxy_front(recipe, placement.of(recipe.topology),
-                                            [facts["spec"] for facts in nodes.values()], first["db"], raw, log, stack)
+        _, proxy, proxy_facts, proxy_watch = proxy_front(recipe, placement.of(recipe.topology),
+                                                         [facts["spec"] for facts in nodes.values()], first["db"],
+                                                         raw, log, stack)
         shown = {name: {k: v for k, v in facts.items() if k not in ("db", "step", "spec")}
                  for name, facts in nodes.items()}
         counters = {name: facts["db"].family.counters(facts["db"].conn) for name, facts in nodes.items()}
         with ExitStack() as watching:  # each host's monitors, as in a measured window
             for name, facts in nodes.items():
                 watching.enter_context(HostMonitors(name, facts))
+            if proxy_watch is not None:
+                watching.enter_context(proxy_watch)
             manifest.write_json(raw / "hosts.json", {
                 "client": socket.gethostname(), "nodes": shown, "rtt_ms": link_rtts(nodes), "counters": counters,
                 "proxy": None if proxy is None else proxy_facts | {"pid": proxy.pid, "stats": proxy.stats()}})
@@ -304,26 +307,31 @@ def node_on_host(host: str, spec: dict, log) -> Iterator[dict]:
 
 
 def proxy_front(recipe: Recipe, placed: placement.Placement, specs: list[NodeSpec], first: database.Database,
-                raw: Path, log, stack: Stack) -> tuple[database.Database, object, dict | None]:
+                raw: Path, log, stack: Stack) -> tuple[database.Database, object, dict | None, HostMonitors | None]:
     """The cell's proxy, if it has one: on its own host where the placement names one (proxy_on_host), else
     beside the client, here (proxied.front). Returns (what the client's tool reaches, the proxy's handle or
-    None, its facts for the record: its host beside the one declared)."""
+    None, its facts for the record: its host beside the one declared, its host's clock offset; its host's
+    monitors for the measured window, None beside the client, whose host's monitors the run starts)."""
     if placement.PROXY not in placed.hosts:
         target, proxy = proxied.front(recipe, specs, first, host_address(), None, log, stack)
-        return target, proxy, None if proxy is None else proxy.facts | {"host": socket.gethostname(),
-                                                                        "declared_host": placed.hosts[placement.CLIENT]}
+        facts = None if proxy is None else proxy.facts | {"host": socket.gethostname(),
+                                                          "declared_host": placed.hosts[placement.CLIENT]}
+        return target, proxy, facts, None
     host = placed.hosts[placement.PROXY]
-    proxy = stack.enter("service", f"{recipe.proxy['name']} on {host}",
-                        proxy_on_host(host, recipe, specs, (first.conn.user, first.conn.password), raw, log))
-    return proxied.through(first, proxy.address, proxy.port), proxy, proxy.facts | {"declared_host": host}
+    proxy, facts = stack.enter("service", f"{recipe.proxy['name']} on {host}",
+                               proxy_on_host(host, recipe, specs, (first.conn.user, first.conn.password), raw, log))
+    return (proxied.through(first, proxy.address, proxy.port), proxy,
+            proxy.facts | {"declared_host": host, "clock": clock_offset(facts["step"])},
+            HostMonitors(placement.PROXY, facts))
 
 
 @contextmanager
 def proxy_on_host(host: str, recipe: Recipe, specs: list[NodeSpec], login: tuple[str, str], raw: Path,
-                  log) -> Iterator[proxies.ProxyHandle]:
+                  log) -> Iterator[tuple[proxies.ProxyHandle, dict]]:
     """The cell's proxy on a host of its own (its placement's `proxy`), started there by a job step
     (host_step.serve_proxy) in front of the nodes that take writes at their hosts' addresses; yields its
-    handle as on one host, its numbers asked of the step each second; its facts have `host`."""
+    handle as on one host, its numbers asked of the step each second, its facts with `host`; and the step's
+    facts (node_on_host: its monitors' results come back to RAW/proxy as a node's)."""
     spec = {"raw": str(raw), "node": {"name": placement.PROXY},
             "proxy": {"kind": proxied.kind(recipe), "settings": proxied.settings(recipe),
                       "backends": [dataclasses.asdict(b) for b in proxied.backends(recipe, specs)],
@@ -332,7 +340,7 @@ def proxy_on_host(host: str, recipe: Recipe, specs: list[NodeSpec], login: tuple
         step = facts["step"]
         yield proxies.ProxyHandle(proxied.kind(recipe), facts["address"], facts["port"],
                                   facts["facts"] | {"host": facts["host"]},
-                                  sample=lambda: ask(step, "stats")["stats"], pid=facts["pid"])
+                                  sample=lambda: ask(step, "stats")["stats"], pid=facts["pid"]), facts
 
 
 def copy_back(last: str, folder: Path, who: str) -> dict[str, str]:

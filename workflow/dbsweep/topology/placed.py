@@ -85,7 +85,8 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     links = Links(placed, nodes)
     specs = [facts["spec"] for facts in nodes.values()]
     dbs = {name: _here(facts["db"]) for name, facts in nodes.items()}
-    target, proxy, proxy_facts = hosts.proxy_front(recipe, placed, specs, dbs[specs[0].name], raw, log, stack)
+    target, proxy, proxy_facts, proxy_watch = hosts.proxy_front(recipe, placed, specs, dbs[specs[0].name], raw, log,
+                                                                stack)
     facts = {
         "name": recipe.topology["name"], "replication": recipe.topology["replication"],
         "nodes": [{"name": spec.name, "role": spec.role, "address": spec.address, "port": spec.port,
@@ -98,13 +99,22 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
                    "results": nodes[spec.name]["results"],
                    **nodes[spec.name]["topology"]} for spec in specs],
         "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
-        "network": links.facts | {"rtt_ms": links.measure_rtt()},
+        "network": _with_proxy_clock(links.facts, proxy_facts) | {"rtt_ms": links.measure_rtt()},
         "proxy": proxy_facts,
     }
-    watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()]
+    watches = [hosts.HostMonitors(name, facts) for name, facts in nodes.items()] \
+        + ([proxy_watch] if proxy_watch is not None else [])
     readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}
     on_host = {name: hosts.on_host(facts) for name, facts in nodes.items()}
     return Topology(target, dbs, specs, links, proxy, facts, {}, [], watches, readers, on_host)
+
+
+def _with_proxy_clock(network: dict, proxy_facts: dict | None) -> dict:
+    """network's clocks with the proxy's host's offset, where it ran on a host of its own (its monitors'
+    rows are put on the client's clock by it, as a node's: host_tables.other_hosts_system)."""
+    if not proxy_facts or "clock" not in proxy_facts:
+        return network
+    return network | {"clocks": network["clocks"] | {placement.PROXY: proxy_facts.pop("clock")}}
 
 
 def _here(db):
