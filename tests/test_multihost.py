@@ -246,7 +246,8 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     # (back within the window: the server the events started stops with them, before the samplers' last second)
     assert 1.0 in {v for s, v in clients.items() if 5 <= s <= 8}, clients
     sync = {int(r["second"]): float(r["value"]) for r in counters if r["node"] == "primary" and r["name"] == "sync_on"}
-    assert sync[2] == 1.0 and sync[3] == 0.0, sync
+    # off within the two seconds after the kill (the kill at 2 s may be up to 0.5 s late, then 500 ms of waiting)
+    assert sync[2] == 1.0 and 0.0 in {sync.get(3), sync.get(4)}, sync
     # no row of the replica while it was down (its sampler skips it), rows again once it was back
     down = {int(r["second"]) for r in counters if r["node"] == "replica1"}
     assert 3 not in down and max(down) > 4, sorted(down)
