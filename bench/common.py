@@ -151,3 +151,24 @@ def leftovers(folder: Path) -> list[str]:
     loops = [line for line in subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout.splitlines()
              if folder in line]
     return mounts + loops
+
+
+def data_image(tmp: Path, size: str, file_mib: int) -> tuple[dict, Path, Path]:
+    """An ext4 image under tmp prepared as dbsweep prepares a cell's, holding one file `data` of file_mib
+    MiB of random bytes written direct (reads of a hole or an unwritten extent never reach the device):
+    (its filesystem spec, the image, the folder of its active records). The device benches read and write
+    that file."""
+    from dbsweep import storage
+    from dbsweep.filesystems import FS_DEFAULTS
+
+    def fill(root: Path) -> list[list[str]]:
+        argv = ["dd", "if=/dev/urandom", f"of={root}/data", "bs=1M", f"count={file_mib}", "oflag=direct",
+                "status=none"]
+        subprocess.run(argv, check=True)
+        return [argv]
+
+    spec = FS_DEFAULTS | {"type": "ext4", "size": size,
+                          "mkfs_options": ["-E", "lazy_itable_init=0,lazy_journal_init=0"]}
+    active, image = tmp / "active", tmp / "image.img"
+    storage.prepare_image(spec, image, fill, active)
+    return spec, image, active

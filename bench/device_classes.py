@@ -30,11 +30,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import tempdir, use_pipeline_code
+from common import data_image, tempdir, use_pipeline_code
 
 use_pipeline_code()
 from dbsweep import storage  # noqa: E402
-from dbsweep.filesystems import FS_DEFAULTS  # noqa: E402
 
 FILE_MIB = 256
 WRITE_MIB = 1024  # a buffered write's most (the filesystem is 2G, FILE_MIB of it taken)
@@ -65,11 +64,6 @@ def rate(before: dict, after: dict, seconds: float, direction: str, bound: str) 
     value = (after[key] - before[key]) / seconds
     return value if bound == "iops" else value / 2**20
 
-
-def fill(root: Path) -> list[list[str]]:
-    argv = ["dd", "if=/dev/urandom", f"of={root}/data", "bs=1M", f"count={FILE_MIB}", "oflag=direct", "status=none"]
-    subprocess.run(argv, check=True)
-    return [argv]
 
 
 def allowed(caps: dict, direction: str, bound: str, size: float) -> float:
@@ -123,11 +117,7 @@ def main() -> None:
     if args.smoke:
         args.seconds, args.runs = 1, 1
     tmp = tempdir("devices", where="/var/tmp")
-    active = tmp / "active"
-    spec = FS_DEFAULTS | {"type": "ext4", "size": "2G",
-                          "mkfs_options": ["-E", "lazy_itable_init=0,lazy_journal_init=0"]}
-    image = tmp / "image.img"
-    storage.prepare_image(spec, image, fill, active)
+    spec, image, active = data_image(tmp, "2G", FILE_MIB)
     caps = {"read_iops": args.iops, "write_iops": args.iops, "read_bps": args.mibs << 20, "write_bps": args.mibs << 20}
     rows = []
     with storage.filesystem(spec | {"device_class": {"name": "bench"} | caps}, tmp / "scratch", active, image) as fs:

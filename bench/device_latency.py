@@ -26,11 +26,10 @@ from pathlib import Path
 import psutil
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import tempdir, use_pipeline_code
+from common import data_image, tempdir, use_pipeline_code
 
 use_pipeline_code()
 from dbsweep import storage  # noqa: E402
-from dbsweep.filesystems import FS_DEFAULTS  # noqa: E402
 
 FILE_MIB = 128
 ONE = ["--ioengine=psync", "--iodepth=1"]
@@ -43,11 +42,6 @@ PATHS = {
                                        "--iodepth=16"], "write"),
 }
 
-
-def fill(root: Path) -> list[list[str]]:
-    argv = ["dd", "if=/dev/urandom", f"of={root}/data", "bs=1M", f"count={FILE_MIB}", "oflag=direct", "status=none"]
-    subprocess.run(argv, check=True)
-    return [argv]
 
 
 def path_cpu_ticks(folder: Path) -> int:
@@ -90,11 +84,7 @@ def main() -> None:
     if args.smoke:
         args.seconds, args.runs, args.latencies = 1, 1, "0,1"
     tmp = tempdir("latency", where="/var/tmp")
-    active = tmp / "active"
-    spec = FS_DEFAULTS | {"type": "ext4", "size": "1G",
-                          "mkfs_options": ["-E", "lazy_itable_init=0,lazy_journal_init=0"]}
-    image = tmp / "image.img"
-    storage.prepare_image(spec, image, fill, active)
+    spec, image, active = data_image(tmp, "1G", FILE_MIB)
     rows = []
     for ms in (int(x) for x in args.latencies.split(",")):
         latency = {"read_latency_ms": ms, "write_latency_ms": ms} if ms else {}

@@ -102,31 +102,32 @@ def test_cpus_the_cluster_cannot_give_its_nodes_are_refused_before_anything_star
     assert not folder.exists()  # nothing made (and no cluster of another's taken down: that comes later)
 
 
+def refused_before_any_job(cluster, study: Study) -> list[str]:
+    """The run's one-line refusals of its topology, after checking that it failed without a traceback and
+    before any job: no Slurm log, nothing queued."""
+    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
+    assert done.returncode != 0
+    assert "Traceback" not in done.stderr
+    assert not Path(study.path("results/logs/slurm")).exists()  # no job was submitted
+    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    return [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
+
+
 def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job(cluster, tmp_path):
     study = Study(tmp_path / "unknown", placed({"client": "c1", "primary": "c2", "replica1": "c9"}))
     dry = on_ctl(cluster, study.argv("-n", *SLURM_PROFILE))
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on c9 "
             "(one Slurm job: --nodes=3 --nodelist=c1,c2,c9)") in dry.stderr
-    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
-    assert done.returncode != 0
-    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
-    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c9'}: "
-                       "Slurm cannot place it: allocation failure: Invalid node name specified"]
-    assert "Traceback" not in done.stderr
-    assert not Path(study.path("results/logs/slurm")).exists()  # no job was submitted
-    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    assert refused_before_any_job(cluster, study) == [
+        "dbsweep: topologies.semisync.hosts: {'client': 'c1', 'primary': 'c2', 'replica1': 'c9'}: "
+        "Slurm cannot place it: allocation failure: Invalid node name specified"]
     # the client on c3: Slurm orders the job's nodes c1, c3 and runs its batch script, the client, on c1
     study = Study(tmp_path / "client-last", placed({"client": "c3", "primary": "c1", "replica1": "c2"}))
-    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
-    assert done.returncode != 0
-    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
-    assert refusal == ["dbsweep: topologies.semisync.hosts: {'client': 'c3', 'primary': 'c1', 'replica1': 'c2'}: "
-                       "the client's host c3 would not be the job's first host: Slurm would give the job nodes "
-                       "c[1-3] and run its client on c1; place the client on c1, or its host first in slurm.conf"]
-    assert "Traceback" not in done.stderr
-    assert not Path(study.path("results/logs/slurm")).exists()
-    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    assert refused_before_any_job(cluster, study) == [
+        "dbsweep: topologies.semisync.hosts: {'client': 'c3', 'primary': 'c1', 'replica1': 'c2'}: "
+        "the client's host c3 would not be the job's first host: Slurm would give the job nodes "
+        "c[1-3] and run its client on c1; place the client on c1, or its host first in slurm.conf"]
     # a node placed by a constraint no node has: the dry run shows what Slurm is asked; the run is refused in
     # Slurm's words before any job
     hosts = {"client": "c1", "primary": "c2", "replica1": {"constraint": "nvme"}}
@@ -135,14 +136,9 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on a host (constraint "
             "nvme) (one Slurm job: --nodes=3 --nodelist=c1,c2 --constraint=nvme)") in dry.stderr
-    done = on_ctl(cluster, study.argv(*SLURM_PROFILE))
-    assert done.returncode != 0
-    refusal = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: topologies.")]
-    assert refusal == [f"dbsweep: topologies.semisync.hosts: {hosts!r}: Slurm cannot place it: allocation failure: "
-                       "Invalid feature specification"]
-    assert "Traceback" not in done.stderr
-    assert not Path(study.path("results/logs/slurm")).exists()
-    assert on_ctl(cluster, ["squeue", "-h"]).stdout.strip() == ""
+    assert refused_before_any_job(cluster, study) == [
+        f"dbsweep: topologies.semisync.hosts: {hosts!r}: Slurm cannot place it: allocation failure: "
+        "Invalid feature specification"]
     # one Slurm knows (cluster.sh: c1 and c3 have ssd): Slurm chooses c3 beside the other parts' hosts
     dry = on_ctl(cluster, Study(tmp_path / "ssd", placed(BY_CONSTRAINT)).argv("-n", *SLURM_PROFILE))
     assert dry.returncode == 0, dry.stderr[-3000:]
