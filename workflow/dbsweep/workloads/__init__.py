@@ -39,6 +39,16 @@ def dataset_bytes(tool: str, dataset: dict) -> int | None:
     return size(dataset) if size else None
 
 
+def dataset_tables(tool: str, dataset: dict) -> int | None:
+    """How many tables a tool's prepare makes for `dataset` (Workload.dataset_tables, else its `tables` where that
+    is a number); None when it does not say."""
+    count = get(tool).dataset_tables
+    if count:
+        return count(dataset)
+    declared = dataset.get("tables")
+    return declared if isinstance(declared, int) and not isinstance(declared, bool) else None
+
+
 def summary_keys() -> list[str]:
     """Summary keys some workloads add to the common ones, in registry order."""
     return _union(w.summary_keys for w in registry().values())

@@ -81,6 +81,9 @@ class Workload:
     sample_columns: tuple[str, ...] = ()  # per-second columns beyond the common ones
     tables: dict[str, Table] = field(default_factory=dict)
     dataset_bytes: Callable | None = None  # (dataset) -> bytes it takes on its filesystem, when known in advance
+    # (dataset) -> how many tables prepare makes, read back by the delivered checks (None: its `tables`, where
+    # one table is one `tables`)
+    dataset_tables: Callable | None = None
     percentiles: Callable | None = None  # (raw) -> [(percentile, ms)] over the run
     percentile_source: str | None = None  # where those come from, said in the table
     families: tuple[str, ...] | None = None  # server families it runs on (None: every one)

@@ -99,6 +99,16 @@ def dataset(options: dict) -> dict:
     return data
 
 
+# The tables of one set (`tables` counts sets: the script creates each name with the set's number, lua/tpcc.lua)
+SET_TABLES = ("warehouse", "district", "customer", "history", "orders", "new_order", "item", "stock", "order_line")
+
+
+def dataset_tables(data: dict) -> int | None:
+    """How many tables prepare makes: each of the `tables` sets has SET_TABLES' nine."""
+    sets = data.get("tables")
+    return sets * len(SET_TABLES) if isinstance(sets, int) else None
+
+
 def _script_args(data: dict) -> list[str]:
     return [f"--{name}={oltp._value(data[name])}" for name in ("tables", "scale", "foreign_keys")]
 
@@ -190,4 +200,5 @@ WORKLOAD = Workload(
     summary=summary, live=live, version=version, duration=sysbench_time, takes_rate=True,
     dataset_options=tuple(DATASET_DEFAULTS), analyses=("statistics", "figures", "db_tables", "db_plots", "tpcc_table"),
     summary_keys=tuple(EXTRA_KEYS), detail_keys=tuple(DETAIL_KEYS), not_applicable=not_applicable,
-    after_run=after_run, sample_columns=("lat_max_ms", "wait_ms"), wait_report=oltp.wait_report)
+    after_run=after_run, sample_columns=("lat_max_ms", "wait_ms"), wait_report=oltp.wait_report,
+    dataset_tables=dataset_tables)
