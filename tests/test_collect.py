@@ -22,3 +22,17 @@ def test_each_counter_lands_in_the_second_its_tick_closes():
     assert all(abs(r["time"] - (window_start + r["second"])) < 0.5 for r in rows)
     gauges = Counter(r["second"] for r in rows if r["name"] == "db.numbackends")
     assert sorted(gauges) == [0, 1, 2, 3, 4, 5] and set(gauges.values()) == {1}
+
+
+def test_the_wal_written_in_a_window_is_the_positions_advance_not_the_lagging_statistics():
+    """PostgreSQL's log_kb_per_txn: the written WAL position read at each tick's instant. pg_stat_wal's
+    wal_bytes reaches the view only when a backend next reports (at most once a second), so it stood
+    still over the fixture's first second while pgbench wrote 43 KB of WAL."""
+    ticks = read_samples(RAW / "counters.jsonl")
+    first, second, last = ticks[0]["counters"], ticks[1]["counters"], ticks[-1]["counters"]
+    assert second["wal.wal_bytes"] == first["wal.wal_bytes"] and second["wal_lsn_bytes"] > first["wal_lsn_bytes"]
+    assert postgresql.logs_written("postgresql", first, second) == {"log": 43488.0, "binlog": None}
+    assert postgresql.logs_written("postgresql", first, last)["log"] == last["wal_lsn_bytes"] - first["wal_lsn_bytes"]
+    standby = {k: v for k, v in last.items() if k != "wal_lsn_bytes"}
+    assert postgresql.logs_written("postgresql", first, standby)["log"] == \
+        last["wal.wal_bytes"] - first["wal.wal_bytes"]

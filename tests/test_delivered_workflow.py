@@ -59,6 +59,7 @@ def raise_cap_of(cell: str, stop: threading.Event, done: list) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.deviates  # its mismatches are planted
 def test_planted_mismatches_are_deviated_named_before_the_answer_and_kept_out_of_comparisons(study_factory,
                                                                                                workdir):  # noqa: F811
     study = study_factory(study_config())

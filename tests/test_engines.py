@@ -416,9 +416,9 @@ def test_hit_ratio_formulas():
     assert mariadb.logs_written("innodb", first, last) == {"log": 8192.0, "binlog": 2048.0}
     assert mariadb.logs_written("myrocks", first, last) == {"log": 4096.0, "binlog": 2048.0}
     assert mariadb.logs_written("innodb", {}, last) == {"log": None, "binlog": None}
+    # how far the written WAL position moved (pg_stat_wal's wal_bytes lags: tests/test_collect.py)
     assert postgresql.logs_written("postgresql", {"wal.wal_bytes": 10.0, "wal_lsn_bytes": 0.0},
-                                   {"wal.wal_bytes": 110.0, "wal_lsn_bytes": 500.0}) == {"log": 100.0, "binlog": None}
-    # before PostgreSQL 14 (no pg_stat_wal): how far the WAL's position moved
+                                   {"wal.wal_bytes": 110.0, "wal_lsn_bytes": 500.0}) == {"log": 500.0, "binlog": None}
     assert postgresql.logs_written("postgresql", {"wal_lsn_bytes": 0.0}, {"wal_lsn_bytes": 500.0})["log"] == 500.0
     assert not mariadb.CUMULATIVE("Threads_connected") and not mariadb.CUMULATIVE("Innodb_buffer_pool_pages_free")
     assert mariadb.CUMULATIVE("Innodb_buffer_pool_reads") and mariadb.CUMULATIVE("Rocksdb_block_cache_hit")

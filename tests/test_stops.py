@@ -92,6 +92,7 @@ def test_after_snakemake_is_sigkilled_dbsweep_run_says_how_to_unlock(study_facto
                            "remove the lock with `./dbsweep run ")
     assert line.endswith(" --unlock`, then run again")
     assert dbsweep_run(s, "--unlock").returncode == 0
-    s.write(study(3))  # the same cell, measured this time
-    done = dbsweep_run(s)
+    s.write(study(3))  # the same cell, measured this time (its run.json: what the lock stopped, not the analysis)
+    done = dbsweep_run(s, f"results/runs/{CELL}/rep~1/run.json")
     assert done.returncode == 0, done.stderr[-3000:]
+    assert s.path("results", "runs", CELL, "rep~1", "run.json").exists()

@@ -25,8 +25,12 @@ def rows(path):
         return list(csv.DictReader(f))
 
 
-def test_full_run_then_nothing_then_only_new_cells(study_factory):
+def test_full_run_then_nothing_then_only_new_cells_changed_options_and_edited_r(study_factory):
+    """One tiny study through the edits a user makes between runs: a full run, a run with nothing to do, a new
+    axis value, an edited R script, a changed workload option. (One study for both: the changed options'
+    test measured the same two cells again before its edits.)"""
     study = study_factory(tiny_study())
+    first = copy.deepcopy(study.config)
     assert cells_of(study.run().stderr, "run") == CELLS
 
     # Outputs exist and their values are sane.
@@ -92,22 +96,19 @@ def test_full_run_then_nothing_then_only_new_cells(study_factory):
     assert "ci_vs_threads" not in skipped
     assert {r["axis"] for r in rows(study.path("results/tables/comparisons.csv"))} == {"threads"}
 
-
-def test_changed_options_rerun_only_that_workload_and_edited_r_only_analysis(study_factory):
-    study = study_factory(tiny_study())
-    study.run("--until", "aggregate")  # the analysis is made by the second run
-    config = copy.deepcopy(study.config)
-    config["workloads"]["fio-rr"]["options"]["bs"] = "4k"
-    study.write(config)
-    assert cells_of(study.run().stderr, "run") == {"filesystem~ext4/threads~1/workload~fio-rr"}
-    fio_rep = study.path("results/runs/filesystem~ext4/threads~1/workload~fio-rr/rep~1")
-    assert len(list(fio_rep.glob("attempt~*"))) == 2, "the earlier attempt's raw output is kept"
-
+    # An edited R script reruns only the analysis that uses it, nothing measured (the analysis is up to date).
     plots = study.path("workflow/R/storage_plots.R")
     plots.write_text(plots.read_text() + "\n# edited\n")
     counts = study.job_counts()
     assert counts["plots"] == 1 and counts["summary"] == 1
     assert not {"run", "collect", "aggregate", "prepare"} & set(counts), counts
+
+    # A changed option of one workload reruns only that workload's cell, and keeps its earlier attempt.
+    config = copy.deepcopy(first)
+    config["workloads"]["fio-rr"]["options"]["bs"] = "4k"
+    study.write(config)
+    assert cells_of(study.run("--until", "collect").stderr, "run") == {"filesystem~ext4/threads~1/workload~fio-rr"}
+    assert len(list(rep.glob("attempt~*"))) == 2, "the earlier attempt's raw output is kept"
 
 
 def test_killed_run_leaves_nothing_and_reruns_cleanly(study_factory, tmp_path):
@@ -203,7 +204,9 @@ def test_an_option_the_tool_rejects_fails_only_its_cell_with_the_tools_message(s
     assert f"not retried: {attempt.name} was refused: fio exited with 1" in done.stderr
 
 
-def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_time(study_factory):
+def test_repetitions_interleave_never_overlap_show_progress_and_a_dry_run_estimates_the_time(study_factory):
+    """Two cells of two repetitions each, run with four cores: one measuring job at a time, in rounds. (One
+    study for both: the overlap test ran four repetitions of its own.)"""
     config = {
         "study": "order", "repetitions": 2,
         "axes": {"filesystem": ["tmpfs"], "threads": [1], "workload": ["fio-rr", "sb-rr"]},
@@ -219,7 +222,18 @@ def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_t
     err = study.run("-n").stderr
     assert "dbsweep: 4 repetitions to run, about 16 s: 10 s measured windows and warm-ups + 6 s overhead " \
            "(per repetition storage 1.6 s; defaults)" in err, err
-    study.run("--until", "collect")
+    study.run("-c4", "--until", "collect")
+
+    # No two measuring jobs overlapped, though four cores would take them.
+    windows = sorted((json.loads(p.read_text())["started"], json.loads(p.read_text())["ended"])
+                     for p in study.path("results/runs").rglob("rep~*/run.json"))
+    assert len(windows) == 4
+    for (_, end), (start, _) in itertools.pairwise(windows):
+        assert end <= start, f"two measuring jobs overlapped: one ended {end}, the next started {start}"
+    # The profile's `measure` token is what keeps them apart; collect and analysis jobs do not take it.
+    dry = study.run("-c4", "-n", "--forcerun", "run").stdout
+    collect = dry.split("rule collect:", 1)[1].split("\n\n", 1)[0]
+    assert "resources:" in collect and "measure=1" not in collect
 
     # Repetition 1 of every cell started before repetition 2 of any.
     started = {}
@@ -244,23 +258,3 @@ def test_repetitions_interleave_logs_show_progress_and_a_dry_run_estimates_the_t
     match = re.search(r"dbsweep: 4 repetitions to run, about .*\(per repetition storage ([\d.]+) s; "
                       r"measured from 4 earlier runs\)", err)
     assert match and 1.0 < float(match[1]) < 10, err
-
-
-
-def test_measuring_jobs_never_overlap_locally_even_with_four_cores(study_factory):
-    config = tiny_study()
-    config["axes"] = {"filesystem": ["tmpfs"], "threads": [1, 2], "workload": ["fio-rr", "sb-rr"]}
-    config["workloads"]["fio-rr"]["options"] |= {"direct": 0, "runtime": 2}
-    del config["workloads"]["sb-rr"]["options"]["file-extra-flags"]
-    config["workloads"]["sb-rr"]["options"]["time"] = 2
-    study = study_factory(config)
-    study.run("-c4", "--until", "collect")
-    windows = sorted((json.loads(p.read_text())["started"], json.loads(p.read_text())["ended"])
-                     for p in study.path("results/runs").rglob("rep~1/run.json"))
-    assert len(windows) == 4
-    for (_, end), (start, _) in itertools.pairwise(windows):
-        assert end <= start, f"two measuring jobs overlapped: one ended {end}, the next started {start}"
-    # The profile's `measure` token is what keeps them apart; collect and analysis jobs do not take it.
-    dry = study.run("-c4", "-n", "--forcerun", "run").stdout
-    collect = dry.split("rule collect:", 1)[1].split("\n\n", 1)[0]
-    assert "resources:" in collect and "measure=1" not in collect

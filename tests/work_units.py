@@ -65,11 +65,11 @@ def pytest_xdist_make_scheduler(config, log):
 # other worker idle (test_statistics_series.py's module fixture: 20 s). A test renamed here falls back to
 # the rough estimate; test_suite_order checks that every name still finds its test.
 MEASURED = {
-    "test_r_analysis.py::test_testthat_file_passes[test-db-plots.R]": 22,
-    "test_r_analysis.py::test_testthat_file_passes[test-plot-labels.R]": 12,
-    "test_r_analysis.py::test_testthat_file_passes[test-statistics.R]": 10,
-    "test_r_analysis.py::test_testthat_file_passes[test-statistics-chunks.R]": 8,
-    "test_r_analysis.py::test_testthat_file_passes[test-plots.R]": 8,
+    "test_r_analysis.py::test_testthat_file_passes[test-db-plots.R]": 10,
+    "test_r_analysis.py::test_testthat_file_passes[test-plot-labels.R]": 4,
+    "test_r_analysis.py::test_testthat_file_passes[test-statistics.R]": 9,
+    "test_r_analysis.py::test_testthat_file_passes[test-statistics-chunks.R]": 5,
+    "test_r_analysis.py::test_testthat_file_passes[test-plots.R]": 5,
     "test_r_analysis.py::test_testthat_file_passes[test-versions.R]": 5,
     "test_r_analysis.py::test_testthat_file_passes[test-stats.R]": 6,
     "test_r_analysis.py::test_testthat_file_passes[test-db-tables.R]": 5,
@@ -79,8 +79,8 @@ MEASURED = {
     "test_report.py::test_a_topology_study_s_page_answers_with_each_event_s_recovery_in_its_first_screen": 7,
     "test_report.py::test_every_figure_of_the_tables_and_the_answer_has_a_definition_with_its_unit": 3,
     "test_accounting.py::test_a_reading_never_loses_a_child_reaped_while_it_reads": 6,
-    "test_lint.py::test_lintr_finds_nothing_in_workflow_r[0]": 6,
-    "test_lint.py::test_lintr_finds_nothing_in_workflow_r[1]": 5,
+    "test_lint.py::test_lintr_finds_nothing_in_workflow_r[0]": 5,
+    "test_lint.py::test_lintr_finds_nothing_in_workflow_r[1]": 4,
     "test_lint.py::test_snakemake_lint_reports_only_the_conda_lint": 2,
     "test_bench.py::test_smoke_mode_runs_and_prints_its_table[analysis]": 5,
     "test_multihost_placement.py::test_the_dry_run_shows_each_nodes_host_and_a_local_run_refuses_before_any_job": 5,
