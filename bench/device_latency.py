@@ -1,8 +1,9 @@
 """Device classes with a per-IO latency, declared against delivered: fio on an ext4 loop filesystem whose
-image nbdkit's delay filter serves (storage.delayed), against the same image without it.
+image the delay server serves (storage.delayed: delay_server.py in nbdkit, its holds calibrated by
+storage.calibrate), against the same image without it.
 
 For each declared latency (--latencies, ms; 0 is the image without nbdkit, as a class without a latency
-runs) the table gives, per IO path, the medians over --runs of:
+runs) the table gives the holds the calibration set, and per IO path the medians over --runs of:
 
 - fio's completion latency, median and mean (ms), and its IOPS;
 - the loop device's own time per IO (/sys/block/loopN/stat: ms spent over IOs completed): what a run
@@ -90,18 +91,18 @@ def main() -> None:
         latency = {"read_latency_ms": ms, "write_latency_ms": ms} if ms else {}
         on = spec | ({"device_class": {"name": "bench"} | latency} if ms else {})
         with storage.filesystem(on, tmp / f"scratch-{ms}", active, image) as fs:
-            delivered = fs.facts.get("device_class", {}).get("latency", {}).get("delivered", {})
+            delivered = fs.facts.get("device_class", {}).get("latency", {}).get("hold_ms", {})
             for name, (fio_args, direction) in PATHS.items():
                 got = [measure(fs, tmp / f"scratch-{ms}", fio_args, direction, args.seconds) for _ in range(args.runs)]
                 rows.append((ms, delivered, name) + tuple(statistics.median(g[k] for g in got)
                                                           for k in ("p50", "mean", "iops", "await", "cpu_us")))
     load = os.getloadavg()[0]
     print(f"{args.runs} runs of {args.seconds} s per path (medians); load average {load:.1f} at the end\n")
-    print("| declared ms | nbdkit runs with | IO path | fio p50 ms | fio mean ms | IOPS | loop device ms/IO "
+    print("| declared ms | hold ms (calibrated) | IO path | fio p50 ms | fio mean ms | IOPS | loop device ms/IO "
           "| nbdkit+nbdfuse CPU µs/IO |")
     print("|---:|---|---|---:|---:|---:|---:|---:|")
     for ms, delivered, name, p50, mean, iops, wait, cpu in rows:
-        shown = ", ".join(f"{k.split('_')[0]} {v}" for k, v in delivered.items()) or "-"
+        shown = ", ".join(f"{k.split('_')[0]} {v:.3f}" for k, v in delivered.items()) or "-"
         print(f"| {ms} | {shown} | {name} | {p50:.3f} | {mean:.3f} | {iops:,.0f} | {wait:.2f} | {cpu:.0f} |")
 
 

@@ -4,6 +4,7 @@ import copy
 import csv
 import json
 import os
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -242,10 +243,20 @@ def nbd_processes(folder: Path) -> list[str]:
 
 
 def delivers(declared_ms: float, measured_ms: float) -> bool:
-    """A latency delivered: never below the declared, and above it by at most the path's own time and the
-    wake-up of nbdkit's sleeping thread on a loaded host (0.2-0.4 ms at load 6-10, docs/devices.md; up to
-    1 ms beside the fast tier's parallel tests) and 10%."""
-    return declared_ms <= measured_ms <= declared_ms * 1.1 + 1
+    """A latency delivered: fio's median within 5% of the declared and 0.25 ms more for the host's load
+    changing between the calibration and the measure (the fast tier's parallel tests: R and snakemake beside
+    it moved fio's median by up to 0.2 ms), and above it up to 10% and 0.5 ms: the suite's own load on 2 cores
+    (CI, other test workers) delays the wake-ups of a 3 s fio run beside it. The 5% on a quiet host is
+    BENCHMARKS.md's (bench/device_latency.py); that the hold is calibrated (the path's own time off) and
+    sub-ms is checked apart (holds; the delay server's fraction of a ms)."""
+    return declared_ms * 0.95 - 0.25 <= measured_ms <= declared_ms * 1.1 + 0.5
+
+
+def awaits(declared_ms: float, await_ms: float) -> bool:
+    """The loop device's mean time per IO (await_ms) on a latency class: a mean, so the slow IOs of a loaded
+    host are in it (the suite's own load put 4.56 ms at 3 declared: up to half and 1 ms above); without fio's
+    and ext4's parts of the path it may be a little under the declared (5% and 0.1 ms, as delivers)."""
+    return declared_ms * 0.95 - 0.1 <= await_ms <= declared_ms * 1.5 + 1
 
 
 def fio_latency_ms(path: Path, rw: str) -> float:
@@ -272,8 +283,38 @@ def test_a_latency_is_added_to_each_io_read_back_and_removed(tmp_path):
         write, read = fio_latency_ms(fs.path, "randwrite"), fio_latency_ms(fs.path, "randread")
     assert delivers(3, write) and delivers(1, read), (write, read)
     assert record["latency"]["delivered_at_end"] == latency
-    assert record["latency"]["await_ms"]["write"] >= 3 and record["latency"]["await_ms"]["read"] >= 1
+    holds, path = record["latency"]["hold_ms"], record["latency"]["path_ms"]
+    # the path's own time comes off each hold (under load, all of a 1 ms read)
+    assert 0 <= holds["read_latency_ms"] < 1 and 2 <= holds["write_latency_ms"] < 3
+    assert [len(times) for times in path.values()] == [storage.CALIBRATION_ROUNDS] * 2, path
+    assert awaits(3, record["latency"]["await_ms"]["write"]) and awaits(1, record["latency"]["await_ms"]["read"])
     assert leftovers(tmp_path) == [] and nbd_processes(tmp_path) == [] and list((tmp_path / "active").iterdir()) == []
+
+
+def test_the_delay_server_holds_a_fraction_of_a_ms_set_while_it_runs(tmp_path):
+    """nbdkit's delay filter held whole ms only (0.5ms delayed nothing) and on top of the IO's own time; the
+    delay server holds what it is set to while it runs, read back as applied, counted from the IO's arrival."""
+    image = tmp_path / "fs.img"
+    storage.sparse_file(image, "64M")
+    active = tmp_path / "active"
+    with storage.delayed(image, {"read_latency_ms": 1}, tmp_path / "scratch", active) as delay, \
+            storage.loop_device(delay.file, active) as dev:
+        pairs = []
+        for _ in range(3):  # interleaved: a burst of the host's load moves both of a pair
+            assert delay.hold({"read_latency_ms": 0}) == {"read_latency_ms": 0}
+            plain = storage.probe(dev, 0.5)
+            assert delay.hold({"read_latency_ms": 0.5}) == {"read_latency_ms": 0.5}
+            pairs.append((plain, storage.probe(dev, 0.5)))
+        assert delay.hold({"read_latency_ms": 4.25}) == {"read_latency_ms": 4.25} == \
+            {"read_latency_ms": storage.applied_holds(delay.settings)["read_latency_ms"]}
+        more = storage.probe(dev, 4.25)
+    # Held: never under the hold, and half a ms adds what the path's own time does not cover (the path is
+    # 0.1-0.4 ms on a quiet host, 0.5 under the suite's load; the filter added nothing). The upper bounds
+    # leave a loaded host's scheduling room.
+    plain, half = (statistics.median(side) for side in zip(*pairs, strict=True))
+    # (4.25 ms held took 6.10 in the fast tier on a clean clone: above, a quarter and 1 ms, as the workflow's fio)
+    assert 0.5 <= half < 2 and half - plain > 0.25 and 4.25 <= more <= 4.25 * 1.25 + 1, (pairs, more)
+    assert leftovers(tmp_path) == [] and nbd_processes(tmp_path) == [] and list(active.iterdir()) == []
 
 
 def test_a_killed_repetition_leaves_no_nbdkit_fuse_mount_or_loop_device(tmp_path):
@@ -357,7 +398,28 @@ def test_the_delivered_check_reads_the_latency_back():
                          "delivered_at_end": {}}}
     got = {(c.kind, c.key): c.verdict for c in delivered.device_class(declared, facts)}
     assert got == {("device latency", "gp3 write_latency_ms (set)"): delivered.EQUAL,
-                   ("device latency", "gp3 write_latency_ms (end)"): delivered.DEVIATED}  # nbdkit gone by the end
+                   ("device latency", "gp3 write_latency_ms (end)"): delivered.DEVIATED,  # nbdkit gone by the end
+                   ("device latency (measured)", "gp3 write ms per IO (repetition)"): delivered.NOT_READ}
+
+
+def test_the_delivered_check_measures_the_latency_each_io_took():
+    """What the loop device's IOs took against the declared: at or above (the queue) is delivered, under
+    it is a delay that held less than declared (a dead delay server: the path's own 0.1-0.4 ms)."""
+    declared = {"name": "gp3", "read_latency_ms": 1, "write_latency_ms": 3}
+
+    def verdicts(await_ms):
+        facts = {"declared": {}, "delivered": {}, "delivered_at_end": {},
+                 "latency": {"declared": {"read_latency_ms": 1, "write_latency_ms": 3}, "await_ms": await_ms}}
+        return {c.key: (c.delivered, c.verdict) for c in delivered.device_class(declared, facts)
+                if c.kind == "device latency (measured)"}
+
+    assert verdicts({"read": 0.9, "write": 4.56}) == {"gp3 read ms per IO (repetition)": ("0.9", delivered.WITHIN),
+                                                      "gp3 write ms per IO (repetition)": ("4.56", delivered.WITHIN)}
+    assert verdicts({"read": 0.84, "write": 0.3}) == {
+        "gp3 read ms per IO (repetition)": ("0.84", delivered.DEVIATED),
+        "gp3 write ms per IO (repetition)": ("0.3", delivered.DEVIATED)}
+    assert verdicts({"read": None, "write": 2.75})["gp3 read ms per IO (repetition)"] == ("", delivered.NOT_READ)
+    assert verdicts({"read": None, "write": 2.75})["gp3 write ms per IO (repetition)"] == ("2.75", delivered.WITHIN)
 
 
 @pytest.mark.workflow
@@ -378,6 +440,20 @@ def test_a_fio_cell_on_a_latency_class_delivers_its_latency(study_factory):
     assert latency["declared"] == latency["delivered"] == latency["delivered_at_end"] == \
         {"read_latency_ms": 2, "write_latency_ms": 2}
     write = json.loads((rep / run["attempt"] / "raw" / "fio.json").read_text())["jobs"][0]["write"]
-    assert delivers(2, write["clat_ns"]["percentile"]["50.000000"] / 1e6)
-    assert delivers(2, latency["await_ms"]["write"])  # the loop device's own: the journal's writes too
+    median = write["clat_ns"]["percentile"]["50.000000"] / 1e6
+    # A 10 s fio run inside the workflow, beside the suite's other worker: its median was 2.87 ms in CI (the
+    # path's own time grows after the hold was calibrated on it). Held to the declared from below as delivers
+    # is; above, a quarter and 1 ms: still under the 4 ms of a latency held twice. The quiet accuracy is the
+    # one above (test_a_latency_is_added_to_each_io_read_back_and_removed) and BENCHMARKS.md's.
+    assert 2 * 0.95 - 0.25 <= median <= 2 * 1.25 + 1, median
+    assert awaits(2, latency["await_ms"]["write"])  # the loop device's own: the journal's writes too
+    with open(rep / "delivered.csv") as f:
+        measured = {row["key"]: row for row in csv.DictReader(f) if row["kind"] == "device latency (measured)"}
+    # ext4's own reads (its metadata) reach the device too: each direction held to its declared 2 ms
+    assert {key: row["verdict"] for key, row in measured.items()} == {
+        "slow read ms per IO (repetition)": delivered.WITHIN,
+        "slow write ms per IO (repetition)": delivered.WITHIN}, measured
+    for direction in ("read", "write"):
+        got = float(measured[f"slow {direction} ms per IO (repetition)"]["delivered"])
+        assert got == pytest.approx(latency["await_ms"][direction], rel=1e-3)
     assert leftovers(s.root) == [] and nbd_processes(s.root) == []

@@ -16,17 +16,18 @@ them as declared and as the kernel reports them (run.json filesystem.device_clas
 has example classes and the measured delivery.
 
 A class may also add a per-IO latency (read_latency_ms, write_latency_ms: a cloud volume's or a disk's
-time per IO, which blkio cannot add): nbdkit's delay filter holds each read and write of the loop
-device's image for that long (storage.delayed).
+time per IO, which blkio cannot add): a delay server in nbdkit (delay_server.py) makes each read and
+write of the loop device take that long (storage.delayed, storage.calibrate).
 
 What cannot be delivered is refused when the study loads: a burst (there is no credit bucket, only a
 rate), a class on a filesystem with no loop device of its own (tmpfs, a dir: on the host's disk, a real
-device), caps on a host without cgroup v1's blkio throttling, a latency on a host without nbdkit, nbdfuse
-or /dev/fuse.
+device), caps on a host without cgroup v1's blkio throttling, a latency on a host without nbdkit, its
+Python plugin, nbdfuse or /dev/fuse.
 """
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 from dbsweep.concern import Concern
@@ -85,11 +86,15 @@ def _first(named: dict, value: str) -> str:
 
 
 def cannot_delay(fuse: Path = FUSE) -> str | None:
-    """Why this host cannot add a per-IO latency, or None: nbdkit (Debian's nbdkit) serves the image with its
-    delay filter, nbdfuse (libnbd-bin) shows it as a file, on FUSE."""
+    """Why this host cannot add a per-IO latency, or None: nbdkit (Debian's nbdkit) serves the image with
+    delay_server.py in its Python plugin (nbdkit-plugin-python), nbdfuse (libnbd-bin) shows it as a file,
+    on FUSE."""
     for tool, package in (("nbdkit", "nbdkit"), ("nbdfuse", "libnbd-bin")):
         if shutil.which(tool) is None:
             return f"a latency needs {tool}, not installed (apt-get install {package}; workflow/envs/install.sh)"
+    if subprocess.run(["nbdkit", "python", "--version"], capture_output=True).returncode != 0:
+        return ("a latency needs nbdkit's Python plugin, not installed (apt-get install nbdkit-plugin-python; "
+                "workflow/envs/install.sh)")
     if not fuse.exists():
         return f"a latency needs FUSE, and {fuse} does not exist (modprobe fuse)"
     return None
@@ -111,7 +116,7 @@ def _caps(name: str, spec: dict) -> dict:
             value = spec[key]
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LATENCY_MS:
                 raise ConfigError(f"{where}.{key}: {shown(value)} is not a whole number of milliseconds from 1 to "
-                                  f"{MAX_LATENCY_MS} (nbdkit's delay filter holds an IO for whole ms)")
+                                  f"{MAX_LATENCY_MS} (whole ms, as a class declares it)")
             caps[key] = value
     for key in given:
         value = spec[key]

@@ -23,10 +23,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import mmap
 import os
+import random
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import tempfile
 import time
@@ -41,7 +44,12 @@ from dbsweep.runtime import blkio, cgroup
 LOOP_TYPES = ("ext4", "xfs", "btrfs")
 _FORCE = {"ext4": "-F", "xfs": "-f", "btrfs": "-f"}
 NETNS_DIR = Path("/run/netns")  # where `ip netns` keeps a namespace by name
-DELAYS = {"read_latency_ms": "delay-read", "write_latency_ms": "delay-write"}  # class key -> nbdkit's delay filter
+DELAYS = {"read_latency_ms": "read_s", "write_latency_ms": "write_s"}  # class key -> the delay server's setting
+DELAY_SERVER = Path(__file__).with_name("delay_server.py")  # nbdkit's Python plugin that holds each IO
+CALIBRATION_ROUNDS = 5  # of storage.calibrate: the hold is the declared minus the rounds' median path time
+CALIBRATE_BELOW_MS = 50  # a longer latency is held whole: the path's 0.3-0.5 ms is under 1% of it
+CALIBRATION_S = 0.2  # a round's length, about: at 1 ms, 41 reads (the most); at 5 ms, 40; at 40 ms, 5
+MAX_PATH_MS = 1.0  # the most the calibration takes off a hold (the path took 0.1-0.6 ms here)
 FUSE_WAIT_S = 20  # for nbdkit to listen and nbdfuse to mount its file (a second here), or to exit
 NBD_CONNECTIONS = 16  # nbdfuse's connections to nbdkit: how many IOs can be in the delay at once (storage.delayed)
 
@@ -138,21 +146,46 @@ def major_minor(dev: str) -> str:
     return f"{os.major(number)}:{os.minor(number)}"
 
 
+@dataclass
+class Delay:
+    """A running delay server (delay_server.py in nbdkit) under a loop device: the file to attach, the
+    settings file it reads its holds from, and the record of the class's latency (run.json)."""
+
+    file: Path
+    settings: Path
+    record: dict
+
+    def hold(self, holds_ms: dict) -> dict:
+        """Set the server's hold per direction (DELAYS keys -> ms) and wait until it reports it applies
+        them; returns what it applies (ms)."""
+        data = json.dumps({DELAYS[key]: ms / 1000 for key, ms in holds_ms.items()})
+        self.settings.with_suffix(".tmp").write_text(data)
+        os.replace(self.settings.with_suffix(".tmp"), self.settings)
+        want = {key: round(ms, 6) for key, ms in holds_ms.items()}
+        deadline = time.monotonic() + FUSE_WAIT_S
+        while (got := _only(applied_holds(self.settings), want)) != want and time.monotonic() < deadline:
+            _probe_one(self.file)  # the server reads its settings at its next IO
+        if got != want:
+            raise RuntimeError(f"device class latency: the delay server applies {got}, not {want} ({self.settings})")
+        return got
+
+
 @contextmanager
 def delayed(image: Path, latency: dict, folder: Path, active: Path):
-    """Serve image with each read and write held for the class's latency (DELAYS keys, whole milliseconds):
-    yields the file to attach a loop device to and the record of it, the delays nbdkit runs with as read
-    back from its command line (delivered).
+    """Serve image with each read and write taking the class's latency (DELAYS keys, ms): yields the Delay,
+    whose file the loop device is attached to; calibrate() then sets its holds.
 
-    nbdkit listens on a Unix socket and nbdfuse opens NBD_CONNECTIONS to it: with the one connection of
-    nbdfuse's `[ nbdkit … ]` form, about 2.7 IOs were in the delay at once (2,700 IOPS at 1 ms, at any
-    depth), with 16, 8-15 (7,250 IOPS at 1 ms and depth 16; docs/devices.md). Both stay in the foreground
-    as this process's children, so they are in its cgroup, and nbdkit exits with it. Stopped by unmounting
-    the FUSE mount (nbdfuse's documented way), after the loop device over it is detached, then nbdkit;
-    after a kill, the record in active unmounts it (release)."""
+    nbdkit runs delay_server.py (nbdkit-plugin-python), which holds each IO until a deadline counted from
+    its arrival, its own pread or pwrite inside, in fractions of a ms (nbdkit 1.32's delay filter holds
+    whole ms on top of the IO). nbdkit listens on a Unix socket and nbdfuse opens NBD_CONNECTIONS to it:
+    with the one connection of nbdfuse's `[ nbdkit … ]` form, about 2.7 IOs were in the delay at once.
+    Both stay in the foreground as this process's children, so they are in its cgroup, and nbdkit exits
+    with it. Stopped by unmounting the FUSE mount (nbdfuse's documented way), after the loop device over it
+    is detached, then nbdkit; after a kill, the record in active unmounts it (release)."""
     point = folder / "nbd"
     point.mkdir(parents=True, exist_ok=True)
-    delays = [f"{DELAYS[key]}={int(ms)}ms" for key, ms in latency.items()]
+    settings = folder / "nbd-holds.json"
+    settings.write_text("{}")
     record = {"declared": dict(latency)}
     with ExitStack() as stack:
         # a socket's path has at most 107 bytes, and a repetition's folder is longer: a private folder in /tmp
@@ -160,18 +193,72 @@ def delayed(image: Path, latency: dict, folder: Path, active: Path):
         entry = register(active, {"fuse": str(point.resolve())})
         log = stack.enter_context(open(folder / "nbd.log", "w"))
         kit = stack.enter_context(_child(["nbdkit", "--foreground", "--exit-with-parent", "--unix", str(socket_path),
-                                          "--filter=delay", "file", str(image), *delays], log))
+                                          "python", str(DELAY_SERVER), f"file={image}", f"settings={settings}"], log))
         _wait_for(lambda: socket_path.is_socket(), kit, f"nbdkit did not listen on {socket_path}", folder / "nbd.log")
         fuse = stack.enter_context(_child(["nbdfuse", "--connections", str(NBD_CONNECTIONS), str(point / "disk"),
                                            "--unix", str(socket_path)], log))
         stack.callback(_unmount_fuse, point, fuse, entry)
         _wait_for(lambda: mount_facts(point).get("fstype", "").startswith("fuse"), fuse,
                   f"nbdfuse did not mount {point}", folder / "nbd.log")
-        record["delivered"] = served_delays(kit.pid)
+        delay = Delay(point / "disk", settings, record)
         try:
-            yield point / "disk", record
+            yield delay
         finally:
-            record["delivered_at_end"] = served_delays(kit.pid)
+            record["delivered_at_end"] = served_delays(kit.pid, settings, record)
+
+
+def calibrate(dev: str, delay: Delay) -> None:
+    """Set the holds so that a 4k direct IO one at a time through the loop device dev takes the declared
+    latency at the median: the path's own time (the loop device, FUSE, nbdfuse, the socket, the wake-ups
+    on this host now) comes off the hold. For each direction, CALIBRATION_ROUNDS rounds of a few reads on
+    the loop device before anything mounts it, with the read hold at that direction's: each round's lower
+    quartile (probe) minus its hold is the path's time (it grows with the hold), and the hold is the
+    declared minus the median of the rounds' (one round in a burst of the host's load does not set it), at
+    most MAX_PATH_MS.
+    Reads only: writes of the probe (blocks written back in place) made later reads wait several ms, and
+    the calibration then took the whole latency off. Recorded: the holds (hold_ms), each round's path time
+    (path_ms) and what the server applies (delivered, as targets). A latency of CALIBRATE_BELOW_MS or more
+    is held whole."""
+    holds = dict(delay.record["declared"])
+    path = {key: [] for key, ms in holds.items() if ms < CALIBRATE_BELOW_MS}
+    for key, times in path.items():
+        target = holds[key]
+        for _ in range(CALIBRATION_ROUNDS):
+            delay.hold({"read_latency_ms": holds[key]})
+            times.append(probe(dev, target) - holds[key])
+            holds[key] = max(0.0, target - min(MAX_PATH_MS, max(0.0, statistics.median(times))))
+    applied = delay.hold(holds)
+    delay.record |= {"hold_ms": applied,
+                     "path_ms": {key: [round(ms, 3) for ms in times] for key, times in path.items()}}
+    delay.record["delivered"] = served_delays(None, delay.settings, delay.record)
+
+
+def probe(dev: str, latency_ms: float) -> float:
+    """The lower quartile of the times (ms) of 4k direct reads one at a time at random offsets of dev;
+    enough of them for about CALIBRATION_S at latency_ms each, at least 5 and at most 41. The lower quartile,
+    not the median: the set-up of a run is busier than its window (the median took 0.45-0.7 ms of path in
+    a workflow cell, 0.35 in the benchmark, and fio's median came out 11-14% under the declared)."""
+    count = max(5, min(41, int(CALIBRATION_S * 1000 / max(latency_ms, 0.001))))
+    size = int(Path(f"/sys/block/{Path(dev).name}/size").read_text()) * 512
+    times = []
+    buf = mmap.mmap(-1, 4096)
+    fd = os.open(dev, os.O_RDONLY | os.O_DIRECT)
+    try:
+        for _ in range(count):
+            offset = random.randrange(size // 4096) * 4096
+            start = time.perf_counter()
+            os.preadv(fd, [buf], offset)
+            times.append((time.perf_counter() - start) * 1000)
+    finally:
+        os.close(fd)
+        buf.close()
+    return statistics.quantiles(times, n=4)[0]
+
+
+def _probe_one(file: Path) -> None:
+    """One small read of the served file, so the server sees its settings changed."""
+    with open(file, "rb", buffering=0) as f:
+        f.read(512)
 
 
 @contextmanager
@@ -209,15 +296,29 @@ def _wait_for(ready, proc: subprocess.Popen, what: str, log: Path) -> None:
         time.sleep(0.05)
 
 
-def served_delays(nbdkit_pid: int) -> dict:
-    """The delays (DELAYS keys -> ms) nbdkit runs with, from its command line; {} when it is not running."""
+def applied_holds(settings: Path) -> dict:
+    """The holds (DELAYS keys -> ms) the delay server reports it applies; {} before it has read any."""
     try:
-        args = Path(f"/proc/{nbdkit_pid}/cmdline").read_bytes().decode().split("\0")
-    except OSError:
+        got = json.loads(Path(f"{settings}.applied").read_text())
+    except (OSError, ValueError):
         return {}
-    names = {flag: key for key, flag in DELAYS.items()}
-    return {names[flag]: int(value.removesuffix("ms")) for flag, _, value in (arg.partition("=") for arg in args)
-            if flag in names}
+    names = {name: key for key, name in DELAYS.items()}
+    return {names[name]: round(seconds * 1000, 6) for name, seconds in got.items() if name in names}
+
+
+def served_delays(nbdkit_pid: int | None, settings: Path, record: dict) -> dict:
+    """The latency (DELAYS keys -> ms) the delay server delivers: the hold it applies, as it reports it,
+    plus the path's own time the calibration measured (declared minus hold); {} when nbdkit is not running
+    (pid given) or reports no holds."""
+    if nbdkit_pid is not None and not Path(f"/proc/{nbdkit_pid}").exists():
+        return {}
+    holds = _only(applied_holds(settings), record["declared"])
+    wanted = record.get("hold_ms", {})
+    return {key: record["declared"][key] if holds[key] == wanted.get(key) else holds[key] for key in holds}
+
+
+def _only(holds: dict, keys) -> dict:
+    return {key: holds[key] for key in keys if key in holds}
 
 
 @contextmanager
@@ -438,10 +539,11 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
                 sparse_file(img, spec["size"])
             stack.callback(img.unlink, missing_ok=True)
             latency = {key: value for key, value in (spec.get("device_class") or {}).items() if key in DELAYS}
-            backing, delay = stack.enter_context(delayed(img, latency, scratch, active)) if latency else (img, None)
-            dev = stack.enter_context(loop_device(backing, active))
+            delay = stack.enter_context(delayed(img, latency, scratch, active)) if latency else None
+            dev = stack.enter_context(loop_device(delay.file if delay else img, active))
             if delay is not None:
-                stack.enter_context(awaited(dev, delay))
+                calibrate(dev, delay)
+                stack.enter_context(awaited(dev, delay.record))
             if image is None:
                 commands.append(mkfs(kind, dev, spec["mkfs_options"]))
             facts = {"loop": dev, "loop_direct_io": _loop_dio(dev), "image_size": spec["size"],
@@ -453,7 +555,7 @@ def filesystem(spec: dict, scratch: Path, active: Path, image: Path | None = Non
             facts["device_class"] = stack.enter_context(throttled(dev, spec["device_class"], active)) \
                 if any(key in spec["device_class"] for key in blkio.LIMITS) else _uncapped(dev, spec["device_class"])
             if delay is not None:
-                facts["device_class"]["latency"] = delay
+                facts["device_class"]["latency"] = delay.record
         yield Mounted(mnt, [Path(dev).name], facts, commands)
 
 
@@ -599,6 +701,8 @@ def _release(active: Path, chosen) -> list[str]:
             released.append(f"nbdfuse {record['fuse']}")
         if "netns" in record:
             released += [f"netns {name}" for name in delete_netns(record["netns"])]
+        if "iptables" in record:  # a placed host's link delay (topology.network.host_delays)
+            released += [f"iptables {' '.join(rule)}" for rule in delete_rules(record["iptables"])]
         if "sysfs" in record:  # a host setting noise.host_settings changed (THP, a CPU's governor)
             try:
                 Path(record["sysfs"]).write_text(record["value"] + "\n")
@@ -620,6 +724,18 @@ def delete_netns(names: list[str]) -> list[str]:
         if (NETNS_DIR / name).exists():
             sh(["ip", "netns", "delete", name])
             deleted.append(name)
+    return deleted
+
+
+def delete_rules(rules: list[list[str]]) -> list[list[str]]:
+    """Delete every copy of each iptables rule (`CHAIN MATCH... -j TARGET...`) from this network namespace's
+    filter table; return the rules that were there."""
+    deleted = []
+    for rule in rules:
+        while subprocess.run(["iptables", "-w", "-C", *rule], capture_output=True).returncode == 0:
+            sh(["iptables", "-w", "-D", *rule])
+            if rule not in deleted:
+                deleted.append(rule)
     return deleted
 
 
