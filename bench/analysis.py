@@ -11,15 +11,18 @@ steady-state windows and stalls, per-cell statistics with the bootstrap CIs of b
 tables of every axis. Goals (issue 37): under 20 s and 2 GB for 10 million; under 4 minutes and 8 GB for
 100 million.
 
---pairs N also runs main's rule statistics (`git show main:workflow/R/...`, one process) N times on the folder
-of main's series step (its format), interleaved with this tree's, and prints the medians of both.
+--pairs N also runs main's rule statistics (`git show main:workflow/R/...`, --cores processes as this tree's) N
+times on the folder of main's series step (its format), interleaved with this tree's, prints the medians of both,
+and stops unless every run's five tables are the same bytes.
 
 --add-one: the one-cell addition. The study gains one cell (a copy of the first cell's samples under a memory
 value of its own, appended as the last row group; one more summary row). Rule statistics runs on the study
 and writes its cache (main's code and this tree's, each its own); then, on the study with the added cell,
 --pairs times interleaved (at least once, this tree alone without --pairs): each code's series step and rule
-statistics with its cache (the added cell computed, the others read back). Every output must be the bytes
-of a full recompute (this tree without a cache, run once at the end).
+statistics with its cache (the added cell computed, the others read back); this tree's series step also
+with its own cache of the study's run (its row groups of the same bytes copied, not decoded again; main's
+step had none). Every output must be the bytes of a full recompute (this tree without a cache, run once at
+the end).
 
     .venv/bin/python bench/analysis.py [--cells 10000] [--seconds 1000] [--reps 1] [--pairs 0] [--cores 2]
     .venv/bin/python bench/analysis.py --samples 100000000 --no-csv --keep /tmp/analysis-100m   # 10,000 x 10,000 s
@@ -186,8 +189,9 @@ import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 from dbsweep.statistics_series import write_series
+cache = {"cache": Path(sys.argv[3])} if len(sys.argv) > 3 else {}  # main's code of before has no cache
 write_series(Path(sys.argv[2]) / "samples.parquet", ["engine", "memory", "filesystem", "threads", "workload"],
-             Path(sys.argv[2]) / "series")
+             Path(sys.argv[2]) / "series", **cache)
 """
 
 AXES = ["engine", "memory", "filesystem", "threads", "workload"]
@@ -196,7 +200,7 @@ AXES = ["engine", "memory", "filesystem", "threads", "workload"]
 def timed(argv: list) -> dict:
     """Wall and CPU seconds of one command and its child processes (the forked R processes of rule statistics'
     chunks); peak: the largest sum of their proportional set sizes (GiB: a page a fork shares with its parent
-    counts once, split between them), sampled every 50 ms; its stdout."""
+    counts once, split between them), sampled every PEAK_POLL_S; its stdout."""
     import psutil
 
     start = time.perf_counter()
@@ -210,7 +214,7 @@ def timed(argv: list) -> dict:
                 peak = max(peak, sum(p.memory_full_info().pss for p in tree))
             except psutil.Error:
                 pass
-            time.sleep(0.05)
+            time.sleep(PEAK_POLL_S)
         wall = time.perf_counter() - start
         out.seek(0)
         text = out.read().decode(errors="replace")
@@ -223,15 +227,32 @@ def timed(argv: list) -> dict:
 
 
 CHILDREN_CPU = [0.0]  # CPU seconds of the children waited for so far (getrusage adds them up)
+# Reading a process's PSS walks its page tables under its memory map's lock, which stalls the process's own
+# mmap and munmap (R's large vectors): every 50 ms it added about 4 s to a 20 s rule statistics at 10 M samples.
+PEAK_POLL_S = 0.5
 
 
-def this_tree(workflow: Path, data: Path, tmp: Path, cores: int) -> dict:
-    """Rule statistics_series' step, then rule statistics on its output: summed wall and CPU, larger peak."""
+def this_tree(workflow: Path, data: Path, tmp: Path, out: Path, cores: int) -> dict:
+    """Rule statistics_series' step, then rule statistics on its output (its tables into out/series): summed wall
+    and CPU, larger peak."""
     series = timed([sys.executable, "-c", SERIES, str(workflow), str(data)])
-    stats = rule(tmp, workflow / "R", data, tmp, cores)
+    stats = rule(tmp, workflow / "R", data, out, cores)
     return {"wall": series["wall"] + stats["wall"], "cpu": series["cpu"] + stats["cpu"],
-            "peak": max(series["peak"], stats["peak"]), "out": stats["out"], "rule": stats,
+            "peak": max(series["peak"], stats["peak"]), "out": stats["out"], "rule": stats, "tables": out,
             "parts": f"series {series['wall']:.1f} s wall / {series['cpu']:.1f} s CPU / {series['peak']:.2f} GiB"}
+
+
+TABLES = ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md")
+
+
+def same_tables(runs: list[Path]) -> None:
+    """Stops unless every run's five tables (folder/series/...) are the bytes of the first run's."""
+    import filecmp
+
+    for folder in runs[1:]:
+        for table in TABLES:
+            if not filecmp.cmp(folder / "series" / table, runs[0] / "series" / table, shallow=False):
+                raise SystemExit(f"{table}: {folder.name} differs from {runs[0].name}")
 
 
 def rule(tmp: Path, library: Path, data: Path, out: Path, cores: int, cache: Path | None = None) -> dict:
@@ -256,7 +277,7 @@ def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
     if args.pairs:
         codes = {"main": main_code(tmp), **codes}
     for name, (python, library) in codes.items():  # each code's cache of the study, on its own series step
-        timed([sys.executable, "-c", SERIES, str(python), str(data)])
+        timed([sys.executable, "-c", SERIES, str(python), str(data), *series_cache(tmp, name, python, workflow)])
         rule(tmp, library, data, tmp / f"out-study-{slug(name)}", args.cores, tmp / f"cache-{slug(name)}")
     load = os.getloadavg()
     runs: dict[str, list] = {name: [] for name in codes}
@@ -264,8 +285,13 @@ def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
         for name, (python, library) in codes.items():
             cache = tmp / f"cache-{slug(name)}"
             shutil.rmtree(tmp / "cache", ignore_errors=True)
-            shutil.copytree(cache, tmp / "cache")  # each run starts from the study's cache
-            series = timed([sys.executable, "-c", SERIES, str(python), str(plus)])
+            shutil.copytree(cache, tmp / "cache")  # each run starts from the study's caches
+            study_series = series_cache(tmp, name, python, workflow)
+            if study_series:
+                shutil.rmtree(tmp / "series-cache", ignore_errors=True)
+                shutil.copytree(study_series[0], tmp / "series-cache")
+            series = timed([sys.executable, "-c", SERIES, str(python), str(plus),
+                            *([str(tmp / "series-cache")] if study_series else [])])
             out = tmp / f"out-{slug(name)}-{i}"
             stats = rule(tmp, library, plus, out, args.cores, tmp / "cache")
             runs[name].append({"series": series, "rule": stats, "out": out,
@@ -274,7 +300,7 @@ def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
     full = rule(tmp, workflow / "R", plus, tmp / "out-full", args.cores)
     for name, done in runs.items():
         for r in done:
-            for table in ("steady_state.csv", "cell_stats.csv", "cell_stats.md", "comparisons.csv", "comparisons.md"):
+            for table in TABLES:
                 if not filecmp.cmp(r["out"] / "series" / table, tmp / "out-full" / "series" / table, shallow=False):
                     raise SystemExit(f"{table}: {name} with its cache differs from the full recompute")
     cells = sum(1 for _ in open(data / "series" / "cells.csv")) - 1
@@ -293,6 +319,12 @@ def add_one(workflow: Path, data: Path, tmp: Path, args) -> None:
         print(f"R's own log ({name} with its cache, last run):")
         for line in done[-1]["rule"]["out"].splitlines():
             print("   ", line)
+
+
+def series_cache(tmp: Path, name: str, python: Path, workflow: Path) -> list[str]:
+    """The series step's cache folder of code `name` as SERIES' argument (none for main's code, python not
+    this tree's: before the step had one)."""
+    return [str(tmp / f"series-cache-{slug(name)}")] if python == workflow else []
 
 
 def slug(name: str) -> str:
@@ -367,11 +399,13 @@ def main() -> None:
     load = os.getloadavg()
     before, after = [], []
     old = main_code(tmp) if args.pairs else None
-    for _ in range(max(args.pairs, 1)):
-        after.append(this_tree(workflow, data, tmp, args.cores))
-        if old:  # main's rule on main's series step (its folder's format)
+    for i in range(max(args.pairs, 1)):
+        after.append(this_tree(workflow, data, tmp, tmp / f"out-this-tree-{i}", args.cores))
+        if old:  # main's rule on main's series step (its folder's format), as many processes
             timed([sys.executable, "-c", SERIES, str(old[0]), str(data)])
-            before.append(rule(tmp, old[1], data, tmp, 1))
+            out = tmp / f"out-main-{i}"
+            before.append(rule(tmp, old[1], data, out, args.cores) | {"tables": out})
+    same_tables([r["tables"] for r in after + before])
     goal = "< 20 s, < 2 GB" if rows <= 10_500_000 else "< 4 min, < 8 GB" if rows <= 105_000_000 else "-"
     print("| samples | cells x reps x seconds | code | runs | wall time (median) | CPU (user + sys) | peak PSS "
           "| load avg | goal |")
@@ -387,6 +421,7 @@ def main() -> None:
               f"| {load[0]:.1f} -> {os.getloadavg()[0]:.1f} | {goal} |")
     print()
     print(f"samples.parquet {size / 2**20:.0f} MiB; this tree's last run: {after[-1]['parts']}")
+    print(f"every run's tables: the same bytes ({len(after) + len(before)} runs, {', '.join(TABLES)})")
     print("R's own log (this tree, last run):")
     for line in after[-1]["out"].splitlines():
         print("   ", line)

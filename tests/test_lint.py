@@ -80,10 +80,29 @@ def test_lintr_parts_hold_every_r_file_once():
     assert len(files) >= 20 and all(lintr_parts())
 
 
+# .lintr's linters but no_tab_linter, the costliest (2.5 of lintr's 10 s of CPU on workflow/R: a regular
+# expression per line of each expression, and a lint object per match); test_no_r_file_indents_with_a_tab
+# makes its check. lintr::lint still reads .lintr's other settings from the file's folder or a parent.
+LINTR = ('linters <- eval(parse(text = read.dcf(".lintr", fields = "linters")[1, 1]), getNamespace("lintr")); '
+         "stopifnot(!is.null(linters$no_tab_linter)); linters$no_tab_linter <- NULL; "
+         "found <- do.call(c, lapply(commandArgs(TRUE), lintr::lint, linters = linters)); print(found); "
+         "quit(status = as.integer(length(found) > 0))")
+
+
 @pytest.mark.parametrize("part", range(2))
 def test_lintr_finds_nothing_in_workflow_r(part):
-    # lintr::lint reads .lintr from the file's folder or a parent, as lint_dir does
-    code = ("found <- do.call(c, lapply(commandArgs(TRUE), lintr::lint)); print(found); "
-            "quit(status = as.integer(length(found) > 0))")
-    done = tool(["Rscript", "-e", code, *lintr_parts()[part]])
+    done = tool(["Rscript", "-e", LINTR, *lintr_parts()[part]])
     assert done.returncode == 0, f"lintr (.lintr):\n{done.stdout}{done.stderr}"
+
+
+def lines_indented_with_a_tab(text: str) -> list[int]:
+    """The numbers of text's lines whose indentation holds a tab: lintr's no_tab_linter's check (^\\s*\\t),
+    made here in a few milliseconds."""
+    return [n for n, line in enumerate(text.splitlines(), 1) if re.match(r"\s*\t", line)]
+
+
+def test_no_r_file_indents_with_a_tab():
+    found = [f"{path.relative_to(ROOT)}:{n}" for path in sorted((ROOT / "workflow" / "R").glob("*.R"))
+             for n in lines_indented_with_a_tab(path.read_text(encoding="utf-8"))]
+    assert not found, "indented with a tab (lintr's no_tab_linter):\n" + "\n".join(found)
+    assert lines_indented_with_a_tab('x <- 1\n  \ty <- "\t"\nz <- 2 # \t\n\tw <- 3\n') == [2, 4]

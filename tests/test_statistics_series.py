@@ -271,7 +271,7 @@ def test_cells_are_numbered_in_order_of_first_appearance_whatever_the_batches_an
                    tmp_path / "samples.parquet", row_group_size=4)
     for batch_rows in (1, 2, 3, 100):
         out = tmp_path / f"series-{batch_rows}"
-        assert write_series(tmp_path / "samples.parquet", ["engine", "threads"], out, batch_rows=batch_rows) == n
+        assert write_series(tmp_path / "samples.parquet", ["engine", "threads"], out, batch_rows=batch_rows).rows == n
         assert np.fromfile(out / ".cell.i32", "<i4").tolist() == ids
         assert np.fromfile(out / "cell_runs.i32", "<i4").tolist() == [1, 2, 2, 1, 1, 1, 3, 2, 2, 1, 4, 1, 1, 1]
         assert (out / "cells.csv").read_text().splitlines() == [
@@ -300,3 +300,46 @@ def test_a_column_without_any_value_has_no_file_and_the_fingerprints_of_nan_valu
     assert json.loads((tmp_path / "nan" / "series.json").read_text())["empty"] == []
     fingerprints = (tmp_path / "null" / "fingerprints.txt").read_text()
     assert fingerprints == (tmp_path / "nan" / "fingerprints.txt").read_text() and len(fingerprints.split()) == 3
+
+
+def series_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_the_series_cache_copies_unchanged_row_groups_and_gives_the_bytes_of_a_full_run(tmp_path):
+    """Row groups of 40 rows (two cells of 20 each, a cell cut across groups): the study, then a cell added
+    in the middle (every later group moves), a value changed in one group (same size), the same file again,
+    another row grouping, and a cache with a truncated column file. With the cache, each run writes the bytes
+    of a run without it, and decodes only the groups whose bytes it has not seen: a group changed in place is
+    never read back stale."""
+    sys.path.insert(0, str(ROOT / "workflow"))
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from dbsweep.statistics_series import write_series
+
+    def study(cells: list[tuple], changed: float = 0.0, group: int = 40) -> Path:
+        rows = [(e, t, r, s) for e, t in cells for r in (1, 2) for s in range(1, 11)]
+        table = pa.table({"engine": [r[0] for r in rows], "threads": [r[1] for r in rows],
+                          "rep": [r[2] for r in rows], "second": [r[3] for r in rows],
+                          "tps": [100.0 * r[1] + r[3] + (changed if i == 45 else 0) for i, r in enumerate(rows)],
+                          "iops": pa.nulls(len(rows), pa.float64()), "lat_ms": pa.nulls(len(rows), pa.float64()),
+                          "lat_pct_ms": [1.0 / r[3] for r in rows]})
+        path = tmp_path / f"study-{len(cells)}-{changed}-{group}.parquet"
+        pq.write_table(table, path, row_group_size=group)
+        return path
+
+    cells = [(e, t) for e in ("a", "b") for t in (1, 2, 4, 8)]
+    stages = [("study", study(cells), 0),  # 4 groups
+              ("added", study([*cells[:3], ("a", 3), *cells[3:]]), 1),  # 5 groups: the first the same, then moved
+              ("changed", study([*cells[:3], ("a", 3), *cells[3:]], changed=0.5), 4),  # row 45: group 2 of 5
+              ("again", study([*cells[:3], ("a", 3), *cells[3:]], changed=0.5), 5),
+              ("regrouped", study(cells, group=30), 0)]
+    for name, parquet, read_back in stages:
+        cached = write_series(parquet, ["engine", "threads"], tmp_path / name / "cached", batch_rows=7,
+                              cache=tmp_path / "cache")
+        write_series(parquet, ["engine", "threads"], tmp_path / name / "full")
+        assert series_bytes(tmp_path / name / "cached") == series_bytes(tmp_path / name / "full"), name
+        assert (cached.groups, cached.read_back) == (pq.ParquetFile(parquet).metadata.num_row_groups, read_back), name
+    (tmp_path / "cache" / "last" / "tps.f64").write_bytes(b"")  # a cache written half: not used
+    again = write_series(stages[-1][1], ["engine", "threads"], tmp_path / "half", cache=tmp_path / "cache")
+    assert again.read_back == 0 and series_bytes(tmp_path / "half") == series_bytes(tmp_path / "regrouped" / "full")

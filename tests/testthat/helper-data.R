@@ -66,3 +66,26 @@ png_size <- function(path) {
   be32 <- function(b) sum(as.numeric(b) * 256^(3:0))
   c(width = be32(bytes[17:20]), height = be32(bytes[21:24]))
 }
+
+# The pixels save_plot() draws a plot at: plot_size() at its 110 dpi (test-plots.R checks them on
+# drawn PNGs).
+drawn_size <- function(p) plot_size(p) * 110
+
+# What a rule's build function (build_sweep_plots, build_db_plots, build_figures) returns and the
+# lines it logs, nothing drawn: list(plots, log). Drawing is most of a rule's time; each rule's tests
+# draw one study, and read the plots of the other shapes of study from here.
+build_logged <- function(build, input, params) {
+  plots <- NULL
+  log <- utils::capture.output(plots <- build(input, params))
+  list(plots = plots, log = log)
+}
+
+# The plot is what save_plot() would draw, short of drawing it: a ggplot with layers, drawn at least
+# 880 x 550 pixels. Whether ggplot2 draws it is the drawn study's check (each plot function is drawn
+# once, in its rule's test file); a test that needs ggplot2's own layout builds the plot.
+expect_drawable <- function(p, label) {
+  expect_s3_class(p, "ggplot")
+  expect_gte(length(p$layers), 1L, label = label)
+  expect_gte(drawn_size(p)[["width"]], 880, label = label)
+  expect_gte(drawn_size(p)[["height"]], 550, label = label)
+}

@@ -24,13 +24,28 @@ render_db <- function(sweep) {
   list(output = output, plots = plots, log = file.path(dir, "db_plots.log"))
 }
 
-expect_db_pngs <- function(output) {
+# build_db_plots() on a study: the plots rule_db_plots() would draw, and the lines it logs.
+build_db <- function(sweep) {
+  build_logged(build_db_plots, write_db_study(sweep), list(axes = sweep$axes, baseline = list()))
+}
+
+expect_db_pngs <- function(output, plots) {
   for (name in DB_PLOT_NAMES) {
     path <- output[[name]]
     expect_true(file.exists(path), label = name)
     expect_gt(file.size(path), 5000)
     expect_equal(png_size(path)[["width"]], 880)  # 8 in at 110 dpi
     expect_gte(png_size(path)[["height"]], 550)
+    expect_equal(png_size(path), drawn_size(plots[[name]]), label = name)
+  }
+}
+
+# Each of the seven plots is drawable, 880 pixels wide and 550 or more tall.
+expect_db_plots <- function(plots) {
+  expect_named(plots, DB_PLOT_NAMES)
+  for (name in DB_PLOT_NAMES) {
+    expect_drawable(plots[[name]], name)
+    expect_equal(drawn_size(plots[[name]])[["width"]], 880, label = name)  # 8 in at 110 dpi
   }
 }
 
@@ -40,7 +55,8 @@ plot_message <- function(p) {
   p$layers[[1]]$aes_params$label
 }
 
-# The default sweep drawn once, for the two tests that read it (drawing seven PNGs is most of a test's time).
+# The default sweep drawn once, for the two tests that read it, the one study these tests draw: every
+# other shape of study is built, not drawn (drawing seven PNGs is most of a test's time).
 default_render <- local({
   result <- NULL
   function() {
@@ -51,7 +67,7 @@ default_render <- local({
 
 test_that("the rule draws the seven plots and logs them", {
   result <- default_render()
-  expect_db_pngs(result$output)
+  expect_db_pngs(result$output, result$plots)
   for (name in DB_PLOT_NAMES) expect_null(plot_message(result$plots[[name]]), label = name)
   log <- readLines(result$log)
   expect_match(log[1], "12 database repetitions (0 rows of other tools left out), 120 per-second samples",
@@ -163,21 +179,21 @@ test_that("a stall is relative to its own repetition's median", {
 })
 
 test_that("storage cells in a database study are left out of every plot", {
-  result <- render_db(make_db_sweep(storage = TRUE))
-  expect_db_pngs(result$output)
-  log <- readLines(result$log)
+  result <- build_db(make_db_sweep(storage = TRUE))
+  expect_db_plots(result$plots)
+  log <- result$log
   expect_match(log[1], "12 database repetitions (2 rows of other tools left out), 120 per-second samples",
                fixed = TRUE)
   expect_equal(levels(result$plots$jitter_memory$data$memory), c("64M", "256M", "1G"))
   expect_false(anyNA(result$plots$timeseries$data$engine))
 })
 
-test_that("plots a study cannot give say so, and are still written", {
+test_that("plots a study cannot give say so, in a plot of their own", {
   sweep <- make_db_sweep(list(engine = "postgresql",
                               durability = c("default", "tuned", "unsafe")),
                          reps = 1L, duration = 5L)
-  result <- render_db(sweep)
-  expect_db_pngs(result$output)
+  result <- build_db(sweep)
+  expect_db_plots(result$plots)
   for (name in c("tps_memory", "io_per_txn", "cpu", "jitter_memory", "boxplot_memory")) {
     expect_equal(plot_message(result$plots[[name]]),
                  "not applicable: this study has no memory axis", label = name)
@@ -199,8 +215,8 @@ test_that("a study of storage cells only still gets its plots", {
   sweep$counters <- copy(sweep$samples)[, c(sweep$axes, "rep", "second", "time"),
                                         with = FALSE]
   sweep$counters[, `:=`(name = "datadir_bytes", value = 1)]
-  result <- render_db(sweep)
-  expect_db_pngs(result$output)
+  result <- build_db(sweep)
+  expect_db_plots(result$plots)
   for (name in c("datadir", "timeseries")) {
     expect_equal(plot_message(result$plots[[name]]), NO_DATABASE_CELLS, label = name)
   }
@@ -211,8 +227,8 @@ test_that("a study of storage cells only still gets its plots", {
 test_that("a study without datadir counters or with one repetition", {
   sweep <- make_db_sweep(reps = 1L, stall = NULL)
   sweep$counters <- sweep$counters[name != "datadir_bytes"]
-  result <- render_db(sweep)
-  expect_db_pngs(result$output)
+  result <- build_db(sweep)
+  expect_db_plots(result$plots)
   expect_equal(plot_message(result$plots$datadir),
                "no datadir_bytes counters in this study")
 })
@@ -223,12 +239,13 @@ test_that("many panels make a taller image; other axes become panels", {
                               binlog = c("off", "sync0", "sync1")),
                          stall = list(engine = "innodb", memory = "1G", rep = 1L,
                                       seconds = 4:5))
-  result <- render_db(sweep)
-  expect_db_pngs(result$output)
+  result <- build_db(sweep)
+  expect_db_plots(result$plots)
   # filesystem + memory ~ binlog: 6 rows of panels
   expect_equal(attr(result$plots$timeseries, "panel_rows"), 6L)
-  expect_gt(png_size(result$output$timeseries)[["height"]], 1000)
-  expect_equal(png_size(result$output$tps_memory)[["height"]], 550)  # 2 rows
+  expect_equal(max(ggplot_build(result$plots$timeseries)$layout$layout$ROW), 6L)
+  expect_gt(drawn_size(result$plots$timeseries)[["height"]], 1000)
+  expect_equal(drawn_size(result$plots$tps_memory)[["height"]], 550)  # 2 rows
   expect_equal(result$plots$timeseries$labels$subtitle, "12 stalled second(s) marked; engine = innodb")
   tps <- tps_memory_data(database_rows(sweep$summary), sweep$axes)
   expect_named(tps, c("filesystem", "binlog", "memory", ".colour", "tps", "tps_min",

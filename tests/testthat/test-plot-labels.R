@@ -80,22 +80,14 @@ test_that("every plot kind names only its varying axes, never NA, and wraps", {
   dir.create(dir)
   fwrite(pct, input$percentiles)
 
-  storage_kinds <- c("throughput", "latency", "jitter", "boxplot")
-  storage_out <- as.list(stats::setNames(file.path(dir, paste0(storage_kinds, ".png")),
-                                         storage_kinds))
-  storage <- rule_plots(input, storage_out, list(axes = axes), log = file.path(dir, "s.log"))
-  db_kinds <- c("tps_memory", "io_per_txn", "cpu", "datadir", "jitter_memory",
-                "boxplot_memory", "timeseries")
-  db_out <- as.list(stats::setNames(file.path(dir, paste0(db_kinds, ".png")), db_kinds))
-  db <- rule_db_plots(input, db_out, list(axes = axes, baseline = list()),
-                      log = file.path(dir, "db.log"))
+  # the three plotting rules' plots, built, not drawn: the labels are ggplot2's build of them
+  build <- function(fun, params) build_logged(fun, input, c(list(axes = axes), params))$plots
+  storage <- build(build_sweep_plots, list())
+  db <- build(build_db_plots, list(baseline = list()))
   kinds <- names(PLOT_TITLES)
-  figures_out <- c(as.list(stats::setNames(file.path(dir, paste0(kinds, ".png")), kinds)),
-                   skipped = file.path(dir, "skipped_plots.csv"))
-  figures <- rule_figures(input, figures_out,
-                          list(axes = axes, analysis = list(plots = kinds)),
-                          log = file.path(dir, "f.log"))
-  expect_equal(nrow(fread(figures_out$skipped)), 0L)  # every kind drawn
+  figures <- build(build_figures, list(analysis = list(plots = kinds)))
+  expect_named(figures, kinds)
+  expect_false(any(vapply(figures, is_skipped_plot, TRUE)))  # every kind made, none skipped
   plots <- c(storage, db, figures)
   labels <- lapply(stats::setNames(names(plots), names(plots)),
                    function(n) expect_readable(plots[[n]], n))
@@ -137,8 +129,8 @@ test_that("every plot kind names only its varying axes, never NA, and wraps", {
 
   # the image grows with the panels: 12 cells in 2 columns
   expect_gt(plot_size(figures$timeseries_steady)[["height"]], 5)
-  expect_gt(png_size(figures_out$timeseries_steady)[["height"]], 550)
-  expect_gt(png_size(figures_out$violin)[["height"]], 550)
+  expect_gt(drawn_size(figures$timeseries_steady)[["height"]], 550)
+  expect_gt(drawn_size(figures$violin)[["height"]], 550)
 })
 
 test_that("labels skip NA and the axes given; strips and subtitles wrap", {

@@ -5,16 +5,17 @@ plots_output <- function(dir) {
   as.list(stats::setNames(file.path(dir, paste0(PLOT_NAMES, ".png")), PLOT_NAMES))
 }
 
-# Runs rule_plots() on a sweep; returns the output paths.
+# Runs rule_plots() on a sweep; returns the output paths and the plots. The one sweep these tests
+# draw (drawing is most of a test's time): the other shapes of sweep are built, not drawn.
 render <- function(sweep) {
   dir <- tempfile("plots")
   output <- plots_output(dir)
-  rule_plots(write_sweep(sweep), output, list(axes = sweep$axes),
-       log = file.path(dir, "plots.log"))
-  output
+  plots <- rule_plots(write_sweep(sweep), output, list(axes = sweep$axes),
+                      log = file.path(dir, "plots.log"))
+  list(output = output, plots = plots)
 }
 
-expect_pngs <- function(output) {
+expect_pngs <- function(output, plots) {
   for (name in PLOT_NAMES) {
     path <- output[[name]]
     expect_true(file.exists(path), label = name)
@@ -22,12 +23,33 @@ expect_pngs <- function(output) {
     # at least 8 x 5 in at 110 dpi; more with many cells
     expect_gte(png_size(path)[["width"]], 880)
     expect_gte(png_size(path)[["height"]], 550)
+    expect_equal(png_size(path), drawn_size(plots[[name]]), label = name)
+  }
+}
+
+# build_sweep_plots() on a sweep: the four plots rule_plots() would draw.
+build_sweep <- function(sweep) {
+  build_logged(build_sweep_plots, write_sweep(sweep), list(axes = sweep$axes))$plots
+}
+
+# Each of the four plots is drawable, at least 880 x 550 pixels, or skipped with its reason (drawn as
+# a note of 880 x 550: the last test of this file).
+expect_sweep_plots <- function(plots) {
+  expect_named(plots, PLOT_NAMES)
+  for (name in PLOT_NAMES) {
+    p <- plots[[name]]
+    if (is_skipped_plot(p)) {
+      expect_match(p$reason, "[a-z]", label = name)
+    } else {
+      expect_drawable(p, name)
+    }
   }
 }
 
 test_that("the rule draws the four plots as PNGs of 8x5 in or more and logs them", {
-  output <- render(make_sweep())
-  expect_pngs(output)
+  drawn <- render(make_sweep())
+  output <- drawn$output
+  expect_pngs(output, drawn$plots)
   for (name in c("throughput", "latency")) {
     expect_equal(png_size(output[[name]]), c(width = 880, height = 550))
   }
@@ -41,17 +63,17 @@ test_that("the rule draws the four plots as PNGs of 8x5 in or more and logs them
   expect_equal(sink.number(), 0L)
 })
 
-test_that("plots render without a threads axis", {
+test_that("a sweep without a threads axis gets its plots", {
   sweep <- make_sweep(list(filesystem = c("ext4", "xfs"), workload = "rndwr",
                            mode = c("sync", "async")))
-  expect_pngs(render(sweep))
+  expect_sweep_plots(build_sweep(sweep))
   tp <- throughput_data(sweep$summary, sweep$axes)
   expect_equal(unique(tp$threads), 1L)
 })
 
-test_that("plots render with only a threads axis and with many user axes", {
-  expect_pngs(render(make_sweep(list(threads = c(1L, 4L, 16L, 64L, 256L)))))
-  expect_pngs(render(make_sweep(list(
+test_that("a sweep with only a threads axis, and one with many user axes, get their plots", {
+  expect_sweep_plots(build_sweep(make_sweep(list(threads = c(1L, 4L, 16L, 64L, 256L)))))
+  expect_sweep_plots(build_sweep(make_sweep(list(
     filesystem = "ext4", threads = c(1L, 4L), workload = "rndrd",
     mode = c("sync", "async"), block = c("4k", "16k"), memory = c("5", "10")
   ), reps = 1L, duration = 5L)))
@@ -121,7 +143,14 @@ test_that("a sweep without IOPS or latency figures still gets its plots", {
   sweep <- make_sweep(list(threads = c(1L, 4L)), reps = 1L, duration = 3L)
   sweep$summary[, c("iops", "lat_mean_ms", "lat_p95_ms") := NA_real_]
   sweep$samples[, iops := NA_real_]
-  expect_pngs(render(sweep))
+  expect_sweep_plots(build_sweep(sweep))
+})
+
+test_that("save_plot draws a plot at its size at 110 dpi", {
+  tall <- with_size(ggplot() + geom_blank(), c(width = 8, height = 12))
+  expect_equal(png_size(save_plot(tall, tempfile(fileext = ".png"))), c(width = 880, height = 1320))
+  expect_equal(drawn_size(tall), c(width = 880, height = 1320))
+  expect_equal(drawn_size(ggplot()), c(width = 880, height = 550))
 })
 
 test_that("the caption names host, CPU, kernel and tool versions", {

@@ -68,3 +68,19 @@ test_that("a cell's summary rows are as before only when every row is there, onc
   expect_identical(summary_as_before(old, retyped, cells, axes), rep(FALSE, 4))
   expect_identical(summary_as_before(NULL, old, cells, axes), rep(FALSE, 4))
 })
+
+test_that("the markdown cache is written in R's native binary format and read back whole", {
+  dir <- tempfile("memo")
+  on.exit(unlink(dir, recursive = TRUE))
+  memo <- memo_with(list())
+  memo$path <- file.path(dir, "cache", STATISTICS_MD_FILE)
+  memo$header <- "header"
+  rows <- data.table(engine = c("innodb", NA), tps = c(1234.5, NA))
+  memo_body_lines(rows, memo, "t")
+  save_statistics_md_memo(memo)
+  expect_identical(readBin(memo$path, "raw", 2L), charToRaw("B\n"))  # not XDR ("X\n"): no byte swapping
+  back <- readRDS(memo$path)
+  expect_identical(back$header, "header")
+  expect_identical(back$tables$t$lines, md_body_lines(rows))
+  expect_equal(back$tables$t$rows, rows)  # not identical: a data.table read back has no over-allocation
+})

@@ -1,7 +1,10 @@
 # Rule statistics works through its cells in chunks (option dbsweep.chunk_rows), several processes at a time
 # (option dbsweep.cores): the tables are those of one piece.
 
-in_chunks <- function(code, rows = 50L, cores = 2L) {
+# Chunks of about 200 samples: 4 to 8 chunks of a few whole cells each in the first test, the two processes
+# taking several each (chunks of 50 samples, one cell each, cost the test twice the CPU: each chunk's own
+# work, in forked processes).
+in_chunks <- function(code, rows = 200L, cores = 2L) {
   withr::with_options(list(dbsweep.chunk_rows = rows, dbsweep.cores = cores), code)
 }
 

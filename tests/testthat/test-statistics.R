@@ -18,9 +18,21 @@ run_statistics <- function(sweep, input, baseline = list(), kinds = ALL_KINDS) {
   list(result = result, tables = tables, output = output)
 }
 
+# The database study's statistics with myrocks as the engines' baseline, and its figures drawn, once for
+# the two tests that read them (the statistics and the drawing are most of a test's time).
+db_run <- local({
+  run <- NULL
+  function() {
+    if (is.null(run)) {
+      sweep <- make_db_sweep(duration = 30L)  # one thread count, no percentiles
+      run <<- run_statistics(sweep, write_db_sweep(sweep), baseline = list(engine = "myrocks"))
+    }
+    run
+  }
+})
+
 test_that("a database study: windows, statistics, comparisons with the named baseline", {
-  sweep <- make_db_sweep(duration = 30L)
-  run <- run_statistics(sweep, write_db_sweep(sweep), baseline = list(engine = "myrocks"))
+  run <- db_run()
   windows <- fread(run$tables$steady_state)
   expect_equal(nrow(windows), 12L)
   stalled <- windows[stall_seconds > 0]
@@ -46,8 +58,7 @@ test_that("a database study: windows, statistics, comparisons with the named bas
 })
 
 test_that("kinds the data cannot support are skipped with a note, the others drawn", {
-  sweep <- make_db_sweep(duration = 30L)  # one thread count, no percentiles
-  run <- run_statistics(sweep, write_db_sweep(sweep))
+  run <- db_run()
   skipped <- fread(run$output$skipped)
   expect_setequal(skipped$plot, c("ci_vs_threads", "latency_percentiles"))
   expect_match(skipped[plot == "ci_vs_threads", reason], "threads axis with two values")

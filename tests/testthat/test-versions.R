@@ -96,10 +96,9 @@ test_that("version table: medians, ratios and verdicts of the statistics rule", 
 })
 
 test_that("versions are compared within an engine; binlog per version", {
-  sweep <- make_versions_study()
-  summary <- database_rows(sweep$summary)
-  stats <- db_stats(sweep)
-  tab <- versions_table(summary, stats, sweep$axes)
+  # the rule's own tables of make_versions_study(), of the statistics rule's tables as it reads them
+  run <- versions_run()
+  tab <- run$result$versions
   expect_equal(attr(tab, "group_by"), "engine")
   expect_equal(names(tab)[1:7], c("engine", "memory", "binlog", "debian", "11.4", "16", "17"))
   innodb <- tab[engine == "innodb"]
@@ -109,14 +108,14 @@ test_that("versions are compared within an engine; binlog per version", {
   expect_true(all(is.na(innodb$`17/debian`)))
   expect_equal(tab[engine == "postgresql", `17/debian`], c(1.3, 1.3), tolerance = 0.05)
 
-  binlog <- binlog_versions_table(summary, stats, sweep$axes)
+  binlog <- run$result$binlog
   expect_true(all(c("engine", "version", "memory", "off", "sync1", "sync1/off") %in% names(binlog)))
   expect_equal(binlog[engine == "innodb", version], c("debian", "debian", "11.4", "11.4"))
   expect_equal(binlog[engine == "innodb", `sync1/off`],
                c(1 / 1.5, 1 / 1.5, 0.8 / 1.5, 0.8 / 1.5), tolerance = 0.05)
   expect_true(all(is.na(binlog[engine == "postgresql", `sync1/off`])))
 
-  output <- versions_run()$output  # sweep's run
+  output <- run$output
   csv <- fread(output$versions_csv, colClasses = list(character = c("engine", "memory")))
   expect_named(csv, names(tab))
   expect_equal(nrow(csv), 6L)

@@ -252,6 +252,25 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
+  plots <- build_figures(input, params)
+  kinds <- names(plots)
+  skipped <- save_plots(plots, output, attr(plots, "caption"), PLOT_TITLES)
+  sweep <- input[["sweep_skipped"]]  # rule plots' own (storage cells), listed here too
+  if (length(sweep) && file.exists(sweep) && file.size(sweep) > 1) {
+    skipped <- rbind(skipped, fread(sweep, colClasses = "character"))
+  }
+  write_csv(skipped, output[["skipped"]])
+  for (k in kinds) {
+    log_line("%s -> %s%s", k, output[[k]],
+             if (k %in% skipped$plot) paste(" (skipped:", skipped[plot == k, reason], ")") else "")
+  }
+  invisible(plots)
+}
+
+# rule_figures' plots of the kinds the study asks for (attr "caption": the caption of the notes saying
+# why a plot was skipped), from the study's tables (`input`), built but not drawn: drawing is most of
+# the rule's time, and the tests read these objects for each shape of study.
+build_figures <- function(input, params) {
   axes <- axes_param(params)
   settings <- stats_settings(params[["analysis"]])
   kinds <- unlist(params[["analysis"]][["plots"]])
@@ -287,16 +306,5 @@ rule_figures <- function(input, output, params, log = snakemake_log()) {
     ratio_heatmap = function() plot_ratio_heatmap(comparisons, cells, axes, caption),
     latency_percentiles = function() plot_latency_percentiles(percentiles, axes, caption)
   )
-  plots <- lapply(stats::setNames(kinds, kinds), function(k) draw[[k]]())
-  skipped <- save_plots(plots, output, caption, PLOT_TITLES)
-  sweep <- input[["sweep_skipped"]]  # rule plots' own (storage cells), listed here too
-  if (length(sweep) && file.exists(sweep) && file.size(sweep) > 1) {
-    skipped <- rbind(skipped, fread(sweep, colClasses = "character"))
-  }
-  write_csv(skipped, output[["skipped"]])
-  for (k in kinds) {
-    log_line("%s -> %s%s", k, output[[k]],
-             if (k %in% skipped$plot) paste(" (skipped:", skipped[plot == k, reason], ")") else "")
-  }
-  invisible(plots)
+  structure(lapply(stats::setNames(kinds, kinds), function(k) draw[[k]]()), caption = caption)
 }

@@ -96,6 +96,9 @@ ratio_text <- function(ratio, low, high, verdict) {
   ifelse(verdict %in% VERDICT_NOISE, paste(txt, "within noise"), txt)
 }
 
+# The columns of a comparison that comparison_wide() shows, besides the axes.
+COMPARISON_SHOWN <- c("baseline", "axis_value", "ratio", "ratio_low", "ratio_high", "verdict")
+
 # The pivot of one compared axis and metric, read from the statistics rule's
 # cell_stats and comparisons so that every table that compares cells gives the
 # same ratio and verdict: rows `rows` (default: row_axis()) in sections of the
@@ -105,7 +108,8 @@ ratio_text <- function(ratio, low, high, verdict) {
 # "<value>/<baseline> verdict". attrs group_by (the sections), baseline, ratios.
 comparison_wide <- function(cells, comparisons, axes, axis, metric_name, rows = NULL,
                             text = TRUE) {
-  part <- cells[cells$metric == metric_name & !is.na(cells[[axis]])]
+  # only the columns the pivot reads: its factors, dcast and sort copy every column of what they get
+  part <- cells[cells$metric == metric_name & !is.na(cells[[axis]]), c(axes, "median"), with = FALSE]
   if (is.null(rows)) rows <- row_axis(part, axes, axis)
   sections <- setdiff(varying_axes(part[, ..axes], axes), c(axis, rows))
   by <- c(sections, rows)
@@ -118,7 +122,7 @@ comparison_wide <- function(cells, comparisons, axes, axis, metric_name, rows = 
   cmp <- data.table()
   if (nrow(comparisons) && "axis" %in% names(comparisons)) {
     keep <- comparisons$axis == axis & comparisons$metric == metric_name
-    cmp <- comparisons[keep]
+    cmp <- comparisons[keep, intersect(names(comparisons), c(axes, COMPARISON_SHOWN)), with = FALSE]
   }
   base <- if (nrow(cmp)) cmp$baseline[1] else NA_character_
   ratios <- character()
@@ -358,12 +362,13 @@ joined_cell_stats <- function(parts, axes) {
     out <- rbindlist(chunks, use.names = TRUE)
     if (!is.null(order_ids)) out <- out[order_ids]
     draws <- lapply(chunks, attr, "draws")
-    setattr(out, "draws", if (!any(vapply(draws, is.null, TRUE))) in_order(do.call(cbind, draws)))
-    rep_values <- in_order(do.call(c, lapply(chunks, attr, "rep_values")))
-    setattr(out, "noise", pooled_noise(rep_values))
-    setattr(out, "rep_values", rep_values)
-    setattr(out, "basis", in_order(do.call(c, lapply(chunks, attr, "basis"))))
-    setattr(out, "cells", in_order(ids))
+    # attr<-, not setattr(): data.table's copies a value bound to a name whole (basis, every cell's values
+    # its draws come from: 80 MB at 10,000 cells, 0.16 s), and out is this function's alone (changed in place)
+    attr(out, "draws") <- if (!any(vapply(draws, is.null, TRUE))) in_order(do.call(cbind, draws))
+    attr(out, "rep_values") <- in_order(do.call(c, lapply(chunks, attr, "rep_values")))
+    attr(out, "noise") <- pooled_noise(attr(out, "rep_values"))
+    attr(out, "basis") <- in_order(do.call(c, lapply(chunks, attr, "basis")))
+    attr(out, "cells") <- in_order(ids)
     out
   })
   first <- vapply(joined, function(part) as.numeric(min(attr(part, "cells"))), 0)

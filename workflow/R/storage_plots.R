@@ -169,15 +169,8 @@ rule_plots <- function(input, output, params, log = snakemake_log()) {
   con <- open_log(log)
   on.exit(close_log(con), add = TRUE)
 
-  axes <- axes_param(params)
-  summary <- read_summary(input[["summary"]], axes)
-  samples <- read_samples(input[["samples"]], axes)
-  caption <- caption_text(read_provenance(input[["provenance"]]))
-  log_line("%d repetitions, %d per-second samples, axes: %s",
-           nrow(summary), nrow(samples), paste(axes, collapse = ", "))
-
-  plots <- sweep_plots(summary, samples, axes, caption)
-  skipped <- save_plots(plots, output, caption)
+  plots <- build_sweep_plots(input, params)
+  skipped <- save_plots(plots, output, attr(plots, "caption"))
   skipped[, plot := vapply(plot, function(k) tools::file_path_sans_ext(basename(output[[k]])), "")]
   if (!is.null(output[["skipped"]])) write_csv(skipped, output[["skipped"]])
   for (name in names(plots)) {
@@ -188,6 +181,19 @@ rule_plots <- function(input, output, params, log = snakemake_log()) {
     })
   }
   invisible(plots)
+}
+
+# rule_plots' four plots of the sweep whose tables are `input` (attr "caption": the caption of the notes
+# saying why a plot was skipped), built but not drawn: drawing is most of the rule's time, and the tests
+# read these objects for each shape of sweep.
+build_sweep_plots <- function(input, params) {
+  axes <- axes_param(params)
+  summary <- read_summary(input[["summary"]], axes)
+  samples <- read_samples(input[["samples"]], axes)
+  caption <- caption_text(read_provenance(input[["provenance"]]))
+  log_line("%d repetitions, %d per-second samples, axes: %s",
+           nrow(summary), nrow(samples), paste(axes, collapse = ", "))
+  structure(sweep_plots(summary, samples, axes, caption), caption = caption)
 }
 
 # The four plots of a sweep, or why one cannot say anything for this study:

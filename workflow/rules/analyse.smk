@@ -16,6 +16,8 @@ rule statistics_series:
     localrule: True
     params:
         axes=STUDY.axes,
+        # the last run's columns and row groups: a row group of the same bytes is copied, not decoded again
+        cache="results/cache/statistics_series",
     script:
         "../scripts/statistics_series.py"
 
