@@ -16,15 +16,15 @@ import psutil
 import pytest
 
 from conftest import ROOT, Study, leftovers, slurm_turn, table_rows
-from dbsweep import storage
+from dbsweep import delivered, storage
 from dbsweep.config import load
 from test_multihost_placement import STUDY
 
 pytestmark = pytest.mark.workflow
 CLUSTER = ROOT / "tests/slurm/cluster.sh"
-HOSTS = ("c1", "c2", "c3", "c4")
-# each host on CPUs of its own, as far as this machine has them (cluster.sh's CLUSTER_CPUS): on 2 CPUs c1 and
-# c3 on CPU 0, c2 and c4 on CPU 1, so that the client on c1 never shares a CPU with the server on c2
+HOSTS = ("c1", "c2", "c3", "c4", "c5")
+# each host on CPUs of its own, as far as this machine has them (cluster.sh's CLUSTER_CPUS): on 2 CPUs c1, c3
+# and c5 on CPU 0, c2 and c4 on CPU 1, so that the client on c1 never shares a CPU with the server on c2
 CPUS = {host: [i % os.cpu_count()] for i, host in enumerate(HOSTS)}
 SLURM_PROFILE = ("--workflow-profile", str(ROOT / "workflow/profiles/slurm"))
 
@@ -50,14 +50,15 @@ def beside_the_cluster(folder: Path):
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    """Four Slurm nodes c1..c4, for this module's tests; removed after them."""
+    """Five Slurm nodes c1..c5, for this module's tests; removed after them."""
     folder = tmp_path_factory.mktemp("cluster") / "cluster"
     env = os.environ | {"CLUSTER_DIR": str(folder), "CLUSTER_CPUS": " ".join(str(CPUS[h][0]) for h in HOSTS)}
     with slurm_turn():
         try:
             with beside_the_cluster(tmp_path_factory.mktemp("beside")) as dev:
-                up = subprocess.run([CLUSTER, "up", "4"], capture_output=True, text=True, timeout=120, env=env)
-                assert up.returncode == 0, f"cluster.sh up 4 failed: {up.stderr[-3000:]}"
+                up = subprocess.run([CLUSTER, "up", str(len(HOSTS))], capture_output=True, text=True, timeout=120,
+                                    env=env)
+                assert up.returncode == 0, f"cluster.sh up failed: {up.stderr[-3000:]}"
             assert storage.mounted_in(dev) == [], "a node holds a copy of a loop mount of a run beside it"
             yield env
         finally:
@@ -71,21 +72,24 @@ def on_ctl(env: dict, argv: list[str], timeout: float = 600) -> subprocess.Compl
                           env=env | {"LC_ALL": "C.UTF-8"})
 
 
-def placed(hosts: dict) -> dict:
+def placed(hosts: dict | str) -> dict:
     config = copy.deepcopy(STUDY)
     config["topologies"]["semisync"]["hosts"] = hosts
     return config
 
 
+# where `hosts: spread` puts a Galera cluster's parts on the idle cluster: Slurm's first nodes, in its order, the
+# first (where the job's batch script runs) the client's
 GALERA_HOSTS = {"client": "c1", "node1": "c2", "node2": "c3", "node3": "c4"}
 
 
 def galera_behind_haproxy() -> dict:
-    """A three-member Galera cluster, a member on each of c2, c3, c4, and haproxy (round robin over the
-    members) beside the client on c1."""
+    """A three-member Galera cluster, each member and the client on a host of its own that Slurm chooses
+    (`hosts: spread`: c1 for the client, c2, c3, c4 for the members), and haproxy (round robin over the members)
+    beside the client."""
     config = copy.deepcopy(STUDY)
     config["axes"] |= {"topology": ["galera"], "proxy": ["haproxy"]}
-    config["topologies"] = {"galera": {"nodes": 3, "replication": "galera", "hosts": GALERA_HOSTS}}
+    config["topologies"] = {"galera": {"nodes": 3, "replication": "galera", "hosts": "spread"}}
     return config
 
 
@@ -139,11 +143,24 @@ def test_a_placement_slurm_cannot_give_is_refused_in_slurms_words_before_any_job
     assert refused_before_any_job(cluster, study) == [
         f"dbsweep: topologies.semisync.hosts: {hosts!r}: Slurm cannot place it: allocation failure: "
         "Invalid feature specification"]
-    # one Slurm knows (cluster.sh: c1 and c3 have ssd): Slurm chooses c3 beside the other parts' hosts
+    # one Slurm knows (cluster.sh: c1, c3 and c5 have ssd): Slurm chooses c3 beside the other parts' hosts
     dry = on_ctl(cluster, Study(tmp_path / "ssd", placed(BY_CONSTRAINT)).argv("-n", *SLURM_PROFILE))
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert ("dbsweep: placement: topology semisync: client on c1, primary on c2, replica1 on c3 (constraint ssd) "
             "(one Slurm job: --nodes=3 --nodelist=c1,c2,c3)") in dry.stderr
+    # every part on a host of its own that Slurm chooses (hosts: spread): the dry run shows where each would run,
+    # the client on the job's first host
+    dry = on_ctl(cluster, Study(tmp_path / "spread", galera_behind_haproxy()).argv("-n", *SLURM_PROFILE))
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert ("dbsweep: placement: topology galera (spread: each part on a host of its own): client on c1, node1 on "
+            "c2, node2 on c3, node3 on c4 (one Slurm job: --nodes=4 --nodelist=c1,c2,c3,c4)") in dry.stderr
+    # more parts than Slurm has nodes (a client, a primary and a replica on each other node): refused in its
+    # words before any job
+    config = placed("spread")
+    config["topologies"]["semisync"]["replicas"] = len(HOSTS) - 1
+    assert refused_before_any_job(cluster, Study(tmp_path / "spread-beyond", config)) == [
+        "dbsweep: topologies.semisync.hosts: 'spread': Slurm cannot place it: allocation failure: Requested node "
+        "configuration is not available"]
 
 
 # the replica on a host Slurm chooses by its feature: c3 (c1, the other with ssd, is the client's)
@@ -152,15 +169,18 @@ BY_CONSTRAINT = {"client": "c1", "primary": "c2", "replica1": {"constraint": "ss
 # 5 s: a MariaDB replica here starts with skip_slave_start), in an 8 s window
 OUTAGE = [{"at": 2, "action": "kill", "target": "replica1"}, {"at": 4, "action": "start", "target": "replica1"},
           {"at": 5, "action": "sql", "target": "replica1", "statement": "START SLAVE"}]
-HIDDEN = ("c2", "c3")  # the hosts that do not share the submitting results tree (c4 does)
+# the added round trips (ms) of the kill tests' links: large beside the delayer's own trip (a few tenths of a ms on
+# a quiet host, 1.6 ms seen at a load of 7 on 2 CPUs), so delivered.py's tolerance (0.1 ms + 10 %) holds
+LINK_DELAY = {"client_latency_ms": 20, "node_latency_ms": 30}
+HIDDEN = ("c2", "c3", "c5")  # the hosts that do not share the submitting results tree (c4 does)
 
 
 def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, server_workdir):
     """The study through the Slurm profile, as a user submits it on the login node, each cell one job: sysbench
     on c1 against the primary on c2, whose semi-sync replica on c3 is killed and started again on its host at
-    its events' times; and through haproxy beside it on c1 against a three-member Galera cluster on c2, c3
-    and c4."""
-    config = placed(BY_CONSTRAINT | {"proxy": "c4"})  # haproxy in front of the primary, on a host of its own
+    its events' times, through haproxy on c5; and through haproxy beside it on c1 against a three-member Galera
+    cluster each of whose members, and the client, Slurm gave a host of its own (c2, c3 and c4)."""
+    config = placed(BY_CONSTRAINT | {"proxy": "c5"})  # haproxy in front of the primary, on a host of its own
     config["topologies"]["semisync"]["semisync_timeout_ms"] = 500  # the primary gives up on its replica soon
     config["axes"]["topology"].append("galera")
     config["topologies"]["galera"] = galera_behind_haproxy()["topologies"]["galera"]
@@ -169,11 +189,17 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     config["axes"]["events"] = ["none", "outage"]
     config["events"] = {"outage": OUTAGE}
     config["workloads"]["write"]["options"]["time"] = 8
+    # the Galera cell's links delayed (its proxy beside the client: the semi-sync cell's, on a host of its own, is
+    # refused with a delay)
+    config["axes"]["network"] = ["lan", "far"]
+    config["networks"] = {"lan": {}, "far": LINK_DELAY}
     config["exclude"] = [{"topology": "semisync", "threads": 3}, {"topology": "galera", "threads": 2},
-                         {"topology": "semisync", "events": "none"}, {"topology": "galera", "events": "outage"}]
+                         {"topology": "semisync", "events": "none"}, {"topology": "galera", "events": "outage"},
+                         {"topology": "semisync", "network": "far"}, {"topology": "galera", "network": "lan"}]
     study = Study(server_workdir / "placed", config)
     # the results tree is not shared with c2's and c3's: on each an empty filesystem of its own hides it (the
-    # image, in resources/, still is); their nodes' results come back through their job steps; c4 shares it
+    # image, in resources/, still is); their nodes' and proxy's results come back through their job steps; c4
+    # shares it
     results = study.path("results")
     results.mkdir(parents=True)
     for host in HIDDEN:
@@ -210,18 +236,18 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv")))
                  if r["kind"] == "host"]
     assert sorted((r["key"], r["declared"], r["delivered"], r["verdict"]) for r in delivered) \
-        == [("primary", "c2", "c2", "equal"), ("proxy", "c4", "c4", "equal"),
+        == [("primary", "c2", "c2", "equal"), ("proxy", "c5", "c5", "equal"),
             ("replica1", "constraint ssd", "c3 (ssd)", "equal")]
     # every node's counters, sampled each second from the client's host over the bridge; the primary
     # counts its replica as a semi-sync client
     counters = table_rows(next(cell.rglob("rep~1/counters.csv")))
     assert {r["node"] for r in counters} == {"primary", "replica1", "proxy"}
-    # haproxy on c4, a host of its own, in front of the primary on c2: the client's two connections through it;
+    # haproxy on c5, a host of its own, in front of the primary on c2: the client's two connections through it;
     # its numbers asked of its job step each second
     proxy = run["topology"]["proxy"]
-    assert (proxy["kind"], proxy["host"], proxy["declared_host"]) == ("haproxy", "c4", "c4")
+    assert (proxy["kind"], proxy["host"], proxy["declared_host"]) == ("haproxy", "c5", "c5")
     assert proxy["backends"] == [f"primary={nodes['primary']['address']}:{nodes['primary']['port']}"]
-    assert {r["node_host"] for r in counters if r["node"] == "proxy"} == {"c4"}
+    assert {r["node_host"] for r in counters if r["node"] == "proxy"} == {"c5"}
     assert max(float(r["value"]) for r in counters if r["name"] == "server.primary.sessions_current") == 2.0
     # the replica killed on c3 at 2 s and started again there at 4 s, each by its job step at its time on the
     # client's clock: the event log says where
@@ -277,8 +303,8 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     for r in system:
         if r["us"] != "":
             seconds.setdefault((r["node"], r["node_host"]), set()).add(int(r["second"]))
-    # haproxy's host, c4, a host of its own, has its vmstat rows too
-    assert set(seconds) == {("", "c1"), ("primary", "c2"), ("replica1", "c3"), ("proxy", "c4")}
+    # haproxy's host, c5, a host of its own, has its vmstat rows too
+    assert set(seconds) == {("", "c1"), ("primary", "c2"), ("replica1", "c3"), ("proxy", "c5")}
     client = seconds[("", "c1")]
     assert all(len(s) >= 2 and min(client) - 1 <= min(s) and max(s) <= max(client) + 1 for s in seconds.values()), \
         seconds
@@ -286,17 +312,27 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
         == {Path(nodes["primary"]["filesystem"]["loop"]).name}  # iostat on c2 watched the primary's own device
     assert set(run["topology"]["network"]["clocks"]) == {"primary", "replica1", "proxy"}
     assert "clock" not in proxy
-    assert {"vmstat.txt"} <= {p.name for p in (raw / "proxy").iterdir()}  # c4 shares the results tree
-    # a three-member Galera cluster, one member on each of c2, c3, c4: its family's own start (a joiner's
-    # grastate.dat staged on the client's host and written into the member's filesystem on its host); the
-    # client through haproxy beside it on c1
+    # the proxy's host does not share the results tree either: its monitors' files came back through its job
+    # step, byte for byte, and its record says so, as a node's does
+    came = proxy["results"]
+    assert came["path"] == "copy-back" and "vmstat.txt" in came["files"], came
+    for file, sha256 in came["files"].items():
+        assert run["checksums"][f"proxy/{file}"] == sha256
+        assert hashlib.sha256((raw / "proxy" / file).read_bytes()).hexdigest() == sha256
+    # a three-member Galera cluster, each member on a host of its own that Slurm chose (hosts: spread), as the
+    # client is: its family's own start (a joiner's grastate.dat staged on the client's host and written into the
+    # member's filesystem on its host); the client through haproxy beside it
     cell = next(study.path("results/runs").rglob("topology~galera"))
     assert "proxy~haproxy" in str(cell)
     run = json.loads(next(cell.rglob("rep~1/run.json")).read_text())
     assert run["status"] == "ok" and run["exit_status"] == 0, run.get("error")
     members = {node["name"]: node for node in run["topology"]["nodes"]}
-    assert {name: (node["host"], node["declared_host"]) for name, node in members.items()} \
-        == {"node1": ("c2", "c2"), "node2": ("c3", "c3"), "node3": ("c4", "c4")}
+    # the client on the job's first host, where its batch script ran; each member on the next of the job's
+    assert run["host"]["node"] == "c1" and run["topology"]["declared_client_spread"] is True
+    assert {name: (node["host"], node["declared_spread"]) for name, node in members.items()} \
+        == {"node1": ("c2", True), "node2": ("c3", True), "node3": ("c4", True)}
+    assert not any("declared_host" in node for node in members.values())
+    assert run["topology"]["network"]["hosts"] == GALERA_HOSTS
     assert {node["replication"] for node in members.values()} == {"galera"}
     assert len({node["cluster_uuid"] for node in members.values()}) == 1
     # how each joiner got its state, from its error log on its own host: never "unknown", never a full copy
@@ -305,9 +341,24 @@ def test_placed_cells_run_through_slurm_with_each_node_on_its_host(cluster, serv
     proxy = run["topology"]["proxy"]
     assert (proxy["kind"], proxy["host"], proxy["declared_host"], proxy["netns"]) == ("haproxy", "c1", "c1", None)
     assert proxy["backends"] == [f"{name}={node['address']}:{node['port']}" for name, node in members.items()]
+    # each link's delay added at both of its ends, on their hosts: its round trip, at the window's start and end,
+    # at least the declared one and within delivered.py's tolerance of it
+    links = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv"))) if r["kind"] == "link"]
+    declared_rtt = {f"client-{name}": 20 for name in members} | {"node1-node2": 30, "node1-node3": 30,
+                                                                 "node2-node3": 30}
+    assert {r["key"].split()[0] for r in links} == set(declared_rtt) and len(links) == 2 * len(declared_rtt), links
+    assert all(float(r["declared"]) == declared_rtt[r["key"].split()[0]] <= float(r["delivered"]) for r in links)
+    assert {r["verdict"] for r in links} == {"equal"}, links
+    assert {link: rtt >= declared_rtt[link] for link, rtt in run["topology"]["network"]["rtt_ms"].items()} \
+        == dict.fromkeys(declared_rtt, True), run["topology"]["network"]["rtt_ms"]
+    print(f"Galera cell, declared vs measured round trip (ms): "
+          f"{[(r['key'], r['declared'], r['delivered']) for r in links]}")
+    # each part on a host no other part ran on, read back from the record; the proxy beside the client
     delivered = [r for r in table_rows(next(cell.rglob("rep~1/delivered.csv"))) if r["kind"] == "host"]
-    assert sorted((r["key"], r["delivered"], r["verdict"]) for r in delivered) \
-        == [("node1", "c2", "equal"), ("node2", "c3", "equal"), ("node3", "c4", "equal"), ("proxy", "c1", "equal")]
+    own = "a host of its own"
+    assert sorted((r["key"], r["declared"], r["delivered"], r["verdict"]) for r in delivered) \
+        == [("client", own, "c1", "equal"), ("node1", own, "c2", "equal"), ("node2", own, "c3", "equal"),
+            ("node3", own, "c4", "equal"), ("proxy", "c1", "c1", "equal")]
     # node1 and node2 on hosts without the results tree: theirs came back through their job steps; node3's host
     # shares it: its step wrote them straight into it, and the run's record has them, byte for byte
     assert {name: node["results"]["path"] for name, node in members.items()} \
@@ -417,12 +468,22 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
                                                                                          cell):
     """Each node's server in its host's namespaces, on its own copy of the image, and nothing left on any host
     once the job is killed: a semi-sync pair (c2, c3), with haproxy on c4, a host of its own, in front of the
-    primary, or a Galera cluster on c2, c3, c4 with haproxy beside the client on c1, in front of the members on
-    their hosts."""
+    primary, or a Galera cluster whose members and client Slurm gave a host of its own each (hosts: spread: c2,
+    c3, c4 and c1) with haproxy beside the client, in front of the members on their hosts."""
     folder, img = image
-    study = load(cell())
+    config = cell()
+    placed_on = config["topologies"][config["axes"]["topology"][0]]["hosts"]
+    delayed = not (isinstance(placed_on, dict) and "proxy" in placed_on)
+    if delayed:  # a delay on each link, added at both of its ends, each on its own host (no proxy of its own)
+        config["network"] = LINK_DELAY
+    study = load(config)
     galera = cell is galera_behind_haproxy
-    declared = study.recipe(study.cells[0]).topology["hosts"]
+    topology = study.recipe(study.cells[0]).topology
+    # where each part runs: on the host named, or (spread) where the job of the hosts its planning gives, the
+    # idle cluster's first, puts it: the client on its first node, where the batch script runs, each node on the
+    # next
+    spread = topology["hosts"] == "spread"
+    declared = dict(zip(["client", *topology["nodes"]], HOSTS, strict=False)) if spread else topology["hosts"]
     used = tuple(sorted(set(declared.values())))
     raw, job_log = folder / kill[-1] / "raw", folder / f"job-{kill[-1]}.log"
     spec = {"recipe": study.recipe(study.cells[0]).as_dict(), "image": str(img), "raw": str(raw),
@@ -451,13 +512,34 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
             assert shown["counters"]["primary"]["Rpl_semi_sync_master_clients"] == 1, shown["counters"]["primary"]
             assert shown["nodes"]["replica1"]["topology"]["source"] == "primary"
             assert shown["nodes"]["primary"]["topology"]["replication"] == "semisync"
-        # each link's round trip, over the bridge (no delay declared); each host's clock against the client's:
+        # each link's round trip, over the bridge (and the delay declared); each host's clock against the client's:
         # one machine's clock here, so the true offset is 0, and the estimate must hold it within its bound
         assert set(shown["rtt_ms"]) == {f"client-{a}" for a in names} | {f"{a}-{b}" for i, a in enumerate(names)
                                                                          for b in names[i + 1:]}
-        assert all(0 < rtt < 20 for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
+        limit = 20 + (max(LINK_DELAY.values()) if delayed else 0)
+        assert all(0 < rtt < limit for rtt in shown["rtt_ms"].values()), shown["rtt_ms"]
+        print(f"round trips (ms): {shown['rtt_ms']}")
+        if delayed:  # each link's round trip at least the declared one, and within delivered.py's tolerance
+            declared_rtt = {f"{link['a']}-{link['b']}": link["latency_ms"] for link in shown["links"]}
+            assert set(declared_rtt) == set(shown["rtt_ms"])
+            assert all(shown["rtt_ms"][link] >= rtt for link, rtt in declared_rtt.items()), shown["rtt_ms"]
+            checks = delivered.topology(study.recipe(study.cells[0]),
+                                        {"network": {"links": shown["links"], "rtt_ms": shown["rtt_ms"]}}, {})
+            said = {link: (rtt, shown["rtt_ms"][link]) for link, rtt in declared_rtt.items()}
+            print(f"declared vs measured round trip (ms): {said}")
+            assert len(checks) == len(declared_rtt) and {c.verdict for c in checks} == {"equal"}, said
+            # on each host one rule per peer, named by the repetition, handing what the peer sends to the delayer
+            for host in used:
+                rules = delay_rules(cluster, host)
+                assert len(rules) == len(used) - 1 and all("--queue-bypass" in r for r in rules), (host, rules)
         for node in shown["nodes"].values():
             assert abs(node["clock"]["offset_ms"]) <= node["clock"]["within_ms"] + 0.5, node["clock"]
+        if spread:  # every server in a network and UTS namespace of its own, none the client's host's
+            servers = [psutil.Process(shown["nodes"][name]["pid"]) for name in names]
+            for kind in ("net", "uts"):
+                spaces = {os.readlink(f"/proc/{server.pid}/ns/{kind}") for server in servers}
+                assert len(spaces) == len(names) and os.readlink(f"/proc/{holder(cluster, 'c1')}/ns/{kind}") \
+                    not in spaces, kind
         for name in names:
             host, node = declared[name], shown["nodes"][name]
             # the server, asked from the client's host over the bridge, says it runs on its declared host
@@ -504,6 +586,7 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
                 said = subprocess.run([CLUSTER, "exec", where, "cat", os.environ["DBSWEEP_MEASURE_LOCK"]],
                                       capture_output=True, text=True, env=cluster).stdout
                 assert f" on {where} " in said and "proxy of" in said, said
+                assert proxy["results"] == {"path": "shared"}  # how its results come back, as a node's record says
         assert in_hosts(cluster, used)
 
     except BaseException:  # a check failed while the job held its nodes: end it, so that each node's
@@ -522,12 +605,21 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
         assert [m for m in mounts_on(cluster, host) if "dbsweep-hosts" in m] == [], host
     loops = subprocess.run(["losetup", "-a"], capture_output=True, text=True).stdout
     assert "dbsweep-hosts" not in loops, job_log.read_text()[-4000:]
+    assert {host: delay_rules(cluster, host) for host in used} == {host: [] for host in used}
     assert [cgroup for cgroup in cgroups if cgroup.exists()] == []
     # the nodes' server logs came back into the submitting tree (one filesystem shared by the hosts), but
     # from a node killed with its guardian, which had no moment to copy them
     for name in names[1:]:
         assert list((raw / name).glob("*.log")), name
     assert bool(list((raw / names[0]).glob("*.log"))) == (kill != ["guardian"])
+
+
+def delay_rules(env: dict, host: str) -> list[str]:
+    """The link delays' iptables rules in host's network namespace (their comment names the repetition)."""
+    said = subprocess.run([CLUSTER, "exec", host, "iptables", "-w", "-S", "INPUT"], capture_output=True, text=True,
+                          env=env)
+    assert said.returncode == 0, said.stderr
+    return [line for line in said.stdout.splitlines() if "dbsweep" in line]
 
 
 def in_namespaces_of(env: dict, host: str, proc: psutil.Process) -> None:

@@ -28,6 +28,7 @@ from dbsweep.events.schedule import Schedule
 from dbsweep.events.targets import Node, Targets, sampler_reader
 from dbsweep.engines import mariadb_cluster
 from dbsweep.topology import host_step, host_tables, hosts, placement, settings as topology_settings
+from dbsweep.topology.network import PeerDelay
 from dbsweep.topology.nodes import NodeSpec
 
 HOSTS = {"client": "c1", "primary": "c2", "replica1": "c3"}
@@ -115,6 +116,82 @@ def test_a_placement_that_leaves_a_part_out_or_names_no_part_is_refused(hosts, m
     with pytest.raises(ConfigError) as error:
         load(config)
     assert str(error.value).startswith(message)
+
+
+def spread(proxy: bool = False) -> dict:
+    """The study with `hosts: spread`: the client and each node on a host of its own that Slurm chooses."""
+    config = copy.deepcopy(STUDY)
+    config["topologies"]["semisync"]["hosts"] = "spread"
+    if proxy:
+        config["axes"]["proxy"] = ["haproxy"]
+    return config
+
+
+def test_a_spread_topology_places_the_client_and_every_node_on_hosts_slurm_chooses():
+    """No host named: each part is one Slurm chooses (no feature), recorded as declared spread; the proxy keeps
+    its rule, beside the client (no host of its own in the job); a run whose jobs run here refuses it."""
+    study = load(spread(proxy=True))
+    topology = study.recipe(study.cells[0]).topology
+    assert topology["hosts"] == "spread"  # as declared: what shapes the cell
+    placed = placement.of(topology)
+    assert placed.spread and placed.declared == "spread"
+    assert placed.hosts == {"client": {}, "primary": {}, "replica1": {}}  # no proxy among them
+    assert placed.named == {} and placed.constraints == {}
+    assert placed.by_slurm == {"client": None, "primary": None, "replica1": None}
+    assert [placement.declared(placed, role) for role in placed.hosts] == [{"declared_spread": True}] * 3
+    with pytest.raises(ConfigError) as error:
+        placement.refuse_local({"semisync": placed})
+    assert str(error.value).startswith("topologies.semisync.hosts: 'spread': placement across hosts runs on Slurm "
+                                       "only")
+
+
+@pytest.mark.parametrize("hosts, message", [
+    ("spred", "topologies.semisync.hosts: 'spred': neither spread (the client and every node each on a host of its "
+              "own, chosen by Slurm) nor a map of each part to its host"),
+    ("Spread", "topologies.semisync.hosts: 'Spread': neither spread"),
+    ("", "topologies.semisync.hosts: '': neither spread"),
+    (3, "topologies.semisync.hosts: 3 is not of type ['string', 'object']"),
+    (["c1", "c2", "c3"], "topologies.semisync.hosts: ['c1', 'c2', 'c3'] is not of type ['string', 'object']"),
+    (True, "topologies.semisync.hosts: True is not of type ['string', 'object']"),
+])
+def test_a_hosts_value_that_is_neither_spread_nor_a_map_is_refused_in_one_line(hosts, message):
+    config = copy.deepcopy(STUDY)
+    config["topologies"]["semisync"]["hosts"] = hosts
+    with pytest.raises(ConfigError) as error:
+        load(config)
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+SPREAD_RECORD = {"nodes": [{"name": "primary", "host": "c2", "declared_spread": True},
+                           {"name": "replica1", "host": "c3", "declared_spread": True}],
+                 "declared_client_spread": True, "network": {"hosts": {"client": "c1"}},
+                 "proxy": {"kind": "haproxy", "host": "c1", "declared_host": "c1"}}
+
+
+@pytest.mark.parametrize("landed, expected", [
+    ({}, [("client", "c1", "equal"), ("primary", "c2", "equal"), ("replica1", "c3", "equal"),
+          ("proxy", "c1", "equal")]),
+    ({"replica1": "c2"}, [("client", "c1", "equal"), ("primary", "c2 (also replica1)", "deviated"),
+                          ("replica1", "c2 (also primary)", "deviated"), ("proxy", "c1", "equal")]),
+    ({"replica1": "c1"}, [("client", "c1 (also replica1)", "deviated"), ("primary", "c2", "equal"),
+                          ("replica1", "c1 (also client)", "deviated"), ("proxy", "c1", "equal")]),
+    ({"replica1": None}, [("client", "c1", "equal"), ("primary", "c2", "equal"), ("replica1", "", "deviated"),
+                          ("proxy", "c1", "equal")]),
+], ids=["own-hosts", "two-nodes-on-one", "a-node-on-the-clients", "not-recorded"])
+def test_a_spread_part_is_read_back_as_on_a_host_no_other_part_ran_on(landed, expected):
+    """hosts: spread: each part's host against every other part's (the client's, each node's); the proxy beside
+    the client is checked as before."""
+    study = load(spread(proxy=True))
+    facts = copy.deepcopy(SPREAD_RECORD)
+    for node in facts["nodes"]:
+        node["host"] = landed.get(node["name"], node["host"])
+    checks = [c for c in delivered.topology(study.recipe(study.cells[0]), facts, {"node": "c1"}) if c.kind == "host"]
+    assert {c.declared for c in checks if c.key != "proxy"} == {"a host of its own"}
+    assert [(c.key, c.delivered, c.verdict) for c in checks] == expected
+    # the client's host as the run's record has it where the network's list does not
+    del facts["network"]["hosts"]
+    assert [c.delivered for c in delivered.topology(study.recipe(study.cells[0]), facts, {"node": "c1"})
+            if c.key == "client"] == [expected[0][1]]
 
 
 def test_the_dry_run_shows_each_nodes_host_and_a_local_run_refuses_before_any_job(tmp_path):
@@ -259,19 +336,39 @@ def test_results_sent_back_arrive_byte_for_byte_or_the_run_fails(tmp_path):
         hosts.copy_back("", folder, "node primary on c2")
 
 
-def test_a_placed_cell_with_an_added_link_delay_is_refused_before_any_job(tmp_path):
-    """A delay between hosts is not built: taken silently, the cell would run at the network's own round trip
-    under the declared one's name."""
+def test_a_placed_cell_with_an_added_link_delay_loads_and_its_hosts_get_their_ends(tmp_path):
+    """A delay between hosts is built on each host (network.host_delays): each end of a link holds half its round
+    trip for what arrives from the peer's host address, as on one host. A proxy on a host of its own is refused:
+    its links would run without the delay, under the declared one's name."""
     config = copy.deepcopy(STUDY)
     config["axes"]["network"] = ["lan", "far"]
-    config["networks"] = {"lan": {"node_latency_ms": 0}, "far": {"node_latency_ms": 2}}
+    config["networks"] = {"lan": {"node_latency_ms": 0}, "far": {"client_latency_ms": 3, "node_latency_ms": 2,
+                                                                "jitter_ms": 0.5}}
+    study = load(copy.deepcopy(config))
+    recipe = next(study.recipe(cell) for cell in study.cells if "network~far" in cell.path)
+    assert hosts.declared_links(recipe) == [
+        {"a": "client", "b": "primary", "latency_ms": 3, "jitter_ms": 0.5},
+        {"a": "client", "b": "replica1", "latency_ms": 3, "jitter_ms": 0.5},
+        {"a": "primary", "b": "replica1", "latency_ms": 2, "jitter_ms": 0.5}]
+    addresses = {"client": "10.0.0.1", "primary": "10.0.0.2", "replica1": "10.0.0.3"}
+    assert hosts.peer_delays(recipe, "client", addresses) == [PeerDelay("10.0.0.2", 1, 1.5, 0.25),
+                                                             PeerDelay("10.0.0.3", 2, 1.5, 0.25)]
+    assert hosts.peer_delays(recipe, "replica1", addresses) == [PeerDelay("10.0.0.1", 0, 1.5, 0.25),
+                                                               PeerDelay("10.0.0.2", 1, 1.0, 0.25)]
+    assert PeerDelay("10.0.0.2", 1, 1.5).rule("dbsweep r") == [
+        "INPUT", "-s", "10.0.0.2/32", "-m", "comment", "--comment", "dbsweep r", "-j", "NFQUEUE", "--queue-num", "1",
+        "--queue-bypass"]
+    lan = next(study.recipe(cell) for cell in study.cells if "network~lan" in cell.path)
+    assert hosts.peer_delays(lan, "client", addresses) == []  # no delay on its links: no rule, no delayer
+    config["topologies"]["semisync"]["hosts"] = HOSTS | {"proxy": "c4"}
+    config["axes"]["proxy"] = ["haproxy"]
     done = Study(tmp_path, config).run("-n", check=False)
     assert done.returncode != 0
     refused = [line for line in done.stderr.splitlines() if line.startswith("dbsweep: config error: ")]
     assert len(refused) == 1 and "/network~far" in refused[0] and "Traceback" not in done.stderr
-    assert refused[0].endswith(": network {'node_latency_ms': 2}: an added delay between hosts (semisync is placed on "
-                               "hosts) is not built yet (issue 34): their round trip is the network's own, measured "
-                               "and recorded (run.json topology.network.rtt_ms); exclude the combination")
+    assert refused[0].endswith(": network {'client_latency_ms': 3, 'node_latency_ms': 2, 'jitter_ms': 0.5}: an "
+                               "added delay to a proxy on a host of its own (semisync's proxy on c4) is not built "
+                               "yet (issue 34); exclude the combination, or run the proxy beside the client")
 
 
 # --- a placed node's server that dies in the measured window fails the repetition (a crash, not a refusal) ----

@@ -23,10 +23,10 @@ def check_placements(placements, partition: str | None = None) -> None:
     its own way (slurm.conf's), not as --nodelist names them."""
     for placed in placements:
         refused, nodes = test_only(placed.sbatch() + [f"--partition={partition}"] * bool(partition))
-        where = f"topologies.{placed.topology}.hosts: {placed.hosts!r}"
+        where = f"topologies.{placed.topology}.hosts: {placed.declared!r}"
         if refused is not None:
             raise RuntimeError(f"{where}: Slurm cannot place it: {refused}")
-        client = placed.hosts["client"]
+        client = placed.planned()["client"]
         first = hostnames(nodes)[:1] if nodes else []
         if first and first[0] != client:
             raise RuntimeError(f"{where}: the client's host {client} would not be the job's first host: Slurm "

@@ -23,12 +23,8 @@ from dbsweep.topology.started import CLIENT, Topology
 
 def links(recipe: Recipe, nodes: list[str]) -> list:
     """Every pair that talks: the client with each node, each node with each other node."""
-    from dbsweep.topology.network import LinkSpec
-    net = recipe.network
-    jitter = net["jitter_ms"]
-    out = [LinkSpec(CLIENT, node, net["client_latency_ms"], jitter) for node in nodes]
-    out += [LinkSpec(a, b, net["node_latency_ms"], jitter) for i, a in enumerate(nodes) for b in nodes[i + 1:]]
-    return out
+    from dbsweep.topology.network import topology_links
+    return topology_links(recipe.network, CLIENT, nodes)
 
 
 def start(recipe: Recipe, fs, image: Path | None, scratch: Path, raw: Path, log, stack: Stack) -> Topology:

@@ -63,7 +63,7 @@ from dbsweep.recipe import Recipe
 from dbsweep.runtime import cgroup
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import proxies, relay
+from dbsweep.topology import network, proxies, relay
 from dbsweep.topology.nodes import NodeSpec
 
 # Where a host keeps its copy of the image and its mount: its own storage, reachable by the server's user;
@@ -111,6 +111,9 @@ def serve(spec: dict, log, stdin) -> None:
                                  storage.filesystem(recipe.filesystem, scratch, runtime.active,
                                                     Path(spec["image"])))
                 place(fs.path, spec.get("files") or {})
+                stack.enter("network", f"link delays of {node['name']}",
+                            network.host_delays([network.PeerDelay(**delay) for delay in spec.get("delays", [])],
+                                                spec.get("comment", "dbsweep"), log, runtime.active))
                 node_spec = NodeSpec(name=node["name"], role=node["role"], index=node["index"],
                                      address=host_address(), port=spec.get("port") or database.free_port(),
                                      root=fs.path)

@@ -33,7 +33,7 @@ from dbsweep import database, engines, manifest, runtime
 from dbsweep.recipe import Recipe
 from dbsweep.runtime.resources import Stack
 from dbsweep.runtime.signals import signals_raise
-from dbsweep.topology import host_step, placement, proxied, proxies, relay
+from dbsweep.topology import host_step, network, placement, proxied, proxies, relay
 from dbsweep.topology.nodes import role
 from dbsweep.topology.host_step import host_address, rtt_ms
 from dbsweep.topology.nodes import NodeSpec
@@ -56,11 +56,14 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
     `topology`: what the family's start_cluster recorded of it; `delivered`: the server's own identity,
     read over the network from here as the benchmark user; `clock`: its host's clock offset)."""
     placed = placement.of(recipe.topology)
+    if placed is None:
+        raise RuntimeError(f"topology {recipe.topology['name']} is not placed on hosts")
+    # where each part runs in this job (one Slurm chose the host of: here); the client where this runs: the
+    # host it names, or (spread) the job's first host, where Slurm runs the batch script
+    on = placement.landed(placed)
     here = socket.gethostname()
-    if placed is None or placed.hosts[placement.CLIENT] != here:
-        raise RuntimeError(f"placed nodes start from the client's host ({placed and placed.hosts['client']}); "
-                           f"this is {here}")
-    on = placement.landed(placed)  # where each node runs in this job (a node placed by constraint: here)
+    if on[placement.CLIENT] != here:
+        raise RuntimeError(f"placed nodes start from the client's host ({on[placement.CLIENT]}); this is {here}")
     family = engines.family(recipe.engine)
     kind = recipe.topology["replication"]
     with ExitStack() as stack:
@@ -76,12 +79,18 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
                  for index, (name, port) in enumerate(zip(names, ports(len(names)), strict=True))]
         for node in specs:
             (node.root / database.DATADIR).mkdir(parents=True)
+        addresses = {placement.CLIENT: host_address()} | {node.name: node.address for node in specs}
+        comment = delay_comment(raw)
+        # the client's host's ends of its links (each node's step adds its own ends)
+        stack.enter_context(network.host_delays(peer_delays(recipe, placement.CLIENT, addresses), comment, log,
+                                                runtime.active))
         nodes = {}
 
         def start(node: NodeSpec, options: dict) -> database.Database:
             spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
                     "node": {"name": node.name, "role": node.role, "index": node.index}, "port": node.port,
-                    "files": staged(node.root)}
+                    "files": staged(node.root), "comment": comment,
+                    "delays": [dataclasses.asdict(d) for d in peer_delays(recipe, node.name, addresses)]}
             facts = stack.enter_context(node_on_host(on[node.name], spec, log))
             if facts["address"] != node.address:
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
@@ -101,6 +110,32 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             facts["delivered"] = {key: shown[key] for key in IDENTITY if key in shown}
             facts["clock"] = clock_offset(facts["step"])
         yield nodes
+
+
+def declared_links(recipe: Recipe) -> list[dict]:
+    """The placed topology's links as the record lists them (a, b, the added round trip and its jitter, as on
+    one host: the client with each node, each node with each later one), for delivered.py's link check."""
+    return [{"a": link.a, "b": link.b, "latency_ms": link.latency_ms, "jitter_ms": link.jitter_ms}
+            for link in network.topology_links(recipe.network, placement.CLIENT, recipe.topology["nodes"])]
+
+
+def peer_delays(recipe: Recipe, me: str, addresses: dict[str, str]) -> list[network.PeerDelay]:
+    """me's ends (the client's, or a node's) of its links with an added delay: what arrives from each peer's
+    address held half the link's round trip, ±half its jitter, as each end does on one host (network.py); one
+    queue per peer (its place among the client and the nodes)."""
+    order = list(addresses)
+    out = []
+    for link in network.topology_links(recipe.network, placement.CLIENT, recipe.topology["nodes"]):
+        if me not in (link.a, link.b) or link.latency_ms <= 0:
+            continue
+        peer = link.b if me == link.a else link.a
+        out.append(network.PeerDelay(addresses[peer], order.index(peer), link.latency_ms / 2, link.jitter_ms / 2))
+    return out
+
+
+def delay_comment(raw: Path) -> str:
+    """The comment naming a repetition's delay rules on every host (iptables takes up to 256 characters)."""
+    return f"dbsweep {str(raw)[-240:]}"
 
 
 def ports(count: int) -> list[int]:
@@ -252,7 +287,8 @@ def main(args: list[str]) -> int:
             if proxy_watch is not None:
                 watching.enter_context(proxy_watch)
             manifest.write_json(raw / "hosts.json", {
-                "client": socket.gethostname(), "nodes": shown, "rtt_ms": link_rtts(nodes), "counters": counters,
+                "client": socket.gethostname(), "nodes": shown, "rtt_ms": link_rtts(nodes),
+                "links": declared_links(recipe), "counters": counters,
                 "proxy": None if proxy is None else proxy_facts | {"pid": proxy.pid, "stats": proxy.stats()}})
             hold(nodes, spec.get("hold_s", 0))
     return 0
@@ -314,8 +350,10 @@ def proxy_front(recipe: Recipe, placed: placement.Placement, specs: list[NodeSpe
     monitors for the measured window, None beside the client, whose host's monitors the run starts)."""
     if placement.PROXY not in placed.hosts:
         target, proxy = proxied.front(recipe, specs, first, host_address(), None, log, stack)
-        facts = None if proxy is None else proxy.facts | {"host": socket.gethostname(),
-                                                          "declared_host": placed.hosts[placement.CLIENT]}
+        # declared beside the client: on the host the placement names for it, or (spread) the one it landed on
+        facts = None if proxy is None else proxy.facts | {
+            "host": socket.gethostname(),
+            "declared_host": placed.named.get(placement.CLIENT) or placement.landed(placed)[placement.CLIENT]}
         return target, proxy, facts, None
     host = placed.hosts[placement.PROXY]
     proxy, facts = stack.enter("service", f"{recipe.proxy['name']} on {host}",
@@ -330,8 +368,9 @@ def proxy_on_host(host: str, recipe: Recipe, specs: list[NodeSpec], login: tuple
                   log) -> Iterator[tuple[proxies.ProxyHandle, dict]]:
     """The cell's proxy on a host of its own (its placement's `proxy`), started there by a job step
     (host_step.serve_proxy) in front of the nodes that take writes at their hosts' addresses; yields its
-    handle as on one host, its numbers asked of the step each second, its facts with `host`; and the step's
-    facts (node_on_host: its monitors' results come back to RAW/proxy as a node's)."""
+    handle as on one host, its numbers asked of the step each second, its facts with `host` and `results`
+    (how its monitors' files come back to RAW/proxy, as a node's: node_on_host, the files sent back filled
+    in once its step has stopped); and the step's facts."""
     spec = {"raw": str(raw), "node": {"name": placement.PROXY},
             "proxy": {"kind": proxied.kind(recipe), "settings": proxied.settings(recipe),
                       "backends": [dataclasses.asdict(b) for b in proxied.backends(recipe, specs)],
@@ -339,7 +378,7 @@ def proxy_on_host(host: str, recipe: Recipe, specs: list[NodeSpec], login: tuple
     with node_on_host(host, spec, log) as facts:
         step = facts["step"]
         yield proxies.ProxyHandle(proxied.kind(recipe), facts["address"], facts["port"],
-                                  facts["facts"] | {"host": facts["host"]},
+                                  facts["facts"] | {"host": facts["host"], "results": facts["results"]},
                                   sample=lambda: ask(step, "stats")["stats"], pid=facts["pid"]), facts
 
 

@@ -70,6 +70,15 @@ class LinkSpec:
     jitter_ms: float = 0.0  # spread of that round trip: uniform within ±jitter_ms
 
 
+def topology_links(settings: dict, client: str, nodes: list[str]) -> list[LinkSpec]:
+    """A topology's links as its recipe's network settings declare them: the client with each node
+    (client_latency_ms), each node with each later one (node_latency_ms), all with jitter_ms."""
+    jitter = settings["jitter_ms"]
+    out = [LinkSpec(client, node, settings["client_latency_ms"], jitter) for node in nodes]
+    out += [LinkSpec(a, b, settings["node_latency_ms"], jitter) for i, a in enumerate(nodes) for b in nodes[i + 1:]]
+    return out
+
+
 @dataclass
 class _Link:
     """A link's conditions now (they change with set_latency, set_loss, cut and heal)."""
@@ -199,16 +208,8 @@ class Network:
             return
         proc = self._delayers.get(host)
         if proc is None:
-            argv = [*self.enter(host), sys.executable, "-m", "dbsweep.topology.delayer"]
-            env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
-            self._log.write(f"$ {' '.join(argv)}\n")
-            proc = self._delayers[host] = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                                           text=True, env=env, cwd="/")
-        proc.stdin.write(f"{queue} {delay_ms} {jitter_ms}\n")
-        proc.stdin.flush()
-        answer = proc.stdout.readline().strip()
-        if answer != f"ok {queue}":
-            raise RuntimeError(f"the delayer of {host} did not bind queue {queue} (exit {proc.poll()}): {answer!r}")
+            proc = self._delayers[host] = start_delayer(self.enter(host), self._log)
+        tell_delayer(proc, queue, delay_ms, jitter_ms, host)
         self._queued.setdefault(host, {})[queue] = (delay_ms, jitter_ms)
 
     def measure_rtt(self, count: int = 5, pick=statistics.median) -> dict[str, float]:
@@ -261,17 +262,83 @@ class Network:
     def _close(self) -> None:
         """Stop the delayers, delete the namespaces (and with them every veth and rule); raise if one stays."""
         for proc in self._delayers.values():
-            with contextlib.suppress(BrokenPipeError):  # it died already
-                proc.stdin.close()
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-            proc.stdout.close()
+            stop_delayer(proc)
         self._delayers.clear()
         for name in storage.delete_netns(list(self.namespaces.values())):
             self._log.write(f"$ ip netns delete {name}\n")
+
+
+def start_delayer(prefix: list[str], log) -> subprocess.Popen:
+    """The user-space delayer (delayer.py), run after prefix (a namespace to enter; none: this one)."""
+    argv = [*prefix, sys.executable, "-m", "dbsweep.topology.delayer"]
+    env = os.environ | {"PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    log.write(f"$ {' '.join(argv)}\n")
+    return subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env, cwd="/")
+
+
+def tell_delayer(proc: subprocess.Popen, queue: int, delay_ms: float, jitter_ms: float, who: str) -> None:
+    """Give queue of the delayer proc its one-way delay; returns once the queue is bound."""
+    proc.stdin.write(f"{queue} {delay_ms} {jitter_ms}\n")
+    proc.stdin.flush()
+    answer = proc.stdout.readline().strip()
+    if answer != f"ok {queue}":
+        raise RuntimeError(f"the delayer of {who} did not bind queue {queue} (exit {proc.poll()}): {answer!r}")
+
+
+def stop_delayer(proc: subprocess.Popen) -> None:
+    """End a delayer: its stdin closed, it exits (killed if it does not within 5 s)."""
+    with contextlib.suppress(BrokenPipeError):  # it died already
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    proc.stdout.close()
+
+
+@dataclass(frozen=True)
+class PeerDelay:
+    """One end of a link between hosts of a placed topology: what arrives from the peer's address is held
+    delay_ms (half the link's round trip), uniform within ±jitter_ms, by this host's delayer's queue."""
+
+    address: str
+    queue: int
+    delay_ms: float
+    jitter_ms: float = 0.0
+
+    def rule(self, comment: str) -> list[str]:
+        """The INPUT rule that hands what arrives from the peer to the queue; --queue-bypass: with no delayer
+        bound (it died, a kill left the rule) packets pass undelayed instead of being dropped."""
+        return ["INPUT", "-s", f"{self.address}/32", "-m", "comment", "--comment", comment,
+                "-j", "NFQUEUE", "--queue-num", str(self.queue), "--queue-bypass"]
+
+
+@contextmanager
+def host_delays(delays: list[PeerDelay], comment: str, log, active: Path | None) -> Iterator[None]:
+    """This host's ends of a placed topology's links (issue 34): in this network namespace (the host's own),
+    for each peer an iptables rule named by comment (the repetition) handing what arrives from it to a queue
+    of a delayer, this process's child; on exit the rules are deleted and the delayer stops; after a SIGKILL
+    the record in active lets storage.release (the guardian) or sweep_stale (the next run, a Slurm Epilog)
+    delete the rules."""
+    if not delays:
+        yield
+        return
+    rules = [delay.rule(comment) for delay in delays]
+    entry = storage.register(active, {"iptables": rules}) if active is not None else None
+    proc = start_delayer([], log)
+    try:
+        for delay in delays:
+            tell_delayer(proc, delay.queue, delay.delay_ms, delay.jitter_ms, f"link from {delay.address}")
+        for rule in rules:
+            log.write(f"$ iptables -w -I {' '.join(rule)}\n")
+            storage.sh(["iptables", "-w", "-I", *rule])
+        yield
+    finally:
+        storage.delete_rules(rules)
+        stop_delayer(proc)
+        if entry is not None:
+            entry.unlink(missing_ok=True)
 
 
 @functools.cache

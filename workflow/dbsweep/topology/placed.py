@@ -9,8 +9,10 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
   admin socket (root); its handle has no pid and no datadir here (the server runs elsewhere: a death
   watch, CPU accounting, CPU pinning or a datadir size taken from this host would be another process's or
   nothing); its real pid, datadir and host are in the record's topology facts;
-- the record's nodes carry `host`, where each ran (its step's hostname), beside `declared_host`, and
-  `results`, how its files came back (host_step: shared or copy-back); `network` has each link's
+- the record's nodes carry `host`, where each ran (its step's hostname), beside what was declared of it
+  (`declared_host`, `declared_constraint` with the host's `features`, or `declared_spread`: a host of its
+  own; the client's `declared_client_host` or `declared_client_spread`), and `results`, how its files came
+  back (host_step: shared or copy-back); `network` has each link's
   measured round trip and each host's clock offset;
 - each node's host runs its own monitors around the measured window (host_monitors: started and stopped
   with the window's samplers), whose rows the tables carry with the node's host (host_tables.py); each
@@ -19,20 +21,27 @@ The repetition sees the same Topology as on one host (topology/cell.py), with wh
 - its proxy, if it has one, runs here, beside the client (as on one host, where it runs in the client's
   namespace), in front of the nodes on their hosts (proxied.front); or, where the placement names its own
   host (`proxy`), there, started by a job step (hosts.proxy_on_host), its numbers asked of it each second;
-  the record's proxy carries `host` beside `declared_host` (the client's, or its own).
+  the record's proxy carries `host` beside `declared_host` (the client's, or its own) and, on its own host,
+  `results`, as a node's.
 
 - its timed events' node actions (stop, kill, pause, resume, start, restart: events.actions' placed=STEP) are
   asked of the node's job step (hosts.on_host), which does them on its host at the schedule's time, with the
   same mechanisms as on one host (host_step.HostEvents); the event log's outcome names the host. An sql event
   runs here, as on one host, through the node's relayed admin socket (which leads to the server running now).
 
-Not built for a placed cell (refused at load): an added link delay (placement.check_cell); the events that act
-on a link or on a host, io_throttle, command (the events concern).
+- an added link delay (`network:`) is added at both ends of each link, half each, as on one host: on each
+  host (the client's here, each node's by its job step) an iptables rule, its comment naming the repetition,
+  hands what arrives from the peer's host address to a user-space delayer (network.host_delays); the record's
+  `network.links` declares each link's round trip beside the measured `rtt_ms` (delivered.py's link check).
+
+Not built for a placed cell (refused at load): an added link delay with a proxy on a host of its own
+(placement.check_cell); the events that act on a link or on a host, io_throttle, command (the events concern).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
+import socket
 from pathlib import Path
 
 from dbsweep.recipe import Recipe
@@ -48,8 +57,8 @@ class Links:
     """The network between the hosts as the repetition asks about it: where the client runs (here) and the
     links' round trips."""
 
-    def __init__(self, placed: placement.Placement, nodes: dict[str, dict]):
-        self.placed, self.nodes = placed, nodes
+    def __init__(self, nodes: dict[str, dict], links: list[dict]):
+        self.nodes, self.links = nodes, links
         self.addresses = {CLIENT: host_address()} | {name: facts["address"] for name, facts in nodes.items()}
 
     def enter(self, host: str) -> list[str]:
@@ -63,10 +72,12 @@ class Links:
 
     @property
     def facts(self) -> dict:
-        landed = {CLIENT: self.placed.hosts[CLIENT]} | {name: facts["host"] for name, facts in self.nodes.items()}
-        return {"hosts": landed, "addresses": dict(self.addresses),
-                "method": "Slurm nodes of one job; round trips: ping from the client's host and from each node's "
-                          "host step; clocks: each host step's time.time() between two of the client host's",
+        landed = {CLIENT: socket.gethostname()} | {name: facts["host"] for name, facts in self.nodes.items()}
+        return {"hosts": landed, "addresses": dict(self.addresses), "links": self.links,
+                "method": "Slurm nodes of one job; latency: NFQUEUE user-space delayer at each end's input (half "
+                          "each; an iptables rule on each host for what arrives from the peer's address); round "
+                          "trips: ping from the client's host and from each node's host step; clocks: each host "
+                          "step's time.time() between two of the client host's",
                 "clocks": {name: facts["clock"] for name, facts in self.nodes.items()},
                 # the CPUs each part may use on its host (the client's here, each node's server's there): hosts
                 # of one machine confined to CPUs of their own (tests/slurm/cluster.sh's CLUSTER_CPUS) show it
@@ -82,7 +93,7 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     placed = placement.of(recipe.topology)
     nodes = stack.enter("server", f"{recipe.engine} nodes of {placed.topology}",
                         hosts.placed_nodes(recipe, image, raw, log))
-    links = Links(placed, nodes)
+    links = Links(nodes, hosts.declared_links(recipe))
     specs = [facts["spec"] for facts in nodes.values()]
     dbs = {name: _here(facts["db"]) for name, facts in nodes.items()}
     target, proxy, proxy_facts, proxy_watch = hosts.proxy_front(recipe, placed, specs, dbs[specs[0].name], raw, log,
@@ -98,7 +109,7 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
                    "filesystem": nodes[spec.name]["filesystem"], "devices": [],
                    "results": nodes[spec.name]["results"],
                    **nodes[spec.name]["topology"]} for spec in specs],
-        "client": links.addresses[CLIENT], "declared_client_host": placed.hosts[CLIENT],
+        "client": links.addresses[CLIENT], **_declared_client(placed),
         "network": _with_proxy_clock(links.facts, proxy_facts) | {"rtt_ms": links.measure_rtt()},
         "proxy": proxy_facts,
     }
@@ -107,6 +118,11 @@ def start(recipe: Recipe, image: Path | None, raw: Path, log, stack: Stack):
     readers = {name: hosts.counters_reader(facts) for name, facts in nodes.items()}
     on_host = {name: hosts.on_host(facts) for name, facts in nodes.items()}
     return Topology(target, dbs, specs, links, proxy, facts, {}, [], watches, readers, on_host)
+
+
+def _declared_client(placed: placement.Placement) -> dict:
+    """What the record says was declared of the client's host: its name, or (spread) a host of its own."""
+    return {"declared_client_spread": True} if placed.spread else {"declared_client_host": placed.hosts[CLIENT]}
 
 
 def _with_proxy_clock(network: dict, proxy_facts: dict | None) -> dict:

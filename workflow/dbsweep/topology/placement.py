@@ -21,11 +21,24 @@ node runs on a node of the job's that no other part names and that has the featu
 nodes and their features as Slurm lists them); the run's record has where it landed and that host's
 features (run.json topology.nodes[].host, features; declared_constraint).
 
-The client is always named: it runs where Slurm runs the job's batch script, the job's first host.
+Every part on a host of its own that Slurm chooses, none named (`hosts: spread`):
+
+    topologies: {galera3: {nodes: 3, replication: galera, hosts: spread}}
+
+Each part (the client, then each node) is planned as a part placed by constraint is, with no feature: the
+node Slurm would start a one-node job on beside the parts planned before it (`sbatch --test-only --nodes=1
+--exclude=<them>`: chosen); the hosts found are then given out in the order Slurm gives a job its nodes
+(in_job_order), the first, where Slurm runs the batch script, to the client. A cell with more parts than
+Slurm has nodes is refused before any job in Slurm's words (the job then asks for one node more than its
+node list names). In the job the client is its first host (landed; hosts.placed_nodes checks that it runs
+there) and each node lands on the next node of the job's; the run's record says `declared_spread` of each
+node and of the client, and delivered.py checks that each one's host is no other part's.
+
+Otherwise the client is named: it runs where Slurm runs the job's batch script, the job's first host.
 
 The proxy (a cell of the `proxy` axis) runs beside the client, or on a host of its own named as `proxy`
-(hosts.proxy_on_host; named, not by constraint); a cell without a proxy leaves that host out of its job
-(settings.recipe).
+(hosts.proxy_on_host; named, not by constraint; with `hosts: spread`, beside the client); a cell without a
+proxy leaves that host out of its job (settings.recipe).
 
 The cell's run then starts each node on its host (placed.py, hosts.py, host_step.py).
 """
@@ -46,6 +59,8 @@ HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
 
 CONSTRAINT = "constraint"
+# `hosts: spread`: the client and every node each on a host of its own, all chosen by Slurm.
+SPREAD = "spread"
 # A Slurm feature as slurm.conf's Features lists one (one feature, not an expression of several).
 FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
@@ -53,10 +68,17 @@ FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 @dataclass(frozen=True)
 class Placement:
     """Where each part of a placed topology runs: role (client, primary, replica1, node2 …) -> its host, or
-    {constraint: feature} (as declared)."""
+    {constraint: feature} (as declared), or {} (a host of its own that Slurm chooses: every part's, when
+    spread, as `hosts: spread` declares)."""
 
     topology: str
     hosts: dict[str, str | dict]
+    spread: bool = False
+
+    @property
+    def declared(self) -> str | dict:
+        """The placement as the study declares it (for messages): spread, or role -> host."""
+        return SPREAD if self.spread else self.hosts
 
     @property
     def named(self) -> dict[str, str]:
@@ -66,21 +88,30 @@ class Placement:
     @property
     def constraints(self) -> dict[str, str]:
         """The parts placed by constraint: role -> the feature their host must have."""
-        return {role: host[CONSTRAINT] for role, host in self.hosts.items() if isinstance(host, dict)}
+        return {role: host[CONSTRAINT] for role, host in self.hosts.items() if isinstance(host, dict) and host}
+
+    @property
+    def by_slurm(self) -> dict[str, str | None]:
+        """The parts whose host Slurm chooses: role -> the feature it must have, None for any (spread)."""
+        return {role: host.get(CONSTRAINT) for role, host in self.hosts.items() if isinstance(host, dict)}
 
     def planned(self) -> dict[str, str | None]:
-        """role -> its host: the named one, or the one Slurm would give a part placed by constraint now
-        (chosen), None where Slurm does not say (it refuses the feature, or is not here)."""
+        """role -> its host: the named one, or the one Slurm would give a part it chooses the host of now
+        (chosen), None where Slurm does not say (it refuses the feature, has no node left, or is not here).
+        Spread, the hosts in the order Slurm gives them to the job, the client's first (in_job_order)."""
         out: dict[str, str | None] = dict(self.named)
-        for role, feature in self.constraints.items():
+        for role, feature in self.by_slurm.items():
             out[role] = chosen(feature, tuple(host for host in out.values() if host))
+        if self.spread and all(out.values()):
+            out = dict(zip(self.hosts, in_job_order(tuple(out[role] for role in self.hosts)), strict=True))
         return {role: out[role] for role in self.hosts}
 
     @property
     def nodelist(self) -> list[str]:
-        """The distinct hosts, in the order the topology names them (client first); a part placed by a
-        constraint Slurm did not resolve, by its constraint."""
-        return list(dict.fromkeys(host or f"{CONSTRAINT}={self.constraints[role]}"
+        """The distinct hosts, in the order the topology names them (client first); a part Slurm did not find
+        a host for, by its constraint, or by its name (spread)."""
+        return list(dict.fromkeys(host or (f"{CONSTRAINT}={self.constraints[role]}" if role in self.constraints
+                                           else f"{SPREAD}-{role}")
                                   for role, host in self.planned().items()))
 
     def describe(self) -> str:
@@ -89,47 +120,71 @@ class Placement:
         parts = ", ".join(f"{role} on {planned[role] or 'a host'}"
                           + (f" (constraint {constraints[role]})" if role in constraints else "")
                           for role in self.hosts)
-        return f"topology {self.topology}: {parts} (one Slurm job: {' '.join(self.sbatch())})"
+        spread = f" ({SPREAD}: each part on a host of its own)" if self.spread else ""
+        return f"topology {self.topology}{spread}: {parts} (one Slurm job: {' '.join(self.sbatch())})"
 
     def sbatch(self) -> list[str]:
-        """The options that give a cell exactly its hosts: one job over them all; where Slurm did not resolve
-        a constraint, the named hosts and the constraints (which Slurm then refuses in its words:
-        slurm.check_placements)."""
+        """The options that give a cell exactly its hosts: one job over them all; where Slurm did not find a
+        part's host, the hosts found and the constraints, or (spread) one node more than they are, which Slurm
+        then refuses in its words (slurm.check_placements)."""
         planned = self.planned()
         hosts = list(dict.fromkeys(host for host in planned.values() if host))
-        unresolved = sorted({self.constraints[role] for role, host in planned.items() if host is None})
+        unresolved = sorted({self.constraints[role] for role, host in planned.items()
+                             if host is None and role in self.constraints})
         count = len(hosts) + sum(1 for host in planned.values() if host is None)
-        return [f"--nodes={count}", f"--nodelist={','.join(hosts)}"] \
+        return [f"--nodes={count}"] + ([f"--nodelist={','.join(hosts)}"] if hosts else []) \
             + ([f"--{CONSTRAINT}={'&'.join(unresolved)}"] if unresolved else [])
 
 
 @functools.cache
-def chosen(feature: str, beside: tuple[str, ...]) -> str | None:
-    """The node Slurm would start a one-node job with constraint feature on, excluding the hosts beside
-    (`sbatch --test-only`, which queues nothing); None where it would not (an unknown feature) or cannot
-    be asked. Asked once per planning."""
+def chosen(feature: str | None, beside: tuple[str, ...]) -> str | None:
+    """The node Slurm would start a one-node job on, with constraint feature (None: any node), excluding the
+    hosts beside (`sbatch --test-only`, which queues nothing); None where it would not (an unknown feature, no
+    node left) or cannot be asked. Asked once per planning."""
     try:
-        refused, nodes = slurm.test_only(["--nodes=1", f"--{CONSTRAINT}={feature}",
-                                          f"--exclude={','.join(beside)}"])
+        refused, nodes = slurm.test_only(["--nodes=1", *([f"--{CONSTRAINT}={feature}"] if feature else []),
+                                          *([f"--exclude={','.join(beside)}"] if beside else [])])
     except OSError:
         return None
     hosts = slurm.hostnames(nodes) if refused is None and nodes else []
     return hosts[0] if hosts else None
 
 
-def landed(placed: Placement) -> dict[str, str]:
-    """role -> the host each part runs on in this Slurm job: a named part on its host; a part placed by
-    constraint on a node of the job's (SLURM_JOB_NODELIST, in Slurm's order) that no other part runs on and
-    whose features (features) have its constraint. Raises where the job has none such."""
-    hosts = dict(placed.named)
-    if not placed.constraints:
+@functools.cache
+def in_job_order(hosts: tuple[str, ...]) -> tuple[str, ...]:
+    """hosts in the order Slurm would give a job over them its nodes (slurm.conf's, not the node list's; the
+    first runs the batch script), as `sbatch --test-only` says; as they are where it does not say."""
+    try:
+        refused, nodes = slurm.test_only([f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}"])
+    except OSError:
         return hosts
-    free = [host for host in slurm.hostnames(os.environ.get("SLURM_JOB_NODELIST", "")) if host not in hosts.values()]
-    for role, feature in placed.constraints.items():
-        host = next((host for host in free if feature in features(host)), None)
+    ordered = tuple(slurm.hostnames(nodes)) if refused is None and nodes else ()
+    return ordered if sorted(ordered) == sorted(hosts) else hosts
+
+
+def landed(placed: Placement) -> dict[str, str]:
+    """role -> the host each part runs on in this Slurm job (SLURM_JOB_NODELIST, in Slurm's order): a named part
+    on its host; a client Slurm chose (spread) on the job's first host, where Slurm runs the batch script; a
+    node Slurm chose on a node of the job's that no other part runs on and, placed by constraint, whose
+    features (features) have it. Raises where the job has none such."""
+    hosts = dict(placed.named)
+    if not placed.by_slurm:
+        return hosts
+    job = slurm.hostnames(os.environ.get("SLURM_JOB_NODELIST", ""))
+    if CLIENT in placed.by_slurm:
+        if not job:
+            raise RuntimeError(f"topology {placed.topology}: the client runs on the job's first host, and this "
+                               f"is no Slurm job's (SLURM_JOB_NODELIST {os.environ.get('SLURM_JOB_NODELIST')!r})")
+        hosts[CLIENT] = job[0]
+    free = [host for host in job if host not in hosts.values()]
+    for role, feature in placed.by_slurm.items():
+        if role == CLIENT:
+            continue
+        host = next((host for host in free if feature is None or feature in features(host)), None)
         if host is None:
-            raise RuntimeError(f"topology {placed.topology}: {role} (constraint {feature}): none of this job's "
-                               f"other nodes ({', '.join(free) or 'none'}) has that feature")
+            why = (f"constraint {feature}): none of this job's other nodes ({', '.join(free) or 'none'}) has that "
+                   f"feature" if feature else f"a host of its own): this job has no node left ({', '.join(job)})")
+            raise RuntimeError(f"topology {placed.topology}: {role} ({why}")
         hosts[role] = host
         free.remove(host)
     return {role: hosts[role] for role in placed.hosts}
@@ -144,17 +199,25 @@ def features(host: str) -> list[str]:
 
 
 def declared(placed: Placement, role: str) -> dict:
-    """What the run's record says was declared of role's host: declared_host, or declared_constraint."""
+    """What the run's record says was declared of role's host: declared_host, declared_constraint, or
+    declared_spread (a host of its own, no other part's)."""
     if role in placed.constraints:
         return {"declared_constraint": placed.constraints[role]}
+    if placed.spread:
+        return {"declared_spread": True}
     return {"declared_host": placed.hosts[role]}
 
 
-def check(where: str, hosts: dict, nodes: list[str]) -> None:
-    """Refuse, naming key and value, a placement that does not place exactly the client and every node
-    (and the proxy, or not) on a host of one name each (a part left out would run nowhere anyone declared),
-    or that puts two parts on one host (the second would wait for ever for the measuring lock the first
-    holds there)."""
+def check(where: str, hosts: dict | str, nodes: list[str]) -> None:
+    """Refuse, naming key and value, a placement that is not `spread` and does not place exactly the client
+    and every node (and the proxy, or not) on a host of one name each (a part left out would run nowhere
+    anyone declared), or that puts two parts on one host (the second would wait for ever for the measuring
+    lock the first holds there). The schema lets any string through: only spread means something."""
+    if not isinstance(hosts, dict):
+        if hosts != SPREAD:
+            raise ConfigError(f"{where}.hosts: {hosts!r}: neither {SPREAD} (the client and every node each on a "
+                              f"host of its own, chosen by Slurm) nor a map of each part to its host")
+        return
     roles = [CLIENT, *([PROXY] if PROXY in hosts else []), *nodes]
     for role, host in hosts.items():
         if role not in roles:
@@ -195,6 +258,8 @@ def of(topology: dict | None) -> Placement | None:
     """The placement of a cell's recipe topology (None: every node on the job's host, in namespaces)."""
     if not topology or not topology.get("hosts"):
         return None
+    if topology["hosts"] == SPREAD:
+        return Placement(topology["name"], {role: {} for role in [CLIENT, *topology["nodes"]]}, spread=True)
     order = [CLIENT, *([PROXY] if PROXY in topology["hosts"] else []), *topology["nodes"]]
     return Placement(topology["name"], {role: topology["hosts"][role] for role in order})
 
@@ -202,20 +267,21 @@ def of(topology: dict | None) -> Placement | None:
 def refuse_local(placements: dict[str, Placement]) -> None:
     """A run whose jobs run here cannot honour a placement: refuse it, in one line, before any job."""
     for name, placement in placements.items():
-        raise ConfigError(f"topologies.{name}.hosts: {placement.hosts!r}: placement across hosts runs on Slurm "
+        raise ConfigError(f"topologies.{name}.hosts: {placement.declared!r}: placement across hosts runs on Slurm "
                           f"only (--workflow-profile workflow/profiles/slurm); this run's jobs run on this host, "
                           f"where every node would run")
 
 
 def check_cell(path: str, recipe) -> None:
     """Refuse a placed cell (recipe: its Recipe) with what a placed topology does not run: an added link delay
-    (which would otherwise be dropped without a word). Its proxy runs on the client's host (placed.py); its
-    timed events' node actions on the node's host (the events concern refuses the others at load)."""
+    with its proxy on a host of its own (that host's links would run without it, without a word). Its timed
+    events' node actions run on the node's host (the events concern refuses the others at load)."""
     topology = recipe.topology
-    if of(topology) is None:
+    placed = of(topology)
+    if placed is None:
         return
     added = {key: value for key, value in (recipe.network or {}).items() if value}
-    if added:
-        raise ConfigError(f"{path}: network {added!r}: an added delay between hosts ({topology['name']} is placed "
-                          f"on hosts) is not built yet (issue 34): their round trip is the network's own, measured "
-                          f"and recorded (run.json topology.network.rtt_ms); exclude the combination")
+    if added and PROXY in placed.hosts:
+        raise ConfigError(f"{path}: network {added!r}: an added delay to a proxy on a host of its own "
+                          f"({topology['name']}'s proxy on {placed.hosts[PROXY]}) is not built yet (issue 34); "
+                          f"exclude the combination, or run the proxy beside the client")

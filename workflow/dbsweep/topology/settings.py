@@ -143,9 +143,12 @@ def recipe(config: dict, cell: dict) -> dict:
     proxy = str(cell.get("proxy", NO_PROXY))
     # A placement (topology/placement.py): the hosts of the client and of every node, one Slurm job over them;
     # the run's record (topology/cell.py's declared_host) is checked against where each node ran.
-    # A proxy's host is the cell's only where it has a proxy.
-    placed = {"hosts": {role: host for role, host in spec["hosts"].items()
-                        if role != placement.PROXY or proxy != NO_PROXY}} if spec and spec.get("hosts") else {}
+    # A proxy's host is the cell's only where it has a proxy; `hosts: spread` (every part on a host of its own,
+    # the proxy beside the client) is kept as it is.
+    hosts = (spec or {}).get("hosts")
+    if hosts and hosts != placement.SPREAD:
+        hosts = {role: host for role, host in hosts.items() if role != placement.PROXY or proxy != NO_PROXY}
+    placed = {"hosts": hosts} if hosts else {}
     return {
         "topology": {"name": name, "replication": spec["replication"] if spec else None,
                      "nodes": node_names(spec), "settings": settings} | placed,
