@@ -321,3 +321,20 @@ def test_the_summary_line_leaves_out_an_impossible_share_recorded_by_an_older_ru
     assert "357.9" not in said and "at most 3.2% of the CPUs' time" in said
     assert said.endswith("1 repetition(s) recorded other processes' CPU above 100% of the host's, which cannot be "
                          "(a run.json of before 2026-11-28 counted reaped children's CPU): left out.")
+
+
+def test_a_process_started_after_a_reading_is_new_on_the_readings_clock():
+    """foreign_cpu counts all the CPU of a process created after the start reading; psutil's create_time
+    counts from the kernel's boot time, which on this VM ran 1.0 s behind time.time() (a reading on
+    time.time() took such a process for one that was there before, and its CPU went uncounted)."""
+    start = disturbances.cpu_use(own=lambda: {os.getpid()})
+    late = busy("busy-new", spin_s=60)
+    try:
+        spun(late, name="busy-new")
+        created = psutil.Process(late.pid).create_time()
+        end = disturbances.cpu_use(own=lambda: {os.getpid()})
+    finally:
+        late.kill()
+        late.wait()
+    assert start["time"] - 2 * disturbances.TICK_S <= created <= end["time"] + disturbances.TICK_S
+    assert disturbances.foreign_cpu(start, end)["busy-new"] >= 0.3

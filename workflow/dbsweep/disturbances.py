@@ -42,7 +42,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -174,8 +173,17 @@ def cpu_use(own: Callable[[], set[int]]) -> dict:
         used = info["cpu_times"]
         procs[proc.pid] = (info["create_time"], _named(proc, info["name"]), used.user + used.system)
     mine = own()
-    return {"time": time.time(), "ticks": cpu_ticks(), "procs": {pid: p for pid, p in procs.items() if pid not in mine},
+    return {"time": process_clock(), "ticks": cpu_ticks(),
+            "procs": {pid: p for pid, p in procs.items() if pid not in mine},
             "own": {pid: procs[pid][0] for pid in mine if pid in procs}}
+
+
+def process_clock(uptime: Path = Path("/proc/uptime")) -> float:
+    """Now, on the clock of psutil's create_time (the kernel's boot time in whole seconds plus the time
+    since boot), which may differ from time.time() by a second or more on a VM whose clock was stepped
+    since boot (measured here: create_time 1.0 s behind time.time() after 2.5 h). A process started after
+    a reading has a create_time at or after the reading's time on this clock, to the clock tick."""
+    return psutil.boot_time() + float(uptime.read_text().split()[0])
 
 
 def _named(proc: psutil.Process, name: str) -> str:
@@ -207,7 +215,7 @@ def foreign_cpu(start: dict, end: dict) -> dict[str, float]:
         before = start["procs"].get(pid)
         if before is not None and before[0] == created:
             used[name] += max(0.0, cpu - before[2])
-        elif created >= start["time"] - 1:  # create_time is to the clock tick; a pid reused or new
+        elif created >= start["time"] - 2 * TICK_S:  # new (or its pid reused) since the start, to the tick
             used[name] += cpu
     return {name: round(seconds, 3) for name, seconds in used.most_common() if seconds > 0}
 
