@@ -19,7 +19,7 @@ from work_units import pytest_collection_modifyitems, pytest_xdist_make_schedule
 ROOT = Path(__file__).resolve().parents[1]
 SNAKEMAKE = Path(sys.executable).with_name("snakemake")
 SLURM_TURN = Path("/run/dbsweep/test-slurm.lock")
-# Each pytest-xdist worker measures under a measuring lock of its own, so the two workers' studies measure
+# Each pytest-xdist worker measures under a measuring lock of its own, so the workers' studies measure
 # side by side rather than wait for each other (no test asserts a figure; the lock's own tests set theirs).
 # Set at import, before any test module imports dbsweep.runtime.lock, and inherited by every snakemake.
 os.environ["DBSWEEP_MEASURE_LOCK"] = f"/run/dbsweep/test-measure-{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.lock"
@@ -174,7 +174,7 @@ def study_factory(request, workdir):
 @contextmanager
 def slurm_turn():
     """The one test Slurm of this host (tests/slurm/up.sh), held while a test file or a benchmark uses it:
-    the tests run on two pytest-xdist workers, and Slurm's commands find one cluster's config."""
+    the tests run on several pytest-xdist workers, and Slurm's commands find one cluster's config."""
     SLURM_TURN.parent.mkdir(parents=True, exist_ok=True)
     with open(SLURM_TURN, "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
@@ -203,10 +203,10 @@ _MADE_SHARED = pytest.StashKey[bool]()
 
 
 def pytest_configure(config):
-    """The two workers measure at once, each under a lock of its own, which a host never does (one
+    """The workers measure at once, each under a lock of its own, which a host never does (one
     measuring lock). A topology test's nodes run in network namespaces (`ip netns exec`), each with a copy
     of the host's mounts of that moment; where / is private (this VM's init; systemd makes it shared), the
-    other worker's loop filesystem stays mounted in those copies after its run unmounts it, and its loop
+    another worker's loop filesystem stays mounted in those copies after its run unmounts it, and its loop
     device cannot be detached while the node lives (a run failed so: "held open by no process"). With /
     shared, the unmount reaches the copies. Set once by the controlling process, and set back at the end."""
     if hasattr(config, "workerinput") or os.geteuid() != 0:

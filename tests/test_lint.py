@@ -62,7 +62,7 @@ def test_snakemake_lint_reports_only_the_conda_lint(tmp_path):
 
 
 def lintr_parts(count: int = 2) -> list[list[str]]:
-    """workflow/R's files in `count` parts of about equal lines, for the two pytest-xdist workers to lint side
+    """workflow/R's files in `count` parts of about equal lines, for the pytest-xdist workers to lint side
     by side (lintr took 19 s of CPU on the whole folder: the fast tier's longest test)."""
     parts = [[] for _ in range(count)]
     lines = [0] * count

@@ -1,5 +1,5 @@
 """The R analysis functions' own tests (testthat), run as part of the one test command: one test per
-testthat file, so that the two pytest-xdist workers share them. Each worker runs its files in one R
+testthat file, so that the pytest-xdist workers share them. Each worker runs its files in one R
 process of its own (loading R's packages took 1.5 s of CPU per file, more than most files' tests)."""
 import os
 import subprocess

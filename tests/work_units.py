@@ -1,9 +1,9 @@
-"""The units of work of the two pytest-xdist workers, and their order (pytest.ini: -n 2 --dist loadscope).
+"""The units of work of the pytest-xdist workers, and their order (pytest.ini: -n 3 --dist loadscope).
 
 A unit goes to one worker whole. A test file whose tests share a module or session fixture (a server image,
 datadirs initialised once, the test Slurm) is one unit, so the fixture is set up once; every user of the one
 test Slurm is one unit, so no worker waits for the other's turn on it (conftest.slurm_turn); every other
-test is a unit of its own, so that a long file's tests spread over both workers.
+test is a unit of its own, so that a long file's tests spread over the workers.
 
 xdist's own `--dist loadgroup` reads `xdist_group` marks by appending the group to each node id, which
 pytest 9.2 no longer lets it do (pytest-xdist issue #1386): it dealt every test out alone, a file's module
