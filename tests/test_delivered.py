@@ -286,6 +286,25 @@ def test_a_link_changed_under_the_run_is_deviated_at_the_window_s_end_and_a_cut_
     assert got[("link", "client-primary round trip ms (window start)")] == EQUAL
 
 
+def test_a_placed_link_is_checked_beyond_the_hosts_own_round_trip_measured_before_its_delay():
+    # hosts 0.35 ms apart on their network: no delay added on the client's link, 2 ms on the nodes'
+    facts = link_facts({"client-primary": 0.42, "primary-replica1": 2.4})
+    facts["network"]["links"][0]["latency_ms"] = 0
+    facts["network"]["base_rtt_ms"] = {"client-primary": 0.35, "primary-replica1": 0.36}
+    checks = {(c.kind, c.key): c for c in delivered.topology(topology_recipe(), facts, {})}
+    assert {key: c.verdict for key, c in checks.items()} == {
+        ("link", "client-primary round trip ms (window start)"): EQUAL,
+        ("link", "primary-replica1 round trip ms (window start)"): EQUAL}
+    assert checks[("link", "primary-replica1 round trip ms (window start)")].delivered == "2.04"
+    # without the hosts' own, the same pings read as a link 4x its declared (on one host the floor covers it)
+    del facts["network"]["base_rtt_ms"]
+    got = verdicts(delivered.topology(topology_recipe(), facts, {}))
+    assert got[("link", "client-primary round trip ms (window start)")] == DEVIATED
+    facts["network"]["base_rtt_ms"] = {"client-primary": float("nan")}
+    got = verdicts(delivered.topology(topology_recipe(), facts, {}))
+    assert got[("link", "client-primary round trip ms (window start)")] == NOT_READ
+
+
 def test_a_node_started_on_another_host_than_declared_is_deviated():
     nodes = [{"name": "primary", "host": "db1", "declared_host": "db1"},
              {"name": "replica1", "host": "db1", "declared_host": "db2"}]

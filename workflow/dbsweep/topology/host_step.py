@@ -111,6 +111,10 @@ def serve(spec: dict, log, stdin) -> None:
                                  storage.filesystem(recipe.filesystem, scratch, runtime.active,
                                                     Path(spec["image"])))
                 place(fs.path, spec.get("files") or {})
+                # the hosts' own round trip to each later node's host, before any rule of theirs or this
+                # host's delays it (they start after this one): what the link's added delay is measured from
+                base = {f"{node['name']}-{peer}": rtt_ms(address)
+                        for peer, address in (spec.get("later_peers") or {}).items()}
                 stack.enter("network", f"link delays of {node['name']}",
                             network.host_delays([network.PeerDelay(**delay) for delay in spec.get("delays", [])],
                                                 spec.get("comment", "dbsweep"), log, runtime.active))
@@ -130,7 +134,8 @@ def serve(spec: dict, log, stdin) -> None:
                          "cpus": sorted(os.sched_getaffinity(db.handle.pid)),
                          "socket_name": db.handle.socket.name, "relay_port": port, "relay_token": token.hex(),
                          "basedir": str(db.handle.basedir) if db.handle.basedir else None, "results": path,
-                         "user": db.conn.user, "password": db.conn.password, "database": db.conn.database}
+                         "user": db.conn.user, "password": db.conn.password, "database": db.conn.database,
+                         "base_rtt_ms": base}
                 print(json.dumps(facts), flush=True)
                 watch = HostMonitors(raw, fs.devices, events.node)
                 with watch:

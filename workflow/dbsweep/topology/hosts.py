@@ -81,6 +81,9 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             (node.root / database.DATADIR).mkdir(parents=True)
         addresses = {placement.CLIENT: host_address()} | {node.name: node.address for node in specs}
         comment = delay_comment(raw)
+        # the hosts' own round trip from the client's to each node's, before any delay rule (delivered.py
+        # checks what each link adds beyond it); each node's step measures its own to the later nodes
+        base = {f"{placement.CLIENT}-{node.name}": rtt_ms(node.address) for node in specs}
         # the client's host's ends of its links (each node's step adds its own ends)
         stack.enter_context(network.host_delays(peer_delays(recipe, placement.CLIENT, addresses), comment, log,
                                                 runtime.active))
@@ -90,11 +93,14 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             spec = {"recipe": recipe.as_dict(), "image": str(image), "raw": str(raw), "options": options,
                     "node": {"name": node.name, "role": node.role, "index": node.index}, "port": node.port,
                     "files": staged(node.root), "comment": comment,
-                    "delays": [dataclasses.asdict(d) for d in peer_delays(recipe, node.name, addresses)]}
+                    "delays": [dataclasses.asdict(d) for d in peer_delays(recipe, node.name, addresses)],
+                    "later_peers": {later.name: later.address for later in specs[node.index + 1:]}}
             facts = stack.enter_context(node_on_host(on[node.name], spec, log))
             if facts["address"] != node.address:
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
                                    f"{facts['address']}, not on {node.address}, its host's address here")
+            facts["base_rtt_ms"] = {f"{placement.CLIENT}-{node.name}": base[f"{placement.CLIENT}-{node.name}"]} \
+                | facts.get("base_rtt_ms", {})
             nodes[node.name] = facts
             node.fetch = fetcher(facts["step"], local / "fetched" / node.name)
             return stack.enter_context(_reached(recipe, family, node, facts, local))

@@ -73,10 +73,12 @@ class Links:
     @property
     def facts(self) -> dict:
         landed = {CLIENT: socket.gethostname()} | {name: facts["host"] for name, facts in self.nodes.items()}
-        return {"hosts": landed, "addresses": dict(self.addresses), "links": self.links,
+        base = {link: ms for facts in self.nodes.values() for link, ms in facts.get("base_rtt_ms", {}).items()}
+        return {"hosts": landed, "addresses": dict(self.addresses), "links": self.links, "base_rtt_ms": base,
                 "method": "Slurm nodes of one job; latency: NFQUEUE user-space delayer at each end's input (half "
                           "each; an iptables rule on each host for what arrives from the peer's address); round "
-                          "trips: ping from the client's host and from each node's host step; clocks: each host "
+                          "trips: ping from the client's host and from each node's host step, the hosts' own "
+                          "(base_rtt_ms) before any delay rule; clocks: each host "
                           "step's time.time() between two of the client host's",
                 "clocks": {name: facts["clock"] for name, facts in self.nodes.items()},
                 # the CPUs each part may use on its host (the client's here, each node's server's there): hosts
