@@ -2,6 +2,7 @@
 what Slurm is asked for, and refused in one line, before any job, by a run whose jobs run on this host."""
 import base64
 import copy
+import dataclasses
 import hashlib
 import json
 import os
@@ -369,6 +370,25 @@ def test_a_placed_cell_with_an_added_link_delay_loads_and_its_hosts_get_their_en
     assert refused[0].endswith(": network {'client_latency_ms': 3, 'node_latency_ms': 2, 'jitter_ms': 0.5}: an "
                                "added delay to a proxy on a host of its own (semisync's proxy on c4) is not built "
                                "yet (issue 34); exclude the combination, or run the proxy beside the client")
+
+
+def test_a_placed_link_delay_below_the_delayers_round_trip_is_refused_even_where_netem_is():
+    """A placed link's delay is the user-space delayer's on each host, whatever the planning host's kernel has:
+    where it has sch_netem the one-host floor check (topology/settings.check_floor) lets 0.1 ms load, and below
+    the delayer's about 0.2 ms the link would run at the floor, then be read back deviated in every repetition.
+    (This host has no netem, so its measured floor refuses 0.1 ms at load already: the recipe is made here.)"""
+    config = copy.deepcopy(STUDY)
+    config["axes"]["network"] = ["lan"]
+    config["networks"] = {"lan": {"node_latency_ms": 0.3}}
+    study = load(copy.deepcopy(config))
+    path, lan = next((cell.path, study.recipe(cell)) for cell in study.cells if "network~lan" in cell.path)
+    placement.check_cell(path, lan)
+    near = dataclasses.replace(lan, network=lan.network | {"node_latency_ms": 0.1})
+    with pytest.raises(ConfigError) as error:
+        placement.check_cell(path, near)
+    assert str(error.value) == (f"{path}: network.node_latency_ms: 0.1 is below what a placed link's delay can "
+                                "deliver: the user-space delayer on each host adds about 0.2 ms of round trip "
+                                "(BENCHMARKS.md, link_delay); declare 0 or at least 0.2")
 
 
 # --- a placed node's server that dies in the measured window fails the repetition (a crash, not a refusal) ----

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from dbsweep import slurm
 from dbsweep.errors import ConfigError
+from dbsweep.topology.link_floor import DELAYER_FLOOR_MS
 
 CLIENT, PROXY = "client", "proxy"
 # A Slurm node's name as slurm.conf's NodeName takes one (no host list syntax: one host each).
@@ -61,6 +62,9 @@ HOST_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 CONSTRAINT = "constraint"
 # `hosts: spread`: the client and every node each on a host of its own, all chosen by Slurm.
 SPREAD = "spread"
+# the study's Slurm partition (cluster.partition; None: Slurm's default), set by the workflow (rules/common.smk):
+# the hosts Slurm would choose are asked of the partition the job goes to
+PARTITION: str | None = None
 # A Slurm feature as slurm.conf's Features lists one (one feature, not an expression of several).
 FEATURE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,62}")
 
@@ -101,9 +105,10 @@ class Placement:
         Spread, the hosts in the order Slurm gives them to the job, the client's first (in_job_order)."""
         out: dict[str, str | None] = dict(self.named)
         for role, feature in self.by_slurm.items():
-            out[role] = chosen(feature, tuple(host for host in out.values() if host))
+            out[role] = chosen(feature, tuple(host for host in out.values() if host), PARTITION)
         if self.spread and all(out.values()):
-            out = dict(zip(self.hosts, in_job_order(tuple(out[role] for role in self.hosts)), strict=True))
+            out = dict(zip(self.hosts, in_job_order(tuple(out[role] for role in self.hosts), PARTITION),
+                           strict=True))
         return {role: out[role] for role in self.hosts}
 
     @property
@@ -137,13 +142,14 @@ class Placement:
 
 
 @functools.cache
-def chosen(feature: str | None, beside: tuple[str, ...]) -> str | None:
-    """The node Slurm would start a one-node job on, with constraint feature (None: any node), excluding the
-    hosts beside (`sbatch --test-only`, which queues nothing); None where it would not (an unknown feature, no
-    node left) or cannot be asked. Asked once per planning."""
+def chosen(feature: str | None, beside: tuple[str, ...], partition: str | None = None) -> str | None:
+    """The node Slurm would start a one-node job on in partition (None: Slurm's default), with constraint
+    feature (None: any node), excluding the hosts beside (`sbatch --test-only`, which queues nothing); None
+    where it would not (an unknown feature, no node left) or cannot be asked. Asked once per planning."""
     try:
         refused, nodes = slurm.test_only(["--nodes=1", *([f"--{CONSTRAINT}={feature}"] if feature else []),
-                                          *([f"--exclude={','.join(beside)}"] if beside else [])])
+                                          *([f"--exclude={','.join(beside)}"] if beside else []),
+                                          *([f"--partition={partition}"] if partition else [])])
     except OSError:
         return None
     hosts = slurm.hostnames(nodes) if refused is None and nodes else []
@@ -151,11 +157,12 @@ def chosen(feature: str | None, beside: tuple[str, ...]) -> str | None:
 
 
 @functools.cache
-def in_job_order(hosts: tuple[str, ...]) -> tuple[str, ...]:
+def in_job_order(hosts: tuple[str, ...], partition: str | None = None) -> tuple[str, ...]:
     """hosts in the order Slurm would give a job over them its nodes (slurm.conf's, not the node list's; the
-    first runs the batch script), as `sbatch --test-only` says; as they are where it does not say."""
+    first runs the batch script) in partition, as `sbatch --test-only` says; as they are where it does not."""
     try:
-        refused, nodes = slurm.test_only([f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}"])
+        refused, nodes = slurm.test_only([f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}",
+                                          *([f"--partition={partition}"] if partition else [])])
     except OSError:
         return hosts
     ordered = tuple(slurm.hostnames(nodes)) if refused is None and nodes else ()
@@ -281,6 +288,13 @@ def check_cell(path: str, recipe) -> None:
     if placed is None:
         return
     added = {key: value for key, value in (recipe.network or {}).items() if value}
+    # a placed link's delay is always the user-space delayer's (network.host_delays), whatever this planning
+    # host's kernel has: below its round trip the link would run at the floor, not at what the study says
+    for key, value in added.items():
+        if key.endswith("latency_ms") and value < DELAYER_FLOOR_MS:
+            raise ConfigError(f"{path}: network.{key}: {value!r} is below what a placed link's delay can deliver: "
+                              f"the user-space delayer on each host adds about {DELAYER_FLOOR_MS} ms of round trip "
+                              f"(BENCHMARKS.md, link_delay); declare 0 or at least {DELAYER_FLOOR_MS}")
     if added and PROXY in placed.hosts:
         raise ConfigError(f"{path}: network {added!r}: an added delay to a proxy on a host of its own "
                           f"({topology['name']}'s proxy on {placed.hosts[PROXY]}) is not built yet (issue 34); "
