@@ -3,6 +3,7 @@ network, on this one machine; and `down` leaves nothing of it, even after a kill
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -93,6 +94,12 @@ def test_three_namespaces_are_three_slurm_nodes_and_down_leaves_nothing(tmp_path
 
             assert sorted(on(folder, "ctl", "srun", "-N3", "hostname").split()) == ["c1", "c2", "c3"]
             assert on(folder, "ctl", "srun", "-w", "c2", "hostname", "-I").split() == ["198.19.34.2"]
+            # a host Slurm chooses for a placed part is asked of the study's partition: one it has, one it has not
+            asked = ("from dbsweep.topology.placement import chosen, in_job_order; "
+                     "print(chosen(None, ('c1',), 'bench'), chosen(None, ('c1',), 'nosuch'), "
+                     "in_job_order(('c3', 'c2'), 'bench'))")
+            assert on(folder, "ctl", "env", f"PYTHONPATH={ROOT / 'workflow'}", sys.executable, "-c", asked).split() \
+                == ["c2", "None", "('c2',", "'c3')"]
             assert on(folder, "c2", "hostname").split() == ["c2"]
             # c1 reaches c3 by name across the bridge (c3's slurmd port).
             on(folder, "ctl", "srun", "-w", "c1", "bash", "-c", "exec 3<>/dev/tcp/c3/6818")

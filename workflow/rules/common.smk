@@ -58,6 +58,7 @@ onstart:
 
 
 CELLS = {cell.path: cell for cell in STUDY.cells}
+placement.PARTITION = STUDY.cluster.get("partition")  # the hosts Slurm chooses, asked of the jobs' partition
 try:  # cell path -> its topology's placement on hosts (topology/settings.py), for the cells placed
     PLACED = topology_settings.placed_cells(STUDY.cells, STUDY.recipe)
 except ConfigError as error:
