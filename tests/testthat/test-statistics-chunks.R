@@ -30,6 +30,18 @@ test_that("a chunk's failed check stops with its own message", {
                "rep 1: 10 per-second samples .* need at least 32")
 })
 
+test_that("a chunk whose process is killed stops the statistics rather than drop its rows", {
+  # mclapply gives a killed process's chunk back as NULL with only a warning: unlisted, the ratios' bounds
+  # of every later chunk would land on the wrong comparisons
+  killed <- function(i) {
+    if (i == 2L) tools::pskill(Sys.getpid(), tools::SIGKILL)
+    i
+  }
+  expect_error(in_chunks(map_chunks(list(1L, 2L, 3L), killed)),
+               "chunk 2 of 3: its process \\(one of 2\\) ended without a result")
+  expect_identical(in_chunks(map_chunks(list(1L, 3L), killed)), list(1L, 3L))
+})
+
 test_that("the runs of cell ids read in pieces are those of the whole column", {
   ids <- c(rep(1L, 5L), rep(2L, 3L), rep(1L, 4L), 3L, 3L, 3L)
   path <- tempfile()

@@ -307,13 +307,20 @@ chunks_of_cells <- function(source, ids) {
 chunk_cores <- function(n) max(1L, min(n, as.integer(getOption("dbsweep.cores", 1L))))
 
 # f(ids, ...) of every chunk, in order: in chunk_cores() forked processes (parallel::mclapply) when that is
-# more than one. A chunk that fails stops with its own error, the first in chunk order.
+# more than one. A chunk that fails stops with its own error, the first in chunk order; a chunk whose
+# process died (the OOM killer, a signal) comes back from mclapply as NULL with only a warning, and stops
+# here too, naming it: dropped, its rows would shift every later chunk's onto the wrong cells.
 map_chunks <- function(chunks, f, ...) {
   cores <- chunk_cores(length(chunks))
   if (cores == 1L) return(lapply(chunks, f, ...))
-  out <- suppressWarnings(parallel::mclapply(chunks, f, ..., mc.cores = cores))  # its warning: the error below
-  for (r in out) {
+  out <- suppressWarnings(parallel::mclapply(chunks, f, ..., mc.cores = cores))  # its warning: the errors below
+  for (i in seq_along(chunks)) {
+    r <- if (i <= length(out)) out[[i]] else NULL
     if (inherits(r, "try-error")) stop(attr(r, "condition"))
+    if (is.null(r)) {
+      stop(sprintf("chunk %d of %d: its process (one of %d) ended without a result (killed: out of memory?)",
+                   i, length(chunks), cores), call. = FALSE)
+    }
   }
   out
 }
