@@ -326,8 +326,9 @@ def host_delays(delays: list[PeerDelay], comment: str, log, active: Path | None)
         return
     rules = [delay.rule(comment) for delay in delays]
     entry = storage.register(active, {"iptables": rules}) if active is not None else None
-    proc = start_delayer([], log)
+    proc = None
     try:
+        proc = start_delayer([], log)
         for delay in delays:
             tell_delayer(proc, delay.queue, delay.delay_ms, delay.jitter_ms, f"link from {delay.address}")
         for rule in rules:
@@ -335,10 +336,13 @@ def host_delays(delays: list[PeerDelay], comment: str, log, active: Path | None)
             storage.sh(["iptables", "-w", "-I", *rule])
         yield
     finally:
-        storage.delete_rules(rules)
-        stop_delayer(proc)
-        if entry is not None:
-            entry.unlink(missing_ok=True)
+        try:
+            storage.delete_rules(rules)
+            if entry is not None:  # the rules are gone: nothing left for a sweep (else the record stays for it)
+                entry.unlink(missing_ok=True)
+        finally:  # the delayer stops even where a rule could not be deleted
+            if proc is not None:
+                stop_delayer(proc)
 
 
 @functools.cache
