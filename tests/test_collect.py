@@ -36,3 +36,7 @@ def test_the_wal_written_in_a_window_is_the_positions_advance_not_the_lagging_st
     standby = {k: v for k, v in last.items() if k != "wal_lsn_bytes"}
     assert postgresql.logs_written("postgresql", first, standby)["log"] == \
         last["wal.wal_bytes"] - first["wal.wal_bytes"]
+    # a standby promoted inside the window: no position at its first tick, one at its last
+    promoted = {k: v for k, v in first.items() if k != "wal_lsn_bytes"}
+    assert postgresql.logs_written("postgresql", promoted, last)["log"] == \
+        last["wal.wal_bytes"] - first["wal.wal_bytes"]

@@ -748,10 +748,10 @@ def logs_written(engine: str, first: dict, last: dict) -> dict[str, float | None
     share when it next reports its statistics, at most once a second, so over a short window it lags (in
     tests/fixtures/pgbench_counters it stood still for a second while the position moved 43 KB; over 2 s
     of sysbench it gave PostgreSQL 0.097 KB per read-write transaction). wal_bytes only where the position
-    is missing (a standby)."""
+    is missing at either end (a standby, or one promoted inside the window)."""
     if engine not in ENGINE_NAMES:
         raise ConfigError(f"engine: {engine!r} is not a PostgreSQL engine")
-    name = "wal_lsn_bytes" if "wal_lsn_bytes" in last else "wal.wal_bytes"
+    name = "wal_lsn_bytes" if "wal_lsn_bytes" in first and "wal_lsn_bytes" in last else "wal.wal_bytes"
     wal = last[name] - first[name] if name in first and name in last else None
     return {"log": wal, "binlog": None}
 
