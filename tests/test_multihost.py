@@ -418,20 +418,26 @@ def net_of(env: dict, host: str) -> str:
     return os.readlink(f"/proc/{holder(env, host)}/ns/net")
 
 
+def net_ns(pid: int) -> str | None:
+    """A process's network namespace; None once it has exited (another test's monitor may end at any moment)."""
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return None
+
+
 def in_hosts(env: dict, names: tuple[str, ...]) -> list[str]:
     """Live processes, in any of these hosts' network namespaces, that a node's step (or the client's host:
     haproxy) would start."""
     spaces = {net_of(env, host): host for host in HOSTS if host in names}
     found = []
     for proc in psutil.process_iter(["pid", "name", "cmdline", "status"]):
-        try:
-            if proc.info["status"] == psutil.STATUS_ZOMBIE or os.readlink(f"/proc/{proc.pid}/ns/net") not in spaces:
-                continue
-        except OSError:
+        space = net_ns(proc.pid)
+        if proc.info["status"] == psutil.STATUS_ZOMBIE or space not in spaces:
             continue
         cmd = " ".join(proc.info["cmdline"] or [])
         if proc.info["name"] in ("mariadbd", "mysqld", "vmstat", "iostat", "haproxy") or "dbsweep" in cmd:
-            found.append(f"{spaces[os.readlink(f'/proc/{proc.pid}/ns/net')]}: {cmd}")
+            found.append(f"{spaces[space]}: {cmd}")
     return found
 
 
@@ -556,7 +562,7 @@ def test_each_node_runs_on_its_host_from_its_own_copy_and_killing_the_job_leaves
             assert node["results"] == {"path": "shared"}  # the hosts share the submitting tree here
             # the host's monitors, in its namespaces, writing into the shared tree
             monitors = [p for p in psutil.process_iter(["name"]) if p.info["name"] in ("vmstat", "iostat")
-                        and os.readlink(f"/proc/{p.pid}/ns/net") == net_of(cluster, host)]
+                        and net_ns(p.pid) == net_of(cluster, host)]
             assert sorted(p.info["name"] for p in monitors) == ["iostat", "vmstat"]
             wait_for(raw / name / "vmstat.txt", job_log)
             # the server's process: in its host's namespaces, under the step's slurmstepd, in a repetition cgroup
