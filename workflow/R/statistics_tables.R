@@ -314,8 +314,8 @@ map_chunks <- function(chunks, f, ...) {
   cores <- chunk_cores(length(chunks))
   if (cores == 1L) return(lapply(chunks, f, ...))
   out <- suppressWarnings(parallel::mclapply(chunks, f, ..., mc.cores = cores))  # its warning: the errors below
-  for (i in seq_along(chunks)) {
-    r <- if (i <= length(out)) out[[i]] else NULL
+  for (i in seq_along(out)) {
+    r <- out[[i]]
     if (inherits(r, "try-error")) stop(attr(r, "condition"))
     if (is.null(r)) {
       stop(sprintf("chunk %d of %d: its process (one of %d) ended without a result (killed: out of memory?)",

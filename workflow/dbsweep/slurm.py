@@ -22,7 +22,7 @@ def check_placements(placements, partition: str | None = None) -> None:
     Slurm runs its batch script and so the client, would not be the client's: Slurm orders a job's nodes
     its own way (slurm.conf's), not as --nodelist names them."""
     for placed in placements:
-        refused, nodes = test_only(placed.sbatch() + [f"--partition={partition}"] * bool(partition))
+        refused, nodes = test_only(placed.sbatch(), partition)
         where = f"topologies.{placed.topology}.hosts: {placed.declared!r}"
         if refused is not None:
             raise RuntimeError(f"{where}: Slurm cannot place it: {refused}")
@@ -34,10 +34,11 @@ def check_placements(placements, partition: str | None = None) -> None:
                                f"client on {first[0]}, or its host first in slurm.conf")
 
 
-def test_only(options: list[str]) -> tuple[str | None, str | None]:
-    """(Slurm's refusal of a one-minute exclusive job with these sbatch options, or None when it would start
-    it; the nodes it would start it on, in Slurm's hostlist form, when it says: "sbatch: Job 3 to start at …
-    using 6 processors on nodes c[1-3] in partition bench")."""
+def test_only(options: list[str], partition: str | None = None) -> tuple[str | None, str | None]:
+    """(Slurm's refusal of a one-minute exclusive job with these sbatch options in partition (None: Slurm's
+    default), or None when it would start it; the nodes it would start it on, in Slurm's hostlist form, when
+    it says: "sbatch: Job 3 to start at … using 6 processors on nodes c[1-3] in partition bench")."""
+    options = options + ([f"--partition={partition}"] if partition else [])
     done = subprocess.run(["sbatch", "--test-only", "--exclusive", "--time=1", *options, "--wrap=true"],
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     if done.returncode == 0:

@@ -83,7 +83,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
         comment = delay_comment(raw)
         # the hosts' own round trip from the client's to each node's, before any delay rule (delivered.py
         # checks what each link adds beyond it); each node's step measures its own to the later nodes
-        base = {f"{placement.CLIENT}-{node.name}": rtt_ms(node.address) for node in specs}
+        base = {node.name: rtt_ms(node.address) for node in specs}
         # the client's host's ends of its links (each node's step adds its own ends)
         stack.enter_context(network.host_delays(peer_delays(recipe, placement.CLIENT, addresses), comment, log,
                                                 runtime.active))
@@ -99,8 +99,7 @@ def placed_nodes(recipe: Recipe, image: Path, raw: Path, log) -> Iterator[dict[s
             if facts["address"] != node.address:
                 raise RuntimeError(f"node {node.name} on {facts['host']}: its server listens on "
                                    f"{facts['address']}, not on {node.address}, its host's address here")
-            facts["base_rtt_ms"] = {f"{placement.CLIENT}-{node.name}": base[f"{placement.CLIENT}-{node.name}"]} \
-                | facts.get("base_rtt_ms", {})
+            facts["base_rtt_ms"] = {f"{placement.CLIENT}-{node.name}": base[node.name]} | facts["base_rtt_ms"]
             nodes[node.name] = facts
             node.fetch = fetcher(facts["step"], local / "fetched" / node.name)
             return stack.enter_context(_reached(recipe, family, node, facts, local))

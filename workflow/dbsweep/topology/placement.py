@@ -148,8 +148,7 @@ def chosen(feature: str | None, beside: tuple[str, ...], partition: str | None =
     where it would not (an unknown feature, no node left) or cannot be asked. Asked once per planning."""
     try:
         refused, nodes = slurm.test_only(["--nodes=1", *([f"--{CONSTRAINT}={feature}"] if feature else []),
-                                          *([f"--exclude={','.join(beside)}"] if beside else []),
-                                          *([f"--partition={partition}"] if partition else [])])
+                                          *([f"--exclude={','.join(beside)}"] if beside else [])], partition)
     except OSError:
         return None
     hosts = slurm.hostnames(nodes) if refused is None and nodes else []
@@ -161,8 +160,7 @@ def in_job_order(hosts: tuple[str, ...], partition: str | None = None) -> tuple[
     """hosts in the order Slurm would give a job over them its nodes (slurm.conf's, not the node list's; the
     first runs the batch script) in partition, as `sbatch --test-only` says; as they are where it does not."""
     try:
-        refused, nodes = slurm.test_only([f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}",
-                                          *([f"--partition={partition}"] if partition else [])])
+        refused, nodes = slurm.test_only([f"--nodes={len(hosts)}", f"--nodelist={','.join(hosts)}"], partition)
     except OSError:
         return hosts
     ordered = tuple(slurm.hostnames(nodes)) if refused is None and nodes else ()
