@@ -243,11 +243,14 @@ def test_an_option_the_server_rejects_fails_only_its_cell_and_cold_start(study_f
 
 
 def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, workdir):
-    """rate: 50% at 1 and 2 threads: one calibration (closed loop, as many threads as CPUs, 10 s) runs
-    once for both cells, and each cell's rate is 50% of its throughput, recorded beside the percentage."""
+    """rate: 10% at 1 and 2 threads: one calibration (closed loop, as many threads as CPUs, 10 s) runs
+    once for both cells, and each cell's rate is 10% of its throughput, recorded beside the percentage.
+    A tenth, so that one thread keeps up: on this VM one thread's closed loop is a fifth of two threads'
+    when the host is idle (430 against 2,080 tps: each of a transaction's round trips wakes an idle CPU),
+    and about half when other tests keep the CPUs busy."""
     config = db_study(engines=("innodb",), threads=[1, 2], filesystem=["tmpfs"])
     config["workloads"]["oltp"] = {"tool": "sysbench", "options": {
-        "script": "oltp_read_write", "tables": 1, "table_size": 2000, "time": 3, "rate": "50%"}}
+        "script": "oltp_read_write", "tables": 1, "table_size": 2000, "time": 3, "rate": "10%"}}
     study = study_factory(config)
     study.run()
     calibrations = list(study.path("resources/calibration").glob("*/*.json"))
@@ -257,22 +260,22 @@ def test_open_loop_rate_as_a_share_of_the_calibrated_capacity(study_factory, wor
     calibrated = json.loads(calibrations[0].read_text())
     assert calibrated["tps"] > 0 and calibrated["threads"] == os.cpu_count() and calibrated["seconds"] == 10
     assert "rate" not in calibrated["recipe"]["options"], calibrated["recipe"]
-    expected = max(1, round(0.5 * calibrated["tps"]))
+    expected = max(1, round(0.1 * calibrated["tps"]))
     summaries = list(study.path("results/runs").glob("**/rep~1/summary.json"))
     assert len(summaries) == 2
     for path in summaries:
         summary = json.loads(path.read_text())
         assert (summary["rate"], summary["rate_percent"], summary["rate_calibrated_tps"]) == (
-            expected, 50.0, calibrated["tps"]), summary
+            expected, 10.0, calibrated["tps"]), summary
         run = json.loads((path.parent / "run.json").read_text())
         assert run["recipe"]["options"]["rate"] == expected
         assert run["calibration"]["file"] == str(calibrations[0].relative_to(study.root))
     table = list(csv.DictReader(study.path("results/tables/openloop.csv").read_text().splitlines()))
     assert [(r["threads"], float(r["rate_percent"]), int(r["rate"])) for r in table] == [
-        ("1", 50.0, expected), ("2", 50.0, expected)]
+        ("1", 10.0, expected), ("2", 10.0, expected)]
     # its page in Chromium answers first with each cell at its rate, before the throughput ratio (the rate)
     check_page(study.path("results/index.html"), rf"^Answer At each cell's rate of arrivals .* threads 1: target "
-               rf"rate {expected:,} transactions/s \(50% of the calibrated [\d,.]+\); achieved [\d,.]+ \([\d.]+%\), "
+               rf"rate {expected:,} transactions/s \(10% of the calibrated [\d,.]+\); achieved [\d,.]+ \([\d.]+%\), "
                r"(kept up|short of its rate in 1 of 1 repetition); latency from arrival .*: p99 [\d,.]+ ms",
                "open loop")
     again = study.run("-n")

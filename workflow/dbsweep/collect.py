@@ -58,6 +58,8 @@ def collect(run_json: Path, out: dict[str, Path]) -> None:
     # The system clock second that ends sample `second` 1 is window_start + 1.
     window_start = samples[0]["time"] - 1 if samples else record["measure_start"]
     device_class = record.get("filesystem", {}).get("device_class")
+    if device_class:
+        device_class = device_class | {"charged": record.get("throttle_ios", {}).get(device_class.get("device"))}
     system = system_rows(raw, window_start, device_class)
     write_csv(out["system"], SYSTEM_COLUMNS,
               host_tables.with_hosts(system, record)
@@ -238,20 +240,22 @@ def server_summary(recipe: Recipe, path: Path, window_start: float, samples: lis
 
 def system_rows(raw: Path, window_start: float, device_class: dict | None = None) -> list[dict]:
     """vmstat and iostat joined on the second they were sampled in, numbered like the samples; with the
-    device class's utilisation in each second of its capped device (run.json filesystem.device_class)."""
+    device class's utilisation in each second of its capped device (run.json filesystem.device_class, with
+    `charged`: the throttle's counts over the window, run.json throttle_ios)."""
     def second(t: float) -> int:
         return math.ceil(t - window_start)
 
     rows: dict[int, dict] = {}
     for row in monitors.vmstat(raw / "vmstat.txt"):
         rows[second(row["time"])] = {"time": row["time"]} | {k: row[k] for k in VMSTAT_COLUMNS}
-    iostat = raw / "iostat.json"
-    if iostat.exists():
-        for row in monitors.iostat(iostat):
-            target = rows.setdefault(second(row["time"]), {"time": row["time"]})
-            target |= {k: row[k] for k in IOSTAT_COLUMNS}
-            if device_class and row["device"] == device_class.get("block"):
-                target["class_util_pct"] = devices.utilisation(row, device_class["declared"])
+    iostat = monitors.iostat(raw / "iostat.json") if (raw / "iostat.json").exists() else []
+    capped = [row for row in iostat if device_class and row["device"] == device_class.get("block")]
+    per_io = devices.charged_per_io(device_class.get("charged")) if capped else None
+    for row in iostat:
+        target = rows.setdefault(second(row["time"]), {"time": row["time"]})
+        target |= {k: row[k] for k in IOSTAT_COLUMNS}
+        if capped and row["device"] == device_class["block"]:
+            target["class_util_pct"] = devices.utilisation(row, device_class["declared"], per_io)
     return [{"second": s} | rows[s] for s in sorted(rows)]
 
 

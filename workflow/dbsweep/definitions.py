@@ -97,7 +97,8 @@ DEFINITIONS = {
     "util_pct": "iostat's %util of the device (share of time busy, %), mean over the measured seconds",
     "class_util_pct": "the device class's utilisation (%): in each second, the largest share of one of the "
                       "class's caps that the capped device's rates reached (reads/s, writes and flushes/s, "
-                      "bytes/s), mean over the measured seconds; empty without a class",
+                      "bytes/s; its IOs counted as the throttle charged them), mean over the measured "
+                      "seconds; empty without a class",
     "saturation": "the cell's lat_mean_ms divided by that at its group's smallest thread count (no unit)",
     # efficiency
     "hit_ratio": "the share of page reads served from memory (0..1)",

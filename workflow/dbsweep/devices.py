@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from dbsweep.concern import Concern
@@ -180,16 +182,72 @@ def on_cell(fs: dict, values: dict, classes: dict) -> dict:
     return out | {"device_class": {"name": str(name)} | classes[str(name)]}
 
 
-def utilisation(row: dict, caps: dict) -> float | None:
+def utilisation(row: dict, caps: dict, per_io: dict[str, float] | None = None) -> float | None:
     """The class's utilisation in one second of iostat's rows of its device (%): the largest share of a
-    cap that the device's rates reached. Writes count with their flushes against write_iops (the throttle
-    counts an fsync's empty flush as a write IO, which iostat counts apart, f/s); iostat's kB are 1,024
-    bytes. iostat's own %util cannot say this: a throttled IO waits above the device, and only the loop
-    device's service counts as busy. None without a cap."""
-    rates = {"read_iops": row["r_s"], "write_iops": row["w_s"] + row.get("f_s", 0.0),
-             "read_bps": row["rkb_s"] * 1024, "write_bps": row["wkb_s"] * 1024}
+    cap that the device's rates reached. Against an IOPS cap, each of iostat's IOs counts as `per_io` of
+    its direction's IOs the throttle charged (charged_per_io: r/s for reads, w/s with f/s for writes), since
+    iostat's columns are not the throttle's (a write carrying its flush is one IO to the throttle and one in
+    each of w/s and f/s, an fsync's empty flush is a write to it, merged and split IOs differ); without them
+    the IOPS caps are left out. iostat's kB are 1,024 bytes. iostat's own %util cannot say this: a
+    throttled IO waits above the device, and only the loop device's service counts as busy. None without
+    a cap to compare with."""
+    rates = {"read_bps": row["rkb_s"] * 1024, "write_bps": row["wkb_s"] * 1024}
+    if per_io is not None:
+        rates |= {"read_iops": row["r_s"] * per_io["read"], "write_iops": (row["w_s"] + row["f_s"]) * per_io["write"]}
     shares = [rates[key] / cap for key, cap in caps.items() if key in rates and cap]
     return round(100 * max(shares), 2) if shares else None
+
+
+def charged_per_io(counts: dict | None) -> dict[str, float] | None:
+    """What one of iostat's IOs of the device counts as to its throttle, by direction: the IOs the throttle
+    charged over the measured window over those the device completed in it (counts: run.json throttle_ios
+    of the device, both read together as the window started and as it ended; the device's are iostat's
+    source, /proc/diskstats, writes with their flushes); 1 where the device completed none. None without
+    the throttle's counts (a run from before they were read)."""
+    if not counts or "end" not in counts:
+        return None
+    start, end = counts["start"], counts["end"]
+    out = {}
+    for way in ("read", "write"):
+        done = end[f"device_{way}"] - start[f"device_{way}"]
+        out[way] = (end[way] - start[way]) / done if done else 1.0
+    return out
+
+
+def diskstats(dev: str, path: Path = Path("/proc/diskstats")) -> dict[str, int]:
+    """The IOs the device 'major:minor' has completed since boot, as iostat reads them: reads, and writes
+    with the flushes (fields 4, 8 and 19 of /proc/diskstats; a kernel before 5.5 counts no flushes, one
+    before 4.18 no discards either)."""
+    major, minor = dev.split(":")
+    for line in path.read_text().splitlines():
+        fields = line.split()
+        if fields[:2] == [major, minor]:
+            flushes = int(fields[18]) if len(fields) > 18 else 0
+            return {"read": int(fields[3]), "write": int(fields[7]) + flushes}
+    raise RuntimeError(f"device {dev} is not in {path}")
+
+
+@contextmanager
+def throttle_counts(record: dict):
+    """The IOs the throttle has charged on each capped device (blkio.classes), read as the body (a measured
+    window) starts and as it ends, with those the device completed, into record["throttle_ios"]
+    ('major:minor' -> start and end: the time, the throttle's read and write IOs, the device's)."""
+    h = blkio.hierarchy() if blkio.classes else None
+    if h is None:
+        yield
+        return
+
+    def now(dev: str) -> dict:
+        done = diskstats(dev)
+        return {"time": time.time()} | blkio.serviced(h.mount, dev) | {"device_read": done["read"],
+                                                                        "device_write": done["write"]}
+
+    counts = record["throttle_ios"] = {dev: {"start": now(dev)} for dev in blkio.classes}
+    try:
+        yield
+    finally:
+        for dev, count in counts.items():
+            count["end"] = now(dev)
 
 
 def mean_utilisation(system: list[dict], seconds: int) -> float | None:

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 
 from dbsweep import database, disturbances, manifest, noise, workloads
+from dbsweep.devices import throttle_counts
 from dbsweep.monitors import Monitors
 from dbsweep.progress import Follow
 from dbsweep.recipe import Recipe
@@ -123,7 +124,8 @@ def measure(recipe: Recipe, argv: list[str], cwd: Path, devices: list[str], raw:
 def window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sampler=None,
            servers: list[int] | None = None, not_pinned: str | None = None):
     """Around a measured window: the page cache dropped (noise_control.drop_caches: after the restore,
-    the server's start and its warm-up, which all fill it), the monitors (and a server sampler) started,
+    the server's start and its warm-up, which all fill it), the monitors (and a server sampler) started, the
+    throttle's counts of a capped device read (devices.throttle_counts),
     the CPUs pinned (cpu_pinning: the servers' process trees, the monitors and this process; the client
     through the yielded Pinning's client()), the host looked at, and record["measure_start"] set; once
     the window has ended, its CPU steal and the CPU other processes used in it (disturbances.after_window).
@@ -133,7 +135,7 @@ def window(recipe: Recipe, raw: Path, devices: list[str], record: dict, log, sam
     pinning = noise.Pinning(control, servers is not None, record, log, not_pinned)
     try:
         pinning.server(servers or [])
-        with Monitors(raw, devices) as mon, (sampler or nullcontext()):
+        with Monitors(raw, devices) as mon, (sampler or nullcontext()), throttle_counts(record):
             record["monitors"] = mon.commands
             pinning.monitors(mon.pids)
             _look_around(record, log)

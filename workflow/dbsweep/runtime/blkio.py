@@ -79,6 +79,20 @@ def rules(folder: Path, dev: str) -> dict[str, int]:
     return found
 
 
+def serviced(folder: Path, dev: str) -> dict[str, int]:
+    """The IOs the throttle has counted on dev so far in the cgroup at folder and every cgroup below it
+    (blkio.throttle.io_serviced_recursive), by direction ('read', 'write'). The kernel counts a bio as it
+    enters the throttle, before it waits, and in a direction only while a rule of that direction is set on
+    dev; an fsync's empty flush is a write there, a write carrying its flush one IO."""
+    found = {"read": 0, "write": 0}
+    for line in (folder / "blkio.throttle.io_serviced_recursive").read_text().splitlines():
+        name, _, rest = line.partition(" ")
+        kind, _, value = rest.partition(" ")
+        if name == dev and kind.lower() in found:
+            found[kind.lower()] = int(value)
+    return found
+
+
 def set_rules(folder: Path, dev: str, limits: dict[str, int]) -> None:
     """Set every limit of LIMITS on dev in the cgroup at folder: the given ones, and no limit (0) for the rest,
     so a rule left by an earlier user of the device does not stay."""
