@@ -68,7 +68,7 @@ def test_a_test_s_unit_is_the_slurm_group_its_file_or_itself(tmp_path):
 
 
 def test_the_workers_run_each_unit_whole_with_the_suite_s_options(tmp_path):
-    """A real `pytest -n 2` with pytest.ini's options and work_units' hooks, over files of their own: the
+    """A real `pytest -n 3` with pytest.ini's options and work_units' hooks, over files of their own: the
     Slurm users' tests on one worker, a module fixture's file on one worker with its fixture set up once.
     (xdist's loadgroup dealt each of these tests out alone under pytest 9.2.)"""
     ini = configparser.ConfigParser()

@@ -1,4 +1,4 @@
-"""The units of work of the pytest-xdist workers, and their order (pytest.ini: -n 2 --dist loadscope).
+"""The units of work of the pytest-xdist workers, and their order (pytest.ini: -n 3 --dist loadscope).
 
 A unit goes to one worker whole. A test file whose tests share a module or session fixture (a server image,
 datadirs initialised once, the test Slurm) is one unit, so the fixture is set up once; every user of the one
