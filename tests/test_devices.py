@@ -418,8 +418,11 @@ def test_a_fio_cell_on_a_class_delivers_its_cap_and_leaves_no_rule(study_factory
     s = study_factory(copy.deepcopy(config))
     s.run("--until", "collect")
     got = {}
-    for fs, wl, direction, figure in (("ext4", "randread", "read", "iops"), ("ext4", "write", "write", "bw_bytes"),
-                                      ("xfs", "fsync", "write", "iops")):
+    # what each cell's fio did, as a share of the cap that binds it (%): the utilisation's oracle. xfs: each
+    # write's fsync writes the log, a write that carries the flush: two IOs to the throttle, not three
+    cells = (("ext4", "randread", "read", "iops", 100 / 500), ("ext4", "write", "write", "bw_bytes", 100 / (8 << 20)),
+             ("xfs", "fsync", "write", "iops", 2 * 100 / 200))
+    for fs, wl, direction, figure, share in cells:
         rep = s.path(f"results/runs/filesystem~{fs}/threads~1/workload~{wl}/device_class~capped/rep~1")
         run = json.loads((rep / "run.json").read_text())
         record = run["filesystem"]["device_class"]
@@ -427,18 +430,20 @@ def test_a_fio_cell_on_a_class_delivers_its_cap_and_leaves_no_rule(study_factory
         got[wl] = json.loads((rep / run["attempt"] / "raw" / "fio.json").read_text())["jobs"][0][direction][figure]
         device = record["device"]
         assert set(run["throttle_ios"]) == {device}
-        # reached in the window's full seconds, never passed by more than iostat's own timing (a loaded host
+        # fio's rate in the window's full seconds, passed by no more than iostat's own timing (a loaded host
         # may read a second's counts late); the mean over the window's seconds, edges partly idle, at most 100
         with open(rep / "system.csv") as f:
             seconds = [row for row in csv.DictReader(f) if row["class_util_pct"]]
         assert seconds and all(row["device"] == record["block"] for row in seconds)
         shares = sorted(float(row["class_util_pct"]) for row in seconds)
-        assert shares[len(shares) // 2] == pytest.approx(100, abs=8) and shares[-1] < 120, (wl, shares)
+        used = got[wl] * share
+        assert shares[len(shares) // 2] == pytest.approx(used, abs=8) and shares[-1] < used + 20, (wl, used, shares)
         assert 0 < json.loads((rep / "summary.json").read_text())["class_util_pct"] <= 102
+    # at depth 16 the cap; at depth 1, with an fsync after each write, the cap or less as the host's load
+    # lets it (docs/devices.md), never more
     assert got["randread"] == pytest.approx(500, rel=0.05)
     assert got["write"] == pytest.approx(8 << 20, rel=0.05)
-    # xfs: each write's fsync writes the log, a write that carries the flush: two IOs to the throttle, not three
-    assert got["fsync"] == pytest.approx(200 / 2, rel=0.05)
+    assert 50 < got["fsync"] <= 200 / 2 * 1.05
     assert blkio.rules(BLKIO, device) == {}
 
 
