@@ -124,7 +124,8 @@ EFFICIENCY_PREAMBLE <- paste(
   "memory_limit_mb: the server's memory cap (MB), NA when none; class_util_pct",
   "(only when a cell is on a device class): the class's utilisation (%): per second,",
   "the largest share of one of the class's caps the capped device's rates reached,",
-  "writes with their flushes; mean over the measured seconds, NA without a class."
+  "its IOs counted as the device's throttle charged them; mean over the measured",
+  "seconds, NA without a class."
 )
 
 # The md lines of one table: its note, or its preamble and (sectioned) table.
